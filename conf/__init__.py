@@ -1,0 +1,1 @@
+"""Hydra config tree of swizzlebench, installed as the package ``swizzlebench_conf``."""

@@ -1,0 +1,82 @@
+"""The Hydra task: one job = one kernel x swizzle x launch config over every shape of
+the chosen preset, each shape a tracked MLflow run."""
+from __future__ import annotations
+
+import importlib.resources
+import logging
+import os
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from harness.callbacks import SWEEP_ENV
+from harness.device import GPU, DeviceInfo, describe_device, target_name_for
+from harness.job import JobOptions, run_job
+from harness.progress import progress_line
+from harness.provenance import git_commit, library_versions
+from harness.result import JobResult
+from harness.shapes import expand_preset
+from harness.spec import JobSpec
+from harness.tracking import Tracker
+
+log = logging.getLogger("swizzlebench")
+
+
+def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
+    """Replace ``target: auto`` by the preset matching the device (in place)."""
+    if cfg.target.name != "auto":
+        return
+    name = target_name_for(device)
+    if name is not None:
+        path = importlib.resources.files("swizzlebench_conf") / "target" / f"{name}.yaml"
+        target = OmegaConf.load(str(path))
+    else:  # a GPU with no shipped preset: describe it from what the driver reports
+        target = OmegaConf.create({
+            "name": device.name.lower().replace(" ", "_"), "vendor": device.vendor,
+            "num_xcds": 1, "compute_units": device.num_sms, "l2_bytes": device.l2_bytes,
+            "l2_ways": None, "l2_line_bytes": 128, "l2_domains": 1, "mall_bytes": 0})
+    with open_dict(cfg):
+        cfg.target = target
+    log.info("target=auto resolved to %s for device %r", target.name, device.name)
+
+
+def build_spec(cfg: DictConfig, shape, preset: str) -> JobSpec:
+    return JobSpec(
+        kernel=str(cfg.kernel.name),
+        tiles=tuple((str(k), int(v)) for k, v in cfg.kernel.tiles.items()),
+        swizzle=str(cfg.swizzle.name), num_xcds=int(cfg.swizzle.num_xcds),
+        group_size=int(cfg.swizzle.group_size), shape=shape, shape_preset=preset,
+        num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
+        target=str(cfg.target.name), seed=int(cfg.seed))
+
+
+def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
+    """Run every shape of the job's preset and log each to MLflow; returns the results."""
+    device = describe_device(mode)
+    resolve_target(cfg, device)
+    tracker = Tracker(cfg.tracking.uri, cfg.experiment)
+    parent = os.environ.get(SWEEP_ENV)
+    common_tags = {"git_commit": git_commit(), **library_versions(), "target": str(cfg.target.name)}
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    options = JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
+                         warmup_ms=float(cfg.timing.warmup_ms), rep_ms=float(cfg.timing.rep_ms))
+    job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
+
+    entries = expand_preset(cfg.shape)
+    results = []
+    for i, entry in enumerate(entries, 1):
+        if entry.shape is None:
+            name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
+            result = JobResult(run_name=name, params={f"shape.{k}": str(v) for k, v in entry.raw.items()})
+            result.fail(f"invalid shape: {entry.error}", gate="shape")
+        else:
+            spec = build_spec(cfg, entry.shape, entry.preset)
+            result = None
+        run_id = tracker.start_job(result.run_name if result else spec.run_name, parent, common_tags)
+        if result is None:
+            result = run_job(spec, device, options)
+        result.artifacts["config.yaml"] = config_yaml
+        tracker.finish_job(run_id, result)
+        results.append(result)
+        print(progress_line(f"[job {job_num} | {i}/{len(entries)}]", result), flush=True)
+    return results

@@ -1,0 +1,77 @@
+"""The correctness gate: the kernel's output against ``torch.nn.functional.conv2d`` in fp32.
+
+Inputs are fresh seeded random numbers (never zeros: zeros hide unwritten outputs and
+wrong indexing), the output buffer is poisoned with NaN before the launch (see
+``ConvKernel.bind``), and the error is measured relative to the reference's largest
+magnitude, with a tolerance that depends on the storage dtype.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from kernels.base import Operands
+from kernels.problem import ConvShape
+
+#: max |out - ref| / max |ref| allowed per storage dtype: a few output roundings
+#: (fp16 has an 11-bit significand, bf16 an 8-bit one); a dropped channel block or a
+#: wrong tap gives errors of order 1.
+TOLERANCE = {"float16": 5e-3, "bfloat16": 3e-2}
+
+
+@dataclass(frozen=True)
+class CorrectnessVerdict:
+    ok: bool
+    max_rel_err: float            # max |out - ref| / max |ref| (NaN if any element unwritten)
+    tolerance: float
+    unwritten: int                # elements still NaN after the launch
+    worst_index: tuple[int, int, int, int] | None  # (n, f, p, q) of the largest error
+    reason: str
+
+
+def make_operands(shape: ConvShape, with_bias: bool, seed: int, device: torch.device | str) -> Operands:
+    """Seeded standard-normal inputs in NCHW / FCRS, drawn on the CPU so every device sees
+    the same numbers for the same seed."""
+    gen = torch.Generator().manual_seed(seed)
+    dtype = getattr(torch, shape.dtype)
+    x = torch.randn((shape.N, shape.C, shape.H, shape.W), generator=gen).to(device=device, dtype=dtype)
+    # Scale weights so outputs stay O(1) whatever C*R*S is: keeps fp16 far from overflow.
+    w = (torch.randn((shape.F, shape.C, shape.R, shape.S), generator=gen)
+         / (shape.C * shape.R * shape.S) ** 0.5).to(device=device, dtype=dtype)
+    bias = torch.randn((shape.F,), generator=gen).to(device=device, dtype=dtype) if with_bias else None
+    return Operands(x=x, w=w, bias=bias)
+
+
+def reference(ops: Operands, shape: ConvShape) -> torch.Tensor:
+    """The conv2d of the (rounded) inputs computed in fp32, N, F, P, Q."""
+    bias = ops.bias.float() if ops.bias is not None else None
+    return F.conv2d(ops.x.float(), ops.w.float(), bias, stride=shape.stride, padding=shape.padding)
+
+
+def compare(out_nchw: torch.Tensor, ref: torch.Tensor, dtype: str) -> CorrectnessVerdict:
+    """Compare a kernel's N, F, P, Q output with the fp32 reference."""
+    tol = TOLERANCE[dtype]
+    if tuple(out_nchw.shape) != tuple(ref.shape):
+        return CorrectnessVerdict(False, float("nan"), tol, -1, None,
+                                  f"output shape {tuple(out_nchw.shape)} != reference {tuple(ref.shape)}")
+    out = out_nchw.float()
+    unwritten = int(torch.isnan(out).sum())
+    err = (out - ref).abs()
+    scale = float(ref.abs().max()) or 1.0
+    if unwritten:
+        first = tuple(int(i) for i in torch.nonzero(torch.isnan(out))[0].tolist())
+        return CorrectnessVerdict(False, float("nan"), tol, unwritten, first,
+                                  f"output wrong: {unwritten} of {out.numel()} elements never written "
+                                  f"(first at n,f,p,q={first})")
+    flat = int(torch.argmax(err))
+    worst = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), err.shape))
+    max_rel = float(err.max()) / scale
+    if max_rel > tol:
+        return CorrectnessVerdict(False, max_rel, tol, 0, worst,
+                                  f"output wrong: max relative error {max_rel:.3g} > tolerance {tol:g} "
+                                  f"at n,f,p,q={worst} (got {float(out[worst]):.4g}, "
+                                  f"expected {float(ref[worst]):.4g})")
+    return CorrectnessVerdict(True, max_rel, tol, 0, worst,
+                              f"output matches conv2d: max relative error {max_rel:.3g} <= {tol:g}")

@@ -1,0 +1,32 @@
+"""Where a result came from: code commit and library versions (logged as MLflow tags)."""
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from pathlib import Path
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit of the swizzlebench checkout (``SWIZZLEBENCH_GIT_COMMIT`` overrides, for
+    installs without .git); ``unknown`` when neither is available.  A ``+dirty`` suffix
+    marks uncommitted changes."""
+    if os.environ.get("SWIZZLEBENCH_GIT_COMMIT"):
+        return os.environ["SWIZZLEBENCH_GIT_COMMIT"]
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def library_versions() -> dict[str, str]:
+    import torch
+    import triton
+
+    return {"torch_version": torch.__version__, "triton_version": triton.__version__}

@@ -1,0 +1,78 @@
+"""Shape presets (the ``shape`` config group) and the CPU down-scaling rule."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from kernels.problem import ConvShape
+
+_SIZE_KEYS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
+
+#: Largest sizes the CPU-only path runs under the Triton interpreter (see ``downscale``).
+INTERPRETER_LIMITS = {"N": 2, "C": 20, "F": 20, "P": 6, "Q": 6}
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeEntry:
+    """One entry of a preset: a valid shape, or the reason it is not one."""
+
+    preset: str
+    name: str
+    raw: dict
+    shape: ConvShape | None
+    error: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.preset}-{self.name}" if self.preset != self.name else self.name
+
+
+def expand_preset(preset: Mapping[str, Any]) -> list[ShapeEntry]:
+    """Turn a ``shape`` config node into one entry per shape, honouring ``select``.
+
+    An invalid entry does not stop the others: it comes back with its error so the
+    job can record it as a FAILED run.
+    """
+    preset_name = str(preset.get("name", "shape"))
+    dtype = str(preset.get("dtype", "float16"))
+    entries = [dict(e) for e in preset.get("shapes", [])]
+    names = [str(e.get("name", f"s{i}")) for i, e in enumerate(entries)]
+    select = preset.get("select")
+    if select is not None:
+        wanted = [str(s) for s in select]
+        unknown = [s for s in wanted if s not in names]
+        if unknown:
+            raise ValueError(f"shape.select names {unknown} not in preset {preset_name!r}; "
+                             f"valid: {', '.join(names)}")
+        entries = [e for e, n in zip(entries, names) if n in wanted]
+        names = [n for n in names if n in wanted]
+    out = []
+    for raw, name in zip(entries, names):
+        try:
+            missing = [k for k in _SIZE_KEYS[:7] if k not in raw]
+            if missing:
+                raise ValueError(f"shape {name!r}: missing {missing}; every shape needs N, C, H, W, F, R, S")
+            shape = ConvShape(name=name, dtype=str(raw.get("dtype", dtype)),
+                              **{k: raw.get(k, 1 if k == "stride" else 0) for k in _SIZE_KEYS})
+            out.append(ShapeEntry(preset_name, name, raw, shape, None))
+        except (TypeError, ValueError) as exc:
+            out.append(ShapeEntry(preset_name, name, raw, None, str(exc)))
+    return out
+
+
+def downscale(shape: ConvShape) -> ConvShape:
+    """The down-scaled instance the CPU-only path verifies under the Triton interpreter.
+
+    Rule: R, S, stride, padding and dtype are kept (they decide the indexing being
+    verified); N, C and F are capped at 2, 20 and 20; the output is capped at 6 x 6 and
+    H, W shrink to the smallest input giving that output,
+    ``H' = (P' - 1) * stride + R - 2 * padding`` (at least 1).  Shapes already inside
+    the caps are unchanged.  The permutation gate still uses the full-size grid.
+    """
+    lim = INTERPRETER_LIMITS
+    P = min(shape.P, lim["P"])
+    Q = min(shape.Q, lim["Q"])
+    H = shape.H if P == shape.P else max(1, (P - 1) * shape.stride + shape.R - 2 * shape.padding)
+    W = shape.W if Q == shape.Q else max(1, (Q - 1) * shape.stride + shape.S - 2 * shape.padding)
+    return dataclasses.replace(shape, N=min(shape.N, lim["N"]), C=min(shape.C, lim["C"]),
+                               F=min(shape.F, lim["F"]), H=H, W=W)

@@ -1,0 +1,57 @@
+"""JobSpec: every knob of one measurement, and the content hash that names it."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+from kernels.problem import ConvShape
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One (kernel, swizzle, launch, shape, target) measurement.  Frozen: the hash of its
+    fields identifies the job across sweeps (resume, comparisons)."""
+
+    kernel: str
+    tiles: tuple[tuple[str, int], ...]
+    swizzle: str
+    num_xcds: int
+    group_size: int
+    shape: ConvShape
+    shape_preset: str
+    num_warps: int
+    num_stages: int
+    target: str
+    seed: int
+
+    @property
+    def tiles_dict(self) -> dict[str, int]:
+        return dict(self.tiles)
+
+    @property
+    def spec_hash(self) -> str:
+        """First 16 hex digits of the SHA-256 of the spec's canonical JSON."""
+        blob = json.dumps(asdict(self), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def shape_label(self) -> str:
+        return self.shape.name if self.shape_preset == self.shape.name else f"{self.shape_preset}-{self.shape.name}"
+
+    @property
+    def run_name(self) -> str:
+        """Readable MLflow run name, e.g. ``igemm/xcd/resnet-l12/w8``."""
+        return f"{self.kernel}/{self.swizzle}/{self.shape_label}/w{self.num_warps}"
+
+    def as_params(self) -> dict[str, str]:
+        """Every field, flattened, as MLflow params."""
+        params = {
+            "kernel": self.kernel, "swizzle": self.swizzle, "num_xcds": self.num_xcds,
+            "group_size": self.group_size, "shape_preset": self.shape_preset,
+            "num_warps": self.num_warps, "num_stages": self.num_stages, "target": self.target,
+            "seed": self.seed,
+        }
+        params.update({f"tile.{k}": v for k, v in self.tiles})
+        params.update({f"shape.{k}": v for k, v in self.shape.as_params().items()})
+        return {k: str(v) for k, v in params.items()}

@@ -1,0 +1,111 @@
+"""What every conv2d kernel family provides to the harness.
+
+A family owns its ``@triton.jit`` kernel, the layout its operands live in, how its
+1-D grid splits into ``num_pid_m x num_pid_n`` tiles (the two axes a swizzle sees),
+and how to launch it with a swizzle.  The harness never looks inside.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Mapping
+
+import torch
+
+from kernels.problem import ConvShape
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """The kernel's grid as the swizzle sees it: row-major ``num_pid_m x num_pid_n`` tiles."""
+
+    num_pid_m: int
+    num_pid_n: int
+
+    @property
+    def num_pids(self) -> int:
+        return self.num_pid_m * self.num_pid_n
+
+
+@dataclass(frozen=True)
+class SwizzleBinding:
+    """A swizzle jit function with the constexpr values it is launched with."""
+
+    fn: object
+    num_xcds: int
+    group_size: int
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    num_warps: int = 4
+    num_stages: int = 2
+
+
+@dataclass(frozen=True)
+class Operands:
+    """The conv inputs in the reference layout: x N,C,H,W; w F,C,R,S; bias F (or None)."""
+
+    x: torch.Tensor
+    w: torch.Tensor
+    bias: torch.Tensor | None
+
+
+class ConvKernel(ABC):
+    """A conv2d kernel family."""
+
+    name: ClassVar[str]
+    #: the @triton.jit kernel, for the "source as launched" artifact
+    jit_kernel: ClassVar[object]
+    #: constexpr tile sizes the family takes, e.g. ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+    tile_names: ClassVar[tuple[str, ...]]
+    has_bias: ClassVar[bool] = False
+
+    def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
+        """Return the tiles as a dict, or raise naming the missing, unknown or bad entry."""
+        given = dict(tiles)
+        missing = [t for t in self.tile_names if t not in given]
+        unknown = [t for t in given if t not in self.tile_names]
+        if missing or unknown:
+            raise ValueError(f"kernel {self.name!r}: tiles must be exactly {list(self.tile_names)}; "
+                             f"missing {missing}, unknown {unknown}")
+        for key, value in given.items():
+            if not isinstance(value, int) or value <= 0 or value & (value - 1):
+                raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be a power of two >= 1")
+        return {t: int(given[t]) for t in self.tile_names}
+
+    @abstractmethod
+    def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
+        """Split the launch grid into the (m, n) tile axes the swizzle remaps."""
+
+    @abstractmethod
+    def to_layout(self, ops: Operands) -> tuple:
+        """Convert reference-layout operands to this family's layout (on their device)."""
+
+    @abstractmethod
+    def empty_output(self, shape: ConvShape, device: torch.device) -> torch.Tensor:
+        """Allocate the output in this family's layout."""
+
+    @abstractmethod
+    def output_as_nchw(self, out: torch.Tensor) -> torch.Tensor:
+        """View the family-layout output as N, F, P, Q."""
+
+    @abstractmethod
+    def launch(self, operands: tuple, out: torch.Tensor, shape: ConvShape, tiles: Mapping[str, int],
+               swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
+        """Launch the kernel once, writing ``out``."""
+
+    def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
+             launch: LaunchConfig) -> tuple[Callable[[], None], torch.Tensor]:
+        """Return ``(run, out)``: a zero-argument launcher for timing, and its output buffer,
+        poisoned with NaN so that an element the kernel never writes cannot pass the check."""
+        tiles = self.check_tiles(tiles)
+        operands = self.to_layout(ops)
+        out = self.empty_output(shape, ops.x.device)
+        out.fill_(math.nan)
+
+        def run() -> None:
+            self.launch(operands, out, shape, tiles, swizzle, launch)
+
+        return run, out

@@ -1,0 +1,120 @@
+"""Implicit-GEMM conv2d with ``tl.dot``: the portable form of seed 002's design.
+
+The convolution is a matrix product that is never materialised:
+
+* rows    M = N * P * Q   output pixels (n, p, q),
+* columns   F             filters,
+* depth   K = R * S * C   one filter tap (r, s) times every input channel.
+
+Input is NHWC and weights OHWI, so for a fixed tap (r, s) a BLOCK_K slice of the
+reduction is a contiguous run of channels in both operands: each K-step is two
+coalesced 2-D loads and one ``tl.dot``.  The output is NHWC, i.e. a row-major
+M x F matrix.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.base import ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
+from kernels.problem import ConvShape
+
+
+@triton.jit
+def igemm_conv2d_kernel(
+    x_ptr, w_ptr, y_ptr,
+    N, C, H, W, F, R, S, P, Q, stride, padding,
+    SWIZZLE: tl.constexpr, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr = False,
+):
+    # -----------------------------------------------------------
+    # Which output tile this program computes.  The swizzle maps the launch-order
+    # pid to a tile id; tiles are numbered row-major over (pixel tile, filter tile).
+    num_pid_m = tl.cdiv(N * P * Q, BLOCK_M)
+    num_pid_n = tl.cdiv(F, BLOCK_N)
+    tile = SWIZZLE(tl.program_id(0), num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
+    pid_m = tile // num_pid_n
+    pid_n = tile % num_pid_n
+
+    # -----------------------------------------------------------
+    # Decode the tile's rows into output pixels (n, p, q) and the top-left input
+    # position of each pixel's receptive field (may be negative inside the padding).
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_f = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < N * P * Q
+    mask_f = offs_f < F
+    q = offs_m % Q
+    p = (offs_m // Q) % P
+    n = offs_m // (P * Q)
+    ih0 = p * stride - padding
+    iw0 = q * stride - padding
+    offs_k = tl.arange(0, BLOCK_K)
+
+    # -----------------------------------------------------------
+    # Reduce over every tap (r, s) and every channel block.  Out-of-image taps load
+    # zeros, which is exactly what zero padding means.
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for r in range(R):
+        for s in range(S):
+            ih = ih0 + r
+            iw = iw0 + s
+            in_image = mask_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            x_row = ((n * H + ih) * W + iw) * C          # NHWC offset of channel 0
+            w_col = offs_f * (R * S * C) + (r * S + s) * C  # OHWI offset of channel 0
+            for c0 in range(0, C, BLOCK_K):
+                c = c0 + offs_k
+                a = tl.load(x_ptr + x_row[:, None] + c[None, :],
+                            mask=in_image[:, None] & (c[None, :] < C), other=0.0)
+                b = tl.load(w_ptr + w_col[None, :] + c[:, None],
+                            mask=(c[:, None] < C) & mask_f[None, :], other=0.0)
+                if DOT_IN_FP32:  # CPU interpreter only: see ImplicitGemmConv.launch
+                    acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+                else:
+                    acc = tl.dot(a, b, acc)
+
+    # -----------------------------------------------------------
+    # The output is the row-major M x F matrix (NHWC).
+    y = acc.to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], y,
+             mask=mask_m[:, None] & mask_f[None, :])
+
+
+class ImplicitGemmConv(ConvKernel):
+    name = "igemm"
+    jit_kernel = igemm_conv2d_kernel
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+
+    def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
+        return TileGrid(triton.cdiv(shape.N * shape.P * shape.Q, tiles["BLOCK_M"]),
+                        triton.cdiv(shape.F, tiles["BLOCK_N"]))
+
+    def to_layout(self, ops: Operands) -> tuple:
+        x_nhwc = ops.x.permute(0, 2, 3, 1).contiguous()
+        w_ohwi = ops.w.permute(0, 2, 3, 1).contiguous()
+        return x_nhwc, w_ohwi
+
+    def empty_output(self, shape: ConvShape, device: torch.device) -> torch.Tensor:
+        return torch.empty((shape.N, shape.P, shape.Q, shape.F), dtype=getattr(torch, shape.dtype),
+                           device=device)
+
+    def output_as_nchw(self, out: torch.Tensor) -> torch.Tensor:
+        return out.permute(0, 3, 1, 2)
+
+    def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
+        x, w = operands
+        grid = (self.tile_grid(shape, tiles).num_pids,)
+        # The Triton interpreter's tl.dot returns garbage for bf16 operands (errors ~1e10
+        # with Triton 3.9); on the CPU path only, bf16 tiles are multiplied as fp32, which
+        # is what the tensor cores compute anyway (bf16 products are exact in fp32).
+        dot_in_fp32 = x.device.type == "cpu" and shape.dtype == "bfloat16"
+        igemm_conv2d_kernel[grid](
+            x, w, out,
+            shape.N, shape.C, shape.H, shape.W, shape.F, shape.R, shape.S, shape.P, shape.Q,
+            shape.stride, shape.padding,
+            swizzle.fn, swizzle.num_xcds, swizzle.group_size,
+            DOT_IN_FP32=dot_in_fp32,
+            num_warps=launch.num_warps, num_stages=launch.num_stages, **tiles)

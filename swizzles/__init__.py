@@ -1,0 +1,42 @@
+"""Program-id remaps ("swizzles"): one module per formula family.
+
+Every swizzle is a ``@triton.jit`` function with one signature::
+
+    remap(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr) -> new_pid
+
+``pid`` is the launch-order program id of a 1-D grid of ``num_pid_m * num_pid_n``
+programs; ``new_pid`` is the tile the program computes, decoded row-major by every
+kernel (``pid_m = new_pid // num_pid_n``, ``pid_n = new_pid % num_pid_n``).
+The same function object is passed to the kernel as a ``tl.constexpr`` argument and
+evaluated by :mod:`swizzles.permutation` over the job's whole grid, so the check and
+the kernel can never disagree.
+"""
+from __future__ import annotations
+
+from swizzles.grouped import remap as grouped
+from swizzles.identity import remap as identity
+from swizzles.seed import seed_attempt1, seed_attempt2, seed_patch, seed_xcd
+from swizzles.xcd import remap as xcd
+from swizzles.xcd_grouped import remap as xcd_grouped
+
+#: name -> jit function; the names are the choices of the ``swizzle`` config group.
+SWIZZLES = {
+    "identity": identity,
+    "grouped": grouped,
+    "xcd": xcd,
+    "xcd_grouped": xcd_grouped,
+    "seed_xcd": seed_xcd,
+    "seed_attempt1": seed_attempt1,
+    "seed_attempt2": seed_attempt2,
+    "seed_patch": seed_patch,
+}
+
+
+def get_swizzle(name: str):
+    """Return the jit remap called ``name`` or raise a ``ValueError`` listing the valid names."""
+    try:
+        return SWIZZLES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown swizzle {name!r}; valid swizzles: {', '.join(sorted(SWIZZLES))}"
+        ) from None
