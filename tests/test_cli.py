@@ -1,0 +1,98 @@
+"""The real CLI in a subprocess, from a directory outside the checkout, against a
+temporary SQLite MLflow store, asserted through MlflowClient."""
+import os
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
+
+
+def _harness(args, cwd, timeout=600):
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    uri = f"sqlite:///{tmp}/store.db"
+    proc = _harness(["-m", "kernel=igemm", "swizzle=identity,seed_xcd,xcd", "shape=tiny", *SMALL_TILES,
+                     f"tracking.uri={uri}", "experiment=cli-test", f"hydra.sweep.dir={tmp}/multirun"], cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("cli-test")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return proc, client, runs
+
+
+def test_one_parent_run_per_multirun(sweep):
+    _, _, runs = sweep
+    parents = [r for r in runs if r.data.tags.get("swizzlebench.kind") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert "swizzle=identity,seed_xcd,xcd" in parents[0].data.params["sweep.overrides"]
+
+
+def test_one_child_run_per_job_and_shape(sweep):
+    _, _, runs = sweep
+    parent = next(r for r in runs if r.data.tags.get("swizzlebench.kind") == "sweep")
+    children = [r for r in runs if r.data.tags.get("swizzlebench.kind") == "job"]
+    assert len(children) == 9
+    assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in children)
+    names = sorted(r.data.tags["mlflow.runName"] for r in children)
+    assert "igemm/xcd/tiny-t2/w8" in names and "igemm/seed_xcd/tiny-t1/w8" in names
+
+
+def test_valid_jobs_finished_rejected_jobs_failed_with_reason(sweep):
+    _, _, runs = sweep
+    for r in runs:
+        if r.data.tags.get("swizzlebench.kind") != "job":
+            continue
+        tags, params, metrics = r.data.tags, r.data.params, r.data.metrics
+        if params["swizzle"] == "seed_xcd":   # 2-pid grids: seed formula 1 is no permutation
+            assert r.info.status == "FAILED"
+            assert tags["status_reason"].startswith("swizzle seed_xcd: not a permutation of 2 pids")
+            assert "max_rel_err" not in metrics
+        else:
+            assert r.info.status == "FINISHED", tags["status_reason"]
+            assert metrics["max_rel_err"] < 5e-3
+            assert tags["timing"].startswith("not measured")
+            assert "time_ms_median" not in metrics
+        for key in ("shape.N", "shape.C", "shape.H", "shape.W", "shape.F", "shape.R", "shape.S", "shape.stride",
+                    "shape.padding", "shape.dtype", "kernel", "swizzle", "num_warps", "tile.BLOCK_M", "num_xcds"):
+            assert key in params
+        for key in ("git_commit", "device", "torch_version", "triton_version", "spec_hash", "status_reason"):
+            assert tags.get(key), key
+
+
+def test_artifacts_hold_config_and_kernel_source(sweep):
+    _, client, runs = sweep
+    run = next(r for r in runs if r.data.tags.get("mlflow.runName") == "igemm/xcd/tiny-t1/w8")
+    files = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "kernel_source.py"} <= files
+    local = client.download_artifacts(run.info.run_id, "kernel_source.py")
+    source = open(local).read()
+    assert "def igemm_conv2d_kernel" in source and "def remap" in source and '"BLOCK_M": 16' in source
+
+
+def test_progress_line_per_job(sweep):
+    proc, _, _ = sweep
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[job ")]
+    assert len(lines) == 9
+    assert any("igemm/seed_xcd/tiny-t1/w8" in ln and "FAILED" in ln for ln in lines)
+
+
+def test_help_lists_config_groups(tmp_path):
+    proc = _harness(["--help"], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0
+    for line in ("kernel: direct, igemm, patch", "shape: resnet, seed, tiny", "target: auto, h100, h200, mi300x"):
+        assert line in proc.stdout
+
+
+def test_unknown_option_lists_valid_ones(tmp_path):
+    proc = _harness(["kernel=winograd"], cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "Could not find 'kernel/winograd'" in proc.stderr and "igemm" in proc.stderr
