@@ -11,8 +11,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Mapping
 
+import numpy as np
 import torch
 
+from kernels.access import AccessModel, LoadPlan
 from kernels.problem import ConvShape
 
 
@@ -109,3 +111,24 @@ class ConvKernel(ABC):
             self.launch(operands, out, shape, tiles, swizzle, launch)
 
         return run, out
+
+    # -----------------------------------------------------------
+    # The address model (for the simulated L2).  A family implements ``load_plan``;
+    # the two views below follow from it.
+
+    def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
+        """Describe, for every tile, which bytes each step of the kernel's loop loads
+        (see :mod:`kernels.access`); ``elem_bytes`` defaults to the shape's dtype size."""
+        raise NotImplementedError(f"kernel {self.name!r} has no address model")
+
+    def access_steps(self, shape: ConvShape, tiles: Mapping[str, int], tile_id: int,
+                     elem_bytes: int | None = None) -> list[np.ndarray]:
+        """Simulated byte addresses of every element the program computing tile
+        ``tile_id`` loads (masked-in elements only), one sorted int64 array per step.
+        Tensors sit at :func:`kernels.access.tensor_bases`."""
+        return self.load_plan(shape, tiles, elem_bytes).tile_addresses(tile_id)
+
+    def access_model(self, shape: ConvShape, tiles: Mapping[str, int], line_bytes: int) -> AccessModel:
+        """The distinct ``line_bytes``-byte cache lines every tile reads at every step,
+        for all tiles at once."""
+        return self.load_plan(shape, tiles).access_model(line_bytes)

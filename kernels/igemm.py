@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
+from kernels.access import LoadPlan, OperandLoads, element_bytes, step_grid, tensor_bases
 from kernels.base import ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.problem import ConvShape
 
@@ -118,3 +120,47 @@ class ImplicitGemmConv(ConvKernel):
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             DOT_IN_FP32=dot_in_fp32,
             num_warps=launch.num_warps, num_stages=launch.num_stages, **tiles)
+
+    def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
+        """Step ``k`` is iteration ``(r, s, c0 = cb * BLOCK_K)`` of the kernel's loops,
+        ``k = (r * S + s) * cdiv(C, BLOCK_K) + cb``.  At each step a tile loads
+
+        * input: for each of its BLOCK_M output pixels whose tap (r, s) falls inside the
+          image, one run of ``min(BLOCK_K, C - c0)`` channels (NHWC keeps them contiguous);
+        * weights: for each of its BLOCK_N filters ``< F``, one run of as many channels (OHWI).
+
+        The input table has a row per pixel tile ``pid_m``, the weight table one per
+        filter tile ``pid_n``; tile ``t`` is ``(t // num_pid_n, t % num_pid_n)``.
+        """
+        tiles = self.check_tiles(tiles)
+        bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+        eb = elem_bytes or element_bytes(shape)
+        bases = tensor_bases(shape, with_bias=False, elem_bytes=eb)
+        N, C, H, W, F, R, S, P, Q = (shape.N, shape.C, shape.H, shape.W, shape.F, shape.R, shape.S,
+                                     shape.P, shape.Q)
+        grid = self.tile_grid(shape, tiles)
+        num_cb = triton.cdiv(C, bk)
+        r, s, cb = step_grid(R, S, num_cb)
+        c0 = cb * bk
+        run_bytes = np.minimum(bk, C - c0) * eb            # (steps,) channels in this block
+
+        def x_runs(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            m = pid_m[:, None] * bm + np.arange(bm)        # (rows, BLOCK_M) output pixel index
+            q, p, n = m % Q, (m // Q) % P, m // (P * Q)
+            ih = (p * shape.stride - shape.padding)[:, None, :] + r[None, :, None]
+            iw = (q * shape.stride - shape.padding)[:, None, :] + s[None, :, None]
+            on = ((m < N * P * Q)[:, None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
+            start = bases["x"] + (((n[:, None, :] * H + ih) * W + iw) * C + c0[None, :, None]) * eb
+            return np.where(on, start, 0), np.where(on, run_bytes[None, :, None], 0)
+
+        def w_runs(pid_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            f = pid_n[:, None] * bn + np.arange(bn)         # (rows, BLOCK_N) filter index
+            start = bases["w"] + (f[:, None, :] * (R * S * C) + ((r * S + s) * C + c0)[None, :, None]) * eb
+            on = np.broadcast_to((f < F)[:, None, :], start.shape)
+            return np.where(on, start, 0), np.where(on, run_bytes[None, :, None], 0)
+
+        tile_ids = np.arange(grid.num_pids, dtype=np.int64)
+        return LoadPlan(num_steps=R * S * num_cb, elem_bytes=eb, operands=(
+            OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, bm, x_runs),
+            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs),
+        ))

@@ -1,0 +1,267 @@
+"""rocprofv3 (ROCm rocprofiler-sdk) backend: build the command line, read its CSV files.
+
+Everything here is a pure function of strings and paths (plus two optional tool
+queries), so it runs and is tested on machines without a GPU.
+
+How rocprofv3 reports a run
+---------------------------
+``rocprofv3 --pmc TCC_HIT_sum TCC_MISS_sum --kernel-trace --output-format csv -d DIR -o
+NAME -- app`` writes, among others:
+
+* ``NAME_counter_collection.csv`` -- long form, one row per (dispatch, counter)::
+
+      "Correlation_Id","Dispatch_Id","Agent_Id","Queue_Id","Process_Id","Thread_Id",
+      "Grid_Size","Kernel_Id","Kernel_Name","Workgroup_Size","LDS_Block_Size",
+      "Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count","Counter_Name",
+      "Counter_Value","Start_Timestamp","End_Timestamp"
+      1,1,"Agent 1",1,15606,15606,1048576,17,"conv2d_kernel",256,0,0,8,0,16,
+      "TCC_HIT_sum",16384.000000,3200098838431081,3200098838483232
+
+* ``NAME_kernel_trace.csv`` -- one row per dispatch with ``Start_Timestamp`` and
+  ``End_Timestamp`` in ns, joined to the counters by ``Dispatch_Id``.
+
+Where the files land varies between versions and options: ``DIR/NAME_*.csv``; without
+``-o`` ``DIR/<host>/<pid>_*.csv``; and with several counter passes (or, in some
+versions, any ``--pmc``) one ``pmc_N/`` folder per pass.  The reader therefore searches
+the whole tree below ``DIR``.  The columns drifted too: older files lack
+``Accum_VGPR_Count`` and ``Kernel_Id``, ``Agent_Id`` went from ``1`` to ``"Agent 1"``,
+and the trace once had ``Private_Segment_Size``/``Group_Segment_Size`` and no
+``Stream_Id``.  Only the columns named below are read, so all of these parse alike.
+"""
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.profilers.base import DispatchCounters
+
+# %%
+# Which counters
+# --------------
+#
+# MI300X (gfx942) defines no derived L2 hit-rate counter, so the rate is computed the
+# way rocprof-compute does: ``100 * TCC_HIT_sum / (TCC_HIT_sum + TCC_MISS_sum)``; both are
+# sums over all TCC (L2) channels, in requests.
+#
+# DRAM traffic is *not* collected by default.  ``TCC_EA0_RDREQ_sum`` (L2 -> fabric read
+# requests) would fit the same pass -- gfx942 takes at most four TCC counters per pass,
+# and this makes three -- but it counts requests of mixed size (32, 64 or 128 B), and
+# turning it into bytes needs further counters whose meaning differs between gfx942 and
+# gfx950.  Add it to ``counters`` if wanted: it then appears in ``extra`` as a request
+# count, and ``dram_read_bytes`` stays None.
+TCC_HIT = "TCC_HIT_sum"
+TCC_MISS = "TCC_MISS_sum"
+ROCPROF_COUNTERS = [TCC_HIT, TCC_MISS]
+
+
+def build_rocprofv3_command(worker_cmd: list[str], outdir: Path, name: str, kernel_regex: str,
+                            counters: Sequence[str] = ROCPROF_COUNTERS,
+                            executable: str = "rocprofv3") -> list[str]:
+    """The argv that profiles ``worker_cmd`` under rocprofv3: ``counters`` for every
+    dispatch whose kernel name matches ``kernel_regex``, plus a kernel trace (for the
+    durations), as CSV files below ``outdir`` named after ``name``."""
+    if not counters:
+        raise ValueError("counters is empty: rocprofv3 --pmc needs at least one counter")
+    if not worker_cmd:
+        raise ValueError("worker_cmd is empty: rocprofv3 needs a program to launch")
+    # ``--output-format csv`` matters: newer rocprofv3 writes a SQLite (rocpd) database
+    # by default.  ``--kernel-include-regex`` filters counter collection only; the kernel
+    # trace still lists every dispatch, which the reader handles by joining on the id.
+    return [executable, "--pmc", *counters, "--kernel-trace",
+            "--kernel-include-regex", kernel_regex,
+            "--output-format", "csv", "-d", str(outdir), "-o", name, "--", *worker_cmd]
+
+
+# %%
+# Reading the output
+# ------------------
+#
+# 1. Find every ``*counter_collection.csv`` below ``outdir`` and, next to each, its
+#    ``*kernel_trace.csv`` (same folder, same prefix).
+# 2. Pivot the long counter rows into one record per dispatch, keyed by ``Dispatch_Id``
+#    (``Correlation_Id`` in files that have no ``Dispatch_Id``).
+# 3. Take each dispatch's duration from the trace (``End - Start``, ns); files without a
+#    trace fall back to the timestamps on the counter rows, where the version has them.
+# 4. Merge the passes: the ``pmc_N`` folders are separate runs of the same program, so
+#    dispatch *k* of one pass is dispatch *k* of the others.
+
+@dataclass
+class _Dispatch:
+    """One dispatch while the files are being read."""
+
+    kernel_name: str
+    counters: dict[str, float] = field(default_factory=dict)
+    duration_ns: float | None = None
+
+
+_PASS_DIR = re.compile(r"^pmc_(\d+)$")
+
+
+def read_rocprofv3_output(outdir: Path) -> list[DispatchCounters]:
+    """Dispatches profiled in the rocprofv3 CSV output below ``outdir``, ordered by
+    Dispatch_Id; hit rate in %, hits/misses in TCC requests, durations in ns."""
+    outdir = Path(outdir)
+    counter_files = sorted(outdir.rglob("*counter_collection.csv"))
+    if not counter_files:
+        raise ValueError(f"no *counter_collection.csv below {outdir}: {_describe_tree(outdir)}")
+
+    # Passes are matched up by dispatch id alone (process ids differ between runs),
+    # which is only sound when every pass profiled a single process.
+    files_per_pass = Counter(_pass_of(path, outdir) for path in counter_files)
+    several_passes = len(files_per_pass) > 1
+    if several_passes and max(files_per_pass.values()) > 1:
+        raise ValueError(f"{outdir} holds several pmc passes and several processes per pass: "
+                         "the dispatches of different processes cannot be matched across passes")
+
+    by_key: dict[tuple[int, int], _Dispatch] = {}
+    for path in counter_files:
+        trace = _trace_beside(path)
+        durations = _read_trace(trace) if trace else {}
+        for (process, dispatch_id), dispatch in _read_counter_file(path, durations).items():
+            key = (0 if several_passes else process, dispatch_id)
+            merged = by_key.setdefault(key, _Dispatch(dispatch.kernel_name))
+            for counter, value in dispatch.counters.items():
+                merged.counters.setdefault(counter, value)   # first pass wins
+            if merged.duration_ns is None:
+                merged.duration_ns = dispatch.duration_ns
+
+    ordered = sorted(by_key.items())
+    return [_to_record(index, d) for index, (_, d) in enumerate(ordered)]
+
+
+def _read_counter_file(path: Path, durations: dict[int, float]) -> dict[tuple[int, int], _Dispatch]:
+    """{(process, dispatch id): dispatch} of one counter_collection file."""
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        id_column = "Dispatch_Id" if "Dispatch_Id" in columns else "Correlation_Id"
+        required = [id_column, "Kernel_Name", "Counter_Name", "Counter_Value"]
+        missing = [c for c in required if c not in columns]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing}; header is {columns}")
+        dispatches: dict[tuple[int, int], _Dispatch] = {}
+        for row in reader:
+            dispatch_id = int(row[id_column])
+            key = (int(row.get("Process_Id") or 0), dispatch_id)
+            dispatch = dispatches.get(key)
+            if dispatch is None:
+                dispatch = dispatches[key] = _Dispatch(row["Kernel_Name"])
+                dispatch.duration_ns = durations.get(dispatch_id, _span(row))
+            value = _number(row["Counter_Value"])
+            if value is not None:
+                dispatch.counters.setdefault(row["Counter_Name"], value)
+    return dispatches
+
+
+def _read_trace(path: Path) -> dict[int, float]:
+    """{dispatch id: End_Timestamp - Start_Timestamp (ns)} of one kernel_trace file."""
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        id_column = "Dispatch_Id" if "Dispatch_Id" in columns else "Correlation_Id"
+        if id_column not in columns:
+            return {}
+        return {int(row[id_column]): span for row in reader if (span := _span(row)) is not None}
+
+
+def _trace_beside(counter_file: Path) -> Path | None:
+    """The kernel trace written by the same process: same folder, same prefix; else the
+    only trace in that folder."""
+    twin = counter_file.with_name(counter_file.name.replace("counter_collection", "kernel_trace"))
+    if twin.is_file():
+        return twin
+    traces = sorted(counter_file.parent.glob("*kernel_trace.csv"))
+    return traces[0] if len(traces) == 1 else None
+
+
+def _pass_of(path: Path, outdir: Path) -> int:
+    """N of the ``pmc_N`` folder holding ``path`` (0 when it is in none)."""
+    for part in path.relative_to(outdir).parts[:-1]:
+        match = _PASS_DIR.match(part)
+        if match:
+            return int(match.group(1))
+    return 0
+
+
+def _span(row: dict[str, str]) -> float | None:
+    """End_Timestamp - Start_Timestamp of a row, in ns, when the row has both."""
+    start, end = row.get("Start_Timestamp"), row.get("End_Timestamp")
+    if not start or not end:
+        return None
+    return float(int(end) - int(start))
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _to_record(index: int, d: _Dispatch) -> DispatchCounters:
+    hits, misses = d.counters.get(TCC_HIT), d.counters.get(TCC_MISS)
+    rate = None
+    if hits is not None and misses is not None and hits + misses > 0:
+        rate = 100.0 * hits / (hits + misses)
+    extra = {name: value for name, value in d.counters.items() if name not in (TCC_HIT, TCC_MISS)}
+    return DispatchCounters(kernel_name=d.kernel_name, dispatch_index=index, l2_hit_rate=rate,
+                            l2_hits=hits, l2_misses=misses, duration_ns=d.duration_ns,
+                            dram_read_bytes=None, extra=extra)
+
+
+def _describe_tree(outdir: Path) -> str:
+    """A short listing of what is below ``outdir``, for error messages."""
+    if not outdir.exists():
+        return "the directory does not exist"
+    files = sorted(str(p.relative_to(outdir)) for p in outdir.rglob("*") if p.is_file())
+    if not files:
+        return "the directory is empty (did the profiled program run any matching kernel?)"
+    shown = ", ".join(files[:20]) + (f", ... ({len(files)} files)" if len(files) > 20 else "")
+    return f"found {shown}"
+
+
+# %%
+# Tool queries
+# ------------
+#
+# ``rocprofv3-avail pmc-check C1 C2 ...`` prints
+# ``Following input counters can be collected together on GPU:0<TAB>C1<TAB>C2`` and
+# exits 0 when the set fits one pass; otherwise it writes ``Fatal error: ...`` to stderr
+# (``Invalid counter name``, or ``C1 C2 not collected on agent gfx942``) and exits 1.
+
+def check_counters(counters: Sequence[str], executable: str = "rocprofv3-avail") -> str | None:
+    """None when ``counters`` can be collected together in one pass (or when
+    ``executable`` is not installed, so nothing can be checked); else the tool's reason."""
+    path = shutil.which(executable)
+    if path is None:
+        return None
+    proc = subprocess.run([path, "pmc-check", *counters], capture_output=True, text=True, timeout=120)
+    output = "\n".join(part.strip() for part in (proc.stdout, proc.stderr) if part.strip())
+    if proc.returncode != 0 or "Fatal error" in output:
+        return (f"{executable} pmc-check {' '.join(counters)} rejected the counter set "
+                f"(exit code {proc.returncode}): {output or '(no output)'}")
+    return None
+
+
+def rocprofv3_version(executable: str = "rocprofv3") -> str:
+    """Version of rocprofv3 (``"1.0.0 (ROCm 7.0.0)"``).
+
+    ``rocprofv3 --version`` prints one ``key: value`` line per build fact (``version``,
+    ``git_revision``, ..., ``rocm_version``); the rocprofiler-sdk version and the ROCm
+    release are taken from it.  Older releases without ``--version`` fail, which raises.
+    """
+    proc = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60)
+    output = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{executable} --version failed with exit code {proc.returncode}: {output}")
+    facts = dict(re.findall(r"^\s*(\w+)\s*:\s*(.*?)\s*$", proc.stdout, flags=re.MULTILINE))
+    if "version" not in facts:
+        return output
+    rocm = facts.get("rocm_version")
+    return f"{facts['version']} (ROCm {rocm})" if rocm else facts["version"]

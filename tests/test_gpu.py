@@ -1,0 +1,39 @@
+"""The same gates on a real GPU (compiled Triton, not the interpreter).  Skipped on CPU."""
+import pytest
+
+from harness.device import describe_device
+from harness.job import JobOptions, run_job
+from harness.result import FAILED, FINISHED
+from harness.spec import JobSpec
+from kernels.problem import ConvShape
+
+pytestmark = pytest.mark.gpu
+
+TILES = {
+    "igemm": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32},
+    "direct": {"BLOCK_N": 1, "BLOCK_F": 16, "BLOCK_H": 4, "BLOCK_W": 8, "BLOCK_C": 8},
+    "patch": {"BLOCK_Q": 16, "BLOCK_C": 16},
+}
+SHAPES = [
+    ConvShape("pad", N=3, C=40, H=17, W=15, F=70, R=3, S=3, stride=1, padding=1),
+    ConvShape("s2", N=2, C=24, H=20, W=20, F=33, R=3, S=3, stride=2, padding=1, dtype="bfloat16"),
+    ConvShape("stem", N=2, C=3, H=30, W=30, F=16, R=7, S=7, stride=2, padding=3),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("kernel", sorted(TILES))
+@pytest.mark.parametrize("swizzle", ["identity", "grouped", "xcd", "xcd_grouped", "seed_patch"])
+def test_gpu_gates_and_timing(kernel, swizzle, shape):
+    spec = JobSpec(kernel=kernel, tiles=tuple(TILES[kernel].items()), swizzle=swizzle, num_xcds=8,
+                   group_size=4, shape=shape, shape_preset="gpu", num_warps=4, num_stages=2,
+                   target="gpu", seed=0)
+    result = run_job(spec, describe_device("gpu"), JobOptions(interpret_tiles=TILES[kernel],
+                                                              warmup_ms=5, rep_ms=20))
+    if swizzle == "seed_patch":
+        assert result.status == FAILED and result.tags["failed_gate"] == "permutation"
+        return
+    assert result.status == FINISHED, result.reason
+    m = result.metrics
+    assert 0 < m["time_ms_p20"] <= m["time_ms_median"] <= m["time_ms_p80"]
+    assert m["vendor_time_ms"] > 0 and m["max_rel_err"] < 3e-2
