@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.resources
 import logging
 import os
+import tempfile
+from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -14,7 +16,9 @@ from harness.device import GPU, DeviceInfo, describe_device, target_name_for
 from harness.job import JobOptions, run_job
 from harness.progress import progress_line
 from harness.provenance import git_commit, library_versions
-from harness.result import JobResult
+from harness.profilers import make_profiler
+from harness.profilers.worker import ProfileRequest
+from harness.result import FINISHED, JobResult
 from harness.shapes import expand_preset
 from harness.spec import JobSpec
 from harness.tracking import Tracker
@@ -62,8 +66,9 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
                          warmup_ms=float(cfg.timing.warmup_ms), rep_ms=float(cfg.timing.rep_ms))
     job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
 
+    profiler = make_profiler(cfg.profiler, device)  # fails fast when the chosen tool is missing
     entries = expand_preset(cfg.shape)
-    results = []
+    results, pending = [], []
     for i, entry in enumerate(entries, 1):
         if entry.shape is None:
             name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
@@ -76,7 +81,37 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
         if result is None:
             result = run_job(spec, device, options)
         result.artifacts["config.yaml"] = config_yaml
-        tracker.finish_job(run_id, result)
+        position = f"[job {job_num} | {i}/{len(entries)}]"
         results.append(result)
-        print(progress_line(f"[job {job_num} | {i}/{len(entries)}]", result), flush=True)
+        if profiler is not None and result.status == FINISHED:
+            pending.append((run_id, spec, result, position))  # logged once profiled
+            continue
+        tracker.finish_job(run_id, result)
+        print(progress_line(position, result), flush=True)
+
+    if pending:
+        _profile_and_finish(profiler, cfg.profiler, pending, tracker)
     return results
+
+
+def _profile_and_finish(profiler, pcfg: DictConfig, pending: list, tracker: Tracker) -> None:
+    """Profile the verified jobs (one profiler launch for all, or one each) and log them.
+    A profiling failure fails the run with its reason but keeps its timing metrics."""
+    workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
+    repeats = int(pcfg.get("repeats", 5))
+    requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats) for run_id, spec, _, _ in pending]
+    batches = [requests] if bool(pcfg.get("batch", True)) else [[r] for r in requests]
+    outcomes = {}
+    for n, batch in enumerate(batches):
+        outcomes.update(profiler.profile(batch, workdir / "profiler" / f"launch{n:03d}"))
+    for run_id, _, result, position in pending:
+        outcome = outcomes[run_id]
+        result.tags.update(profiler.tags())
+        result.files.extend(("profiler", p) for p in outcome.raw_files)
+        if outcome.reading is None:
+            result.fail(f"profile error: {outcome.error}", gate="profile")
+        else:
+            result.metrics.update(outcome.reading.as_metrics())
+            result.artifacts.update(outcome.artifacts)
+        tracker.finish_job(run_id, result)
+        print(progress_line(position, result), flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
@@ -36,3 +37,14 @@ class MlflowSweepCallback(Callback):
         run_id = os.environ.pop(SWEEP_ENV, None)
         if run_id:
             Tracker(config.tracking.uri, config.experiment).end_sweep(run_id)
+            # The comparison report; its failure is logged and never fails the sweep.
+            try:
+                from harness import report
+
+                out_dir = Path("reports") / str(config.experiment) / run_id
+                path = report.build_report(config.tracking.uri, str(config.experiment), run_id, out_dir)
+                log.info("Sweep report: %s", path)
+            except Exception:
+                log.exception("Sweep report for run %s failed (rebuild it with: python -m harness.report "
+                              "--experiment %s --sweep %s --tracking-uri %s)", run_id, config.experiment,
+                              run_id, config.tracking.uri)

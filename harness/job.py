@@ -71,8 +71,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
                     f"unverifiable on CPU: swizzle {spec.swizzle} is a permutation of the full grid "
                     f"({grid.num_pids} pids) but on the down-scaled grid used for the interpreter check "
                     f"it is {small_verdict.reason}", gate="correctness")
-        seed = (spec.seed * 1_000_003 + int(spec.spec_hash[:8], 16)) % 2**31
-        ops = make_operands(check_shape, kernel.has_bias, seed, device.torch_device)
+        ops = make_operands(check_shape, kernel.has_bias, spec.input_seed, device.torch_device)
         run, out = kernel.bind(ops, check_shape, check_tiles, binding, launch)
         run()
         if device.mode == GPU:

@@ -533,10 +533,11 @@ def figure_speedup(comparison: Comparison) -> FigureBlock:
     y = np.arange(len(t))[::-1]
     fig = Figure(figsize=(9.0, max(2.5, 0.26 * len(t) + 1.2)))
     ax = fig.add_subplot()
-    lo = (t["speedup"] - t["speedup_lo"]).clip(lower=0).fillna(0).to_numpy()
-    hi = (t["speedup_hi"] - t["speedup"]).clip(lower=0).fillna(0).to_numpy()
     colours = [VERDICT_COLOURS.get(v, "#444444") for v in t["verdict"]]
-    ax.errorbar(t["speedup"], y, xerr=[lo, hi], fmt="none", ecolor=colours, elinewidth=2, capsize=3)
+    lo = t["speedup_lo"].fillna(t["speedup"]).to_numpy()
+    hi = t["speedup_hi"].fillna(t["speedup"]).to_numpy()
+    ax.hlines(y, lo, hi, colors=colours, linewidth=2)
+    ax.scatter(np.concatenate([lo, hi]), np.concatenate([y, y]), c=colours + colours, marker="|", s=60)
     ax.scatter(t["speedup"], y, c=colours, s=22, zorder=3)
     ax.axvline(1.0, color="black", linewidth=1, linestyle="--")
     ax.set_yticks(y, labels, fontsize=8)
@@ -737,10 +738,12 @@ def best_per_group(comparison: Comparison) -> pd.DataFrame:
             variant = comparison.variant_label(best.head(1)).iloc[0]
             text = (f"{variant}: speedup {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}]"
                     + (f", ΔL2 {b['l2_delta_pts']:+.2f} points" if np.isfinite(b["l2_delta_pts"]) else ""))
-        elif grp["verdict"].isin([NOT_TIMED]).all() or not grp["time_ms_median"].notna().any():
-            text = "not timed: no comparison of speed possible"
         elif not (grp["swizzle"] == IDENTITY).any():
             text = "no identity run in this group: no comparison possible"
+        elif (grp["swizzle"] == IDENTITY).all():
+            text = "only identity ran in this group: nothing to compare"
+        elif (grp.loc[grp["swizzle"] != IDENTITY, "verdict"] == NOT_TIMED).all():
+            text = "not timed: no comparison of speed possible"
         else:
             text = "none beats identity beyond noise"
         rows.append({"group": label, "best": text, "has_best": not best.empty})

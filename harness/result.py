@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 FINISHED = "FINISHED"
 FAILED = "FAILED"
@@ -20,6 +21,7 @@ class JobResult:
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)  # file name -> text
+    files: list[tuple[str, Path]] = field(default_factory=list)  # (artifact folder, local file)
 
     def fail(self, reason: str, gate: str | None = None) -> "JobResult":
         self.status = FAILED

@@ -36,6 +36,22 @@ class JobSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
+    def input_seed(self) -> int:
+        """Seed of the job's random inputs: the configured seed mixed with the spec hash, so
+        every job draws fresh inputs and a re-run of the same job draws the same ones."""
+        return (self.seed * 1_000_003 + int(self.spec_hash[:8], 16)) % 2**31
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobSpec":
+        fields = dict(data)
+        fields["shape"] = ConvShape(**fields["shape"])
+        fields["tiles"] = tuple((str(k), int(v)) for k, v in fields["tiles"])
+        return cls(**fields)
+
+    @property
     def shape_label(self) -> str:
         return self.shape.name if self.shape_preset == self.shape.name else f"{self.shape_preset}-{self.shape.name}"
 

@@ -48,6 +48,9 @@ class Tracker:
         self._log_batch(run_id, params=result.params, metrics=result.metrics, tags=tags)
         for name, text in result.artifacts.items():
             self.client.log_text(run_id, text, name)
+        for folder, path in result.files:
+            if path.exists():
+                self.client.log_artifact(run_id, str(path), folder)
         self.client.set_terminated(run_id, FINISHED if result.status == FINISHED else FAILED)
 
     def _log_batch(self, run_id: str, params: dict | None = None, metrics: dict | None = None,

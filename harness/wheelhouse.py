@@ -384,6 +384,43 @@ def _marker_ok(marker: Marker | None, env: dict[str, str], extras: Iterable[str]
         return True
 
 
+def _parse_req(text: str) -> Requirement:
+    """A Requires-Dist entry; a malformed one (old metadata) becomes an unconditional edge to its name."""
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
+        if not m:
+            raise WheelhouseError(f"cannot read requirement {text!r}") from None
+        return Requirement(m.group(1))
+
+
+def merge_specifiers(specs: Iterable[str]) -> SpecifierSet:
+    """AND of specifier strings with redundant bounds dropped: ``>=1,>=2,<4,<3`` -> ``>=2,<3``."""
+    best: dict[str, tuple[Version, object]] = {}
+    rest: list[str] = []
+    for sp in SpecifierSet(",".join(s for s in specs if s)):
+        if sp.operator not in (">=", ">", "<=", "<"):
+            rest.append(str(sp))
+            continue
+        try:
+            v = Version(sp.version)
+        except InvalidVersion:
+            rest.append(str(sp))
+            continue
+        side = "lower" if sp.operator in (">=", ">") else "upper"
+        strict = sp.operator in (">", "<")
+        cur = best.get(side)
+        if cur is None:
+            best[side] = (v, sp)
+            continue
+        cv, csp = cur
+        tighter = (v > cv) if side == "lower" else (v < cv)
+        if tighter or (v == cv and strict):
+            best[side] = (v, sp)
+    return SpecifierSet(",".join([*rest, *(str(sp) for _, sp in best.values())]))
+
+
 @dataclass
 class Selection:
     needed: set[str]  # canonical names to put into the wheelhouse
@@ -397,7 +434,7 @@ def select_needed(wheels: dict[str, WheelInfo], roots: Sequence[str], exclusions
     active: dict[str, set[str]] = {}
     assumed: dict[str, list[str]] = {}
     unresolved: set[str] = set()
-    stack: list[tuple[Requirement, frozenset[str]]] = [(Requirement(r), frozenset()) for r in roots]
+    stack: list[tuple[Requirement, frozenset[str]]] = [(_parse_req(r), frozenset()) for r in roots]
     while stack:
         req, ctx = stack.pop()
         if not _marker_ok(req.marker, env, ctx):
@@ -414,8 +451,8 @@ def select_needed(wheels: dict[str, WheelInfo], roots: Sequence[str], exclusions
         if info is None:
             unresolved.add(name)
             continue
-        stack.extend((Requirement(r), frozenset(active[name])) for r in info.requires)
-    specs = {n: SpecifierSet(",".join(s for s in ss if s)) for n, ss in sorted(assumed.items())}
+        stack.extend((_parse_req(r), frozenset(active[name])) for r in info.requires)
+    specs = {n: merge_specifiers(ss) for n, ss in sorted(assumed.items())}
     return Selection(set(active) - unresolved, specs, unresolved)
 
 
@@ -547,19 +584,23 @@ def build_wheelhouse(*, python_version: str, platforms: Sequence[str], dest: Pat
                     raise
                 tried.add(canonicalize_name(Requirement(spec).name))
                 log(f"no wheel for {spec} on the target: building one from its sdist")
-                _build_pure_wheel(python, spec, built, verbose)
+                try:
+                    _build_pure_wheel(python, spec, built, verbose)
+                except WheelhouseError as build_exc:
+                    raise WheelhouseError(f"{exc}\n\nand building {spec} from source failed too:\n{build_exc}") from None
 
+        dups = find_duplicates(downloaded.glob("*.whl"))
+        if dups:
+            raise WheelhouseError(f"pip downloaded more than one wheel per package: {dups}")
         infos: dict[str, WheelInfo] = {}
+        for whl in sorted(downloaded.glob("*.whl")):  # what pip resolved wins ...
+            info = read_wheel(whl)
+            infos[info.name] = info
         own = None
-        for whl in sorted({p.name: p for p in [*built.glob("*.whl"), *downloaded.glob("*.whl")]}.values()):
+        for whl in sorted(built.glob("*.whl")):  # ... over what was built here
             info = read_wheel(whl)
             if info.name == project:
                 own = info
-            elif info.name in infos and infos[info.name].version != info.version:
-                # a locally built wheel pip did not pick: trust what pip downloaded
-                if whl.parent == downloaded:
-                    infos[info.name] = info
-                continue
             else:
                 infos.setdefault(info.name, info)
         if own is None:

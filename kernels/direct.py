@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
+from kernels.access import LoadPlan, OperandLoads, element_bytes, step_grid, tensor_bases
 from kernels.base import ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.problem import ConvShape
 
@@ -113,3 +115,62 @@ class DirectConv(ConvKernel):
             shape.stride, shape.padding,
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             num_warps=launch.num_warps, num_stages=launch.num_stages, **tiles)
+
+    def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
+        """Step ``k`` is iteration ``(r, s, c0 = cb * BLOCK_C)`` of the kernel's loops,
+        ``k = (r * S + s) * cdiv(C, BLOCK_C) + cb``.  At each step a tile loads
+
+        * input: element (n, c, ih, iw) for each of its BLOCK_N*BLOCK_H*BLOCK_W pixels whose
+          tap falls inside the image, times each channel ``c0 <= c < min(c0 + BLOCK_C, C)``
+          (NCHW: channels are H*W elements apart, so every element is its own run);
+        * weights: element (f, c, r, s) for each filter ``f < F`` of the tile and each such channel.
+
+        The input table has a row per pixel tile ``pid_m`` (image block, row block, column
+        block, decoded as the kernel does), the weight table one per filter tile.
+        """
+        tiles = self.check_tiles(tiles)
+        bn, bf, bh, bw, bc = (tiles["BLOCK_N"], tiles["BLOCK_F"], tiles["BLOCK_H"], tiles["BLOCK_W"],
+                              tiles["BLOCK_C"])
+        eb = elem_bytes or element_bytes(shape)
+        bases = tensor_bases(shape, with_bias=False, elem_bytes=eb)
+        N, C, H, W, F, R, S, P, Q = (shape.N, shape.C, shape.H, shape.W, shape.F, shape.R, shape.S,
+                                     shape.P, shape.Q)
+        grid = self.tile_grid(shape, tiles)
+        num_pid_w, num_pid_h = triton.cdiv(Q, bw), triton.cdiv(P, bh)
+        num_cb = triton.cdiv(C, bc)
+        r, s, cb = step_grid(R, S, num_cb)
+        c = (cb * bc)[:, None] + np.arange(bc)                # (steps, BLOCK_C) channel index
+        c_on = c < C
+
+        def x_runs(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            pid_w = pid_m % num_pid_w
+            pid_h = (pid_m // num_pid_w) % num_pid_h
+            pid_b = pid_m // (num_pid_w * num_pid_h)
+            i = np.arange(bn * bh * bw)
+            n = pid_b[:, None] * bn + i // (bh * bw)            # (rows, BLOCK_PIX)
+            p = pid_h[:, None] * bh + (i // bw) % bh
+            q = pid_w[:, None] * bw + i % bw
+            ih = (p * shape.stride - shape.padding)[:, None, :] + r[None, :, None]   # (rows, steps, pix)
+            iw = (q * shape.stride - shape.padding)[:, None, :] + s[None, :, None]
+            on = (((n < N) & (p < P) & (q < Q))[:, None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
+            base = n[:, None, :] * (C * H * W) + ih * W + iw
+            start = bases["x"] + (base[..., None] + c[None, :, None, :] * (H * W)) * eb   # (rows, steps, pix, c)
+            on = on[..., None] & c_on[None, :, None, :]
+            rows = len(pid_m)
+            return (np.where(on, start, 0).reshape(rows, len(r), -1),
+                    np.where(on, eb, 0).reshape(rows, len(r), -1))
+
+        def w_runs(pid_f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            f = pid_f[:, None] * bf + np.arange(bf)             # (rows, BLOCK_F)
+            base = f[:, None, :] * (C * R * S) + (r * S + s)[None, :, None]               # (rows, steps, f)
+            start = bases["w"] + (base[..., None] + c[None, :, None, :] * (R * S)) * eb   # (rows, steps, f, c)
+            on = (f < F)[:, None, :, None] & c_on[None, :, None, :]
+            rows = len(pid_f)
+            return (np.where(on, start, 0).reshape(rows, len(r), -1),
+                    np.where(on, eb, 0).reshape(rows, len(r), -1))
+
+        tile_ids = np.arange(grid.num_pids, dtype=np.int64)
+        return LoadPlan(num_steps=R * S * num_cb, elem_bytes=eb, operands=(
+            OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, bn * bh * bw * bc, x_runs),
+            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bf * bc, w_runs),
+        ))

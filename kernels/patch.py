@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
+from kernels.access import LoadPlan, OperandLoads, element_bytes, step_grid, tensor_bases
 from kernels.base import ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.problem import ConvShape
 
@@ -95,3 +97,62 @@ class PatchConv(ConvKernel):
             shape.stride, shape.padding,
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             num_warps=launch.num_warps, num_stages=launch.num_stages, **tiles)
+
+    def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
+        """Step ``k`` is iteration ``(q0 = qb * BLOCK_Q, r, s, c0 = cb * BLOCK_C)`` of the
+        kernel's loops, ``k = ((qb * R + r) * S + s) * cdiv(C, BLOCK_C) + cb``.  At each step
+        the program for (image n, output row p, filter f) loads
+
+        * input: element (n, c, ih, iw) for each column ``q0 <= q < min(q0 + BLOCK_Q, Q)``
+          whose tap falls inside the image and each channel ``c0 <= c < min(c0 + BLOCK_C, C)``;
+        * weights: element (f, c, r, s) for each such channel (reloaded for every column block);
+        * bias: element f, at step 0 only (it is loaded once, before the loops).
+
+        The input table has a row per (image, output row) ``= tile // F``; the weight and
+        bias tables one per filter ``= tile % F``.  Every element is its own run.
+        """
+        tiles = self.check_tiles(tiles)
+        bq, bc = tiles["BLOCK_Q"], tiles["BLOCK_C"]
+        eb = elem_bytes or element_bytes(shape)
+        bases = tensor_bases(shape, with_bias=True, elem_bytes=eb)
+        N, C, H, W, F, R, S, P, Q = (shape.N, shape.C, shape.H, shape.W, shape.F, shape.R, shape.S,
+                                     shape.P, shape.Q)
+        num_qb, num_cb = triton.cdiv(Q, bq), triton.cdiv(C, bc)
+        qb, r, s, cb = step_grid(num_qb, R, S, num_cb)
+        num_steps = len(qb)
+        q = (qb * bq)[:, None] + np.arange(bq)                  # (steps, BLOCK_Q) output column
+        c = (cb * bc)[:, None] + np.arange(bc)                  # (steps, BLOCK_C) channel
+        iw = q * shape.stride - shape.padding + s[:, None]
+        q_on = (q < Q) & (iw >= 0) & (iw < W)
+        c_on = c < C
+
+        def x_runs(row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            n, p = row // P, row % P
+            ih = (p * shape.stride - shape.padding)[:, None] + r[None, :]               # (rows, steps)
+            on_q = q_on[None] & ((ih >= 0) & (ih < H))[..., None]                         # (rows, steps, q)
+            base = (n * (C * H * W))[:, None, None] + ih[..., None] * W + iw[None]        # (rows, steps, q)
+            start = bases["x"] + (base[..., None] + c[None, :, None, :] * (H * W)) * eb   # (rows, steps, q, c)
+            on = on_q[..., None] & c_on[None, :, None, :]
+            rows = len(row)
+            return (np.where(on, start, 0).reshape(rows, num_steps, -1),
+                    np.where(on, eb, 0).reshape(rows, num_steps, -1))
+
+        def w_runs(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            start = bases["w"] + (f[:, None, None] * (C * R * S) + c[None] * (R * S)
+                                  + (r * S + s)[None, :, None]) * eb                       # (rows, steps, c)
+            on = np.broadcast_to(c_on[None], start.shape)
+            return np.where(on, start, 0), np.where(on, eb, 0)
+
+        def b_runs(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            start = np.zeros((len(f), num_steps, 1), dtype=np.int64)
+            length = np.zeros_like(start)
+            start[:, 1, 0] = bases["b"] + f * eb
+            length[:, 0, 0] = eb
+            return start, length
+
+        tile_ids = np.arange(N * P * F, dtype=np.int64)
+        return LoadPlan(num_steps=num_steps, elem_bytes=eb, operands=(
+            OperandLoads("x", N * P, tile_ids // F, bq * bc, x_runs),
+            OperandLoads("w", F, tile_ids % F, bc, w_runs),
+            OperandLoads("b", F, tile_ids % F, 1, b_runs),
+        ))

@@ -26,6 +26,17 @@ def test_groups_have_the_documented_options():
                                    "seed_xcd", "xcd", "xcd_grouped"]
     assert _options("shape") == ["resnet", "seed", "tiny"]
     assert _options("target") == ["auto", "h100", "h200", "mi300x"]
+    assert set(_options("profiler")) >= {"auto", "ncu", "none", "rocprofv3"}
+
+
+@pytest.mark.parametrize("profiler", ["auto", "ncu", "none", "rocprofv3"])
+def test_profiler_options(profiler):
+    cfg = _compose(f"profiler={profiler}")
+    assert cfg.profiler.name == profiler
+    if profiler != "none":
+        assert cfg.profiler.repeats == 5 and cfg.profiler.batch is True
+    if profiler == "ncu":
+        assert cfg.profiler.cache_control == "all" and cfg.profiler.clock_control == "base"
 
 
 def test_defaults():

@@ -1,2 +1,85 @@
-"""L2 profilers: one module per backend (ncu, rocprofv3, sim).  Nothing outside this
-package knows which vendor's tool produced a reading."""
+"""L2 profilers: one module per backend (``ncu``, ``rocprofv3``, ``sim``).  Nothing outside
+this package knows which vendor's tool produced a reading.  ``make_profiler`` turns the
+``profiler`` config node into a backend, or fails fast saying how to get the tool."""
+from __future__ import annotations
+
+import logging
+import shutil
+
+from harness.device import GPU, DeviceInfo
+from harness.profilers.wrapped import Profiler, ProfilerUnavailable
+
+log = logging.getLogger("swizzlebench")
+
+PROFILERS = ("none", "auto", "ncu", "rocprofv3", "sim")
+
+
+def make_profiler(cfg, device: DeviceInfo) -> Profiler | None:
+    """The backend for ``cfg.name`` (None for ``none``); raises ProfilerUnavailable when the
+    chosen tool is missing."""
+    name = str(cfg.name)
+    if name not in PROFILERS:
+        raise ProfilerUnavailable(f"unknown profiler {name!r}; valid: {', '.join(PROFILERS)}")
+    if name == "none":
+        return None
+    if name == "auto":
+        return _auto(cfg, device)
+    if name == "ncu":
+        return _ncu(cfg)
+    if name == "rocprofv3":
+        return _rocprofv3(cfg)
+    return _sim(cfg)
+
+
+def _auto(cfg, device: DeviceInfo) -> Profiler | None:
+    if device.mode != GPU:
+        try:
+            profiler = _sim(cfg)
+            log.info("profiler=auto: no GPU, using the simulated L2 (profiler=sim)")
+            return profiler
+        except ProfilerUnavailable as exc:
+            log.info("profiler=auto: no GPU and no simulator (%s); L2 not profiled", exc)
+            return None
+    want = "rocprofv3" if device.vendor == "amd" else "ncu"
+    try:
+        profiler = _rocprofv3(cfg) if want == "rocprofv3" else _ncu(cfg)
+    except ProfilerUnavailable as exc:
+        log.warning("profiler=auto: %s GPU but %s unavailable (%s); L2 not profiled", device.vendor, want, exc)
+        return None
+    log.info("profiler=auto: using %s on %s", want, device.name)
+    return profiler
+
+
+def _ncu(cfg) -> Profiler:
+    from harness.profilers.ncu import NcuProfiler, find_ncu
+
+    exe = str(cfg.executable) if cfg.get("executable") else find_ncu()
+    if not exe or not shutil.which(exe):
+        raise ProfilerUnavailable(
+            "profiler=ncu: Nsight Compute's `ncu` was not found (PATH, /opt/nvidia/nsight-compute/*/ncu, "
+            "/usr/local/cuda/bin/ncu). Install Nsight Compute (part of the CUDA toolkit), or pass "
+            "profiler.executable=/path/to/ncu, or choose profiler=none (no L2 counters) or profiler=sim.")
+    return NcuProfiler(exe, cache_control=str(cfg.get("cache_control", "all")),
+                       clock_control=str(cfg.get("clock_control", "base")),
+                       timeout_s=float(cfg.get("timeout_s", 1800)))
+
+
+def _rocprofv3(cfg) -> Profiler:
+    from harness.profilers.rocprofv3 import Rocprofv3Profiler
+
+    exe = str(cfg.executable) if cfg.get("executable") else "rocprofv3"
+    if not shutil.which(exe):
+        raise ProfilerUnavailable(
+            f"profiler=rocprofv3: `{exe}` was not found on PATH. Install ROCm's rocprofiler-sdk "
+            "(`apt install rocprofiler-sdk`, it ships with ROCm >= 6.2) and put /opt/rocm/bin on PATH, "
+            "or pass profiler.executable=/path/to/rocprofv3, or choose profiler=none or profiler=sim.")
+    return Rocprofv3Profiler(exe, counters=[str(c) for c in cfg.get("counters", ["TCC_HIT_sum", "TCC_MISS_sum"])],
+                             timeout_s=float(cfg.get("timeout_s", 1800)))
+
+
+def _sim(cfg) -> Profiler:
+    try:
+        from harness.profilers.sim_profiler import SimProfiler
+    except ImportError as exc:
+        raise ProfilerUnavailable(f"profiler=sim is not available: {exc}") from exc
+    return SimProfiler.from_config(cfg)

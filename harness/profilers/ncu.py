@@ -176,6 +176,7 @@ def _split_csv(text: str) -> tuple[list[str], list[str] | None, list[list[str]]]
     after the header, with an empty ``ID``."""
     lines = text.splitlines()
     header: list[str] | None = None
+    needed = 0                     # cells a data row must have
     units: list[str] | None = None
     rows: list[list[str]] = []
     for line in lines:
@@ -185,8 +186,12 @@ def _split_csv(text: str) -> tuple[list[str], list[str] | None, list[list[str]]]
         if _is_header(cells):
             # Several processes (``--target-processes all``) each print a header: keep one.
             header = header or [c.strip() for c in cells]
+            # Long rows may stop after "Metric Value" (the rule columns are left empty,
+            # often with just a trailing comma); raw-page rows fill every column.
+            needed = (header.index("Metric Value") + 1 if "Metric Value" in header
+                      else len(header) - 1)
             continue
-        if header is None or len(cells) < len(header) - 1:
+        if header is None or len(cells) < needed:
             continue
         if cells[0].strip().isdigit():
             rows.append(cells)

@@ -22,11 +22,12 @@ NAME -- app`` writes, among others:
 
 Where the files land varies between versions and options: ``DIR/NAME_*.csv``; without
 ``-o`` ``DIR/<host>/<pid>_*.csv``; and with several counter passes (or, in some
-versions, any ``--pmc``) one ``pmc_N/`` folder per pass.  The reader therefore searches
-the whole tree below ``DIR``.  The columns drifted too: older files lack
-``Accum_VGPR_Count`` and ``Kernel_Id``, ``Agent_Id`` went from ``1`` to ``"Agent 1"``,
-and the trace once had ``Private_Segment_Size``/``Group_Segment_Size`` and no
-``Stream_Id``.  Only the columns named below are read, so all of these parse alike.
+versions, any ``--pmc``) one ``pmc_N/`` (or ``pass_N/``) folder per pass.  The reader
+therefore searches the whole tree below ``DIR``.  The columns drifted too: older files
+lack ``Accum_VGPR_Count`` and ``Kernel_Id``, ``Agent_Id`` went from ``1`` to
+``"Agent 1"``, and the trace once had ``Private_Segment_Size``/``Group_Segment_Size``
+and no ``Stream_Id``.  Only the columns named below are read, so all of these parse
+alike.
 """
 from __future__ import annotations
 
@@ -100,14 +101,18 @@ class _Dispatch:
     duration_ns: float | None = None
 
 
-_PASS_DIR = re.compile(r"^pmc_(\d+)$")
+# Per-pass folders: ``pmc_N`` for a text input file (``pmc:`` lines), ``pass_N`` for a
+# JSON/YAML one (``jobs:``), as rocprofv3.py names them.
+_PASS_DIR = re.compile(r"^(?:pmc|pass)_(\d+)$")
 
 
 def read_rocprofv3_output(outdir: Path) -> list[DispatchCounters]:
     """Dispatches profiled in the rocprofv3 CSV output below ``outdir``, ordered by
     Dispatch_Id; hit rate in %, hits/misses in TCC requests, durations in ns."""
     outdir = Path(outdir)
-    counter_files = sorted(outdir.rglob("*counter_collection.csv"))
+    # Numeric pass order (pmc_2 before pmc_10): on a conflict the earlier pass wins.
+    counter_files = sorted(outdir.rglob("*counter_collection.csv"),
+                           key=lambda path: (_pass_of(path, outdir), str(path)))
     if not counter_files:
         raise ValueError(f"no *counter_collection.csv below {outdir}: {_describe_tree(outdir)}")
 
@@ -135,39 +140,51 @@ def read_rocprofv3_output(outdir: Path) -> list[DispatchCounters]:
     return [_to_record(index, d) for index, (_, d) in enumerate(ordered)]
 
 
-def _read_counter_file(path: Path, durations: dict[int, float]) -> dict[tuple[int, int], _Dispatch]:
+# The columns a counter row and a trace row can be joined on, best first.  Dispatch ids
+# number the dispatches; correlation ids number API calls and, in some older files,
+# differ from the dispatch id of the same row, so the two are never mixed.
+_ID_COLUMNS = ("Dispatch_Id", "Correlation_Id")
+_Durations = dict[str, dict[int, float]]     # {id column: {id: duration in ns}}
+
+
+def _read_counter_file(path: Path, durations: _Durations) -> dict[tuple[int, int], _Dispatch]:
     """{(process, dispatch id): dispatch} of one counter_collection file."""
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         columns = reader.fieldnames or []
-        id_column = "Dispatch_Id" if "Dispatch_Id" in columns else "Correlation_Id"
+        id_column = next((c for c in _ID_COLUMNS if c in columns), _ID_COLUMNS[0])
+        join_column = next((c for c in _ID_COLUMNS if c in columns and c in durations), None)
         required = [id_column, "Kernel_Name", "Counter_Name", "Counter_Value"]
         missing = [c for c in required if c not in columns]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}; header is {columns}")
         dispatches: dict[tuple[int, int], _Dispatch] = {}
         for row in reader:
-            dispatch_id = int(row[id_column])
-            key = (int(row.get("Process_Id") or 0), dispatch_id)
+            key = (int(row.get("Process_Id") or 0), int(row[id_column]))
             dispatch = dispatches.get(key)
             if dispatch is None:
                 dispatch = dispatches[key] = _Dispatch(row["Kernel_Name"])
-                dispatch.duration_ns = durations.get(dispatch_id, _span(row))
+                traced = durations[join_column].get(int(row[join_column])) if join_column else None
+                dispatch.duration_ns = traced if traced is not None else _span(row)
             value = _number(row["Counter_Value"])
             if value is not None:
                 dispatch.counters.setdefault(row["Counter_Name"], value)
     return dispatches
 
 
-def _read_trace(path: Path) -> dict[int, float]:
-    """{dispatch id: End_Timestamp - Start_Timestamp (ns)} of one kernel_trace file."""
+def _read_trace(path: Path) -> _Durations:
+    """End_Timestamp - Start_Timestamp (ns) of every dispatch in one kernel_trace file,
+    by each id column the file has."""
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
-        columns = reader.fieldnames or []
-        id_column = "Dispatch_Id" if "Dispatch_Id" in columns else "Correlation_Id"
-        if id_column not in columns:
-            return {}
-        return {int(row[id_column]): span for row in reader if (span := _span(row)) is not None}
+        columns = [c for c in _ID_COLUMNS if c in (reader.fieldnames or [])]
+        durations: _Durations = {c: {} for c in columns}
+        for row in reader:
+            span = _span(row)
+            if span is not None:
+                for c in columns:
+                    durations[c][int(row[c])] = span
+    return durations
 
 
 def _trace_beside(counter_file: Path) -> Path | None:
@@ -181,7 +198,7 @@ def _trace_beside(counter_file: Path) -> Path | None:
 
 
 def _pass_of(path: Path, outdir: Path) -> int:
-    """N of the ``pmc_N`` folder holding ``path`` (0 when it is in none)."""
+    """N of the ``pmc_N``/``pass_N`` folder holding ``path`` (0 when it is in none)."""
     for part in path.relative_to(outdir).parts[:-1]:
         match = _PASS_DIR.match(part)
         if match:

@@ -1,0 +1,131 @@
+"""Profilers that wrap a worker process (ncu, rocprofv3): shared launch, attribution and
+aggregation.  A backend only says how to build its command line and how to read its
+output; everything else (batching, dispatch-order attribution, repeats -> mean ± std,
+raw files kept) is here, once."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.profilers.base import DispatchCounters, L2Reading
+from harness.profilers.worker import ProfileRequest, write_requests
+
+
+class ProfilerUnavailable(RuntimeError):
+    """The chosen profiler cannot run here; the message says how to get it or what to use instead."""
+
+
+@dataclass
+class ProfileOutcome:
+    """What profiling one job gave: a reading, or the reason there is none, plus raw files."""
+
+    reading: L2Reading | None = None
+    error: str | None = None
+    raw_files: list[Path] = field(default_factory=list)
+    artifacts: dict[str, str] = field(default_factory=dict)  # extra text artifacts (e.g. per-XCD table)
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """Cost of one profiler launch (for the benchmarks): wall time in s, jobs and dispatches."""
+
+    wall_s: float
+    jobs: int
+    dispatches: int
+
+
+class Profiler(ABC):
+    """A source of L2 readings for verified jobs."""
+
+    name: str
+
+    @abstractmethod
+    def tags(self) -> dict[str, str]:
+        """Tags logged on every profiled run: ``profiler``, ``profiler_version``, ``cache_control``..."""
+
+    @abstractmethod
+    def profile(self, requests: list[ProfileRequest], workdir: Path) -> dict[str, ProfileOutcome]:
+        """Profile every request; the result maps each request key to its outcome."""
+
+
+class ProcessWrappingProfiler(Profiler):
+    """Runs ``python -m harness.profilers.worker`` under a vendor profiler."""
+
+    def __init__(self, executable: str, timeout_s: float = 1800.0):
+        self.executable = executable
+        self.timeout_s = timeout_s
+        self.launches: list[LaunchStats] = []
+
+    @abstractmethod
+    def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
+        """The full command line that runs ``worker_cmd`` under the profiler."""
+
+    @abstractmethod
+    def read_dispatches(self, workdir: Path, stdout: str) -> list[DispatchCounters]:
+        """Parse the profiler's output for this launch, dispatches in launch order."""
+
+    @abstractmethod
+    def raw_files(self, workdir: Path) -> list[Path]:
+        """The profiler's raw output files to keep as artifacts."""
+
+    def profile(self, requests: list[ProfileRequest], workdir: Path) -> dict[str, ProfileOutcome]:
+        workdir.mkdir(parents=True, exist_ok=True)
+        request_file = workdir / "requests.json"
+        write_requests(request_file, requests)
+        names = sorted({_kernel_function_name(r) for r in requests})
+        kernel_regex = "^(" + "|".join(names) + ")$"
+        worker_cmd = [sys.executable, "-m", "harness.profilers.worker", str(request_file)]
+        cmd = self.command(worker_cmd, workdir, kernel_regex)
+        (workdir / "command.txt").write_text(" ".join(cmd) + "\n")
+
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir)
+        except subprocess.TimeoutExpired:
+            return _all_failed(requests, f"{self.name} timed out after {self.timeout_s:.0f} s")
+        (workdir / "profiler_stdout.txt").write_text(proc.stdout)
+        (workdir / "profiler_stderr.txt").write_text(proc.stderr)
+        raw = self.raw_files(workdir) + [workdir / "profiler_stdout.txt", workdir / "profiler_stderr.txt"]
+        if proc.returncode != 0:
+            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+            return _all_failed(requests, f"{self.name} exited with code {proc.returncode}: {tail}", raw)
+        try:
+            dispatches = self.read_dispatches(workdir, proc.stdout)
+        except (ValueError, OSError) as exc:
+            return _all_failed(requests, f"{self.name} output unreadable: {exc}", raw)
+        self.launches.append(LaunchStats(time.perf_counter() - start, len(requests), len(dispatches)))
+        return attribute_by_dispatch_order(requests, dispatches, raw)
+
+
+def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list[DispatchCounters],
+                                raw_files: list[Path]) -> dict[str, ProfileOutcome]:
+    """Give job j the dispatches ``j*k .. (j+1)*k - 1`` (k its repeats), after checking the
+    profiler saw exactly as many dispatches as the worker launched."""
+    expected = sum(r.repeats for r in requests)
+    if len(dispatches) != expected:
+        return _all_failed(requests, f"profiler reported {len(dispatches)} conv dispatches, the worker "
+                                     f"launched {expected} ({len(requests)} jobs x repeats): cannot attribute",
+                           raw_files)
+    outcomes, start = {}, 0
+    for req in requests:
+        mine = dispatches[start:start + req.repeats]
+        start += req.repeats
+        try:
+            outcomes[req.key] = ProfileOutcome(L2Reading.from_dispatches(mine), None, raw_files)
+        except ValueError as exc:
+            outcomes[req.key] = ProfileOutcome(None, str(exc), raw_files)
+    return outcomes
+
+
+def _kernel_function_name(req: ProfileRequest) -> str:
+    from kernels import get_kernel
+
+    return get_kernel(req.spec["kernel"]).jit_kernel.__name__
+
+
+def _all_failed(requests, reason: str, raw: list[Path] | None = None) -> dict[str, ProfileOutcome]:
+    return {r.key: ProfileOutcome(None, reason, raw or []) for r in requests}

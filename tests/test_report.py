@@ -1,0 +1,329 @@
+"""harness.report on a synthetic MLflow store with known numbers (CPU only, no GPU).
+
+The store (``make_store``) holds two sweeps of experiment ``synthetic``; the latest one has:
+
+* group igemm · resnet-l03 · w8, timed and profiled:
+  identity 1.00 ms [0.98, 1.02], L2 50 ± 1 %;
+  xcd      0.80 ms [0.79, 0.81], L2 70 ± 1 %  -> speedup 1.25 [1.210, 1.291] faster, L2 +20 higher;
+  seed_xcd 1.30 ms [1.28, 1.32], L2 45 ± 2 %  -> speedup 0.769 [0.742, 0.797] slower, L2 -5 lower;
+  grouped  0.99 ms [0.95, 1.03], L2 51 ± 1 %  -> speedup 1.010 [0.951, 1.074] within noise, L2 +1 noise;
+* group igemm · <hostile shape name> · w8: identity and xcd, xcd within noise;
+* group direct · tiny-t1 · w4, CPU-only (verified, not timed);
+* a FAILED run with a hostile reason, and a run left RUNNING (crashed job).
+
+``make_store`` is reused by tests/test_report_browser.py and tests/test_mlflow_server.py.
+"""
+from __future__ import annotations
+
+import html
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from harness import report
+from harness.report import FASTER, NOISE, NOT_TIMED, SLOWER, build_report
+
+HOSTILE = "<script>alert(1)</script>"
+HOSTILE_SHAPE = HOSTILE + " $\\frac{"        # also an unbalanced mathtext for the figures
+HOSTILE_REASON = f'permutation gate: "{HOSTILE}" & pid 7 maps twice'
+EXPERIMENT = "synthetic"
+T0_MS = 1_700_000_000_000                     # fixed epoch start of the synthetic sweep (ms)
+
+
+@dataclass(frozen=True)
+class SyntheticStore:
+    """Where the synthetic store is, and the ids a test needs."""
+
+    uri: str
+    experiment: str
+    sweep_run_id: str
+    older_sweep_run_id: str
+    failed_run_id: str
+    running_run_id: str
+
+
+def _job(client: MlflowClient, exp_id: str, sweep_id: str, start_ms: int, *, kernel: str, swizzle: str,
+         shape: str, preset: str, warps: int, metrics: dict[str, float], status: str = "FINISHED",
+         reason: str = "verified: permutation; max_rel_err ok", extra_tags: dict[str, str] | None = None,
+         timed: bool = True) -> str:
+    """One child job run as harness.tracking logs it; returns its run id."""
+    shape_label = shape if shape == preset else f"{preset}-{shape}"
+    tags = {"swizzlebench.kind": "job", "mlflow.parentRunId": sweep_id, "swizzlebench.sweep_run_id": sweep_id,
+            "git_commit": "abc123", "torch_version": "2.9.0", "triton_version": "3.5.0",
+            "target": "h100" if timed else "mi300x", "device": "NVIDIA H100 80GB HBM3" if timed else
+            "cpu (Triton interpreter)", "mode": "gpu" if timed else "interpreter",
+            "timing": "measured: triton.testing.do_bench, L2 flushed between reps" if timed else
+            "not measured: no GPU", **(extra_tags or {})}
+    run = client.create_run(exp_id, run_name=f"{kernel}/{swizzle}/{shape_label}/w{warps}", start_time=start_ms,
+                            tags=tags)
+    params = {"kernel": kernel, "swizzle": swizzle, "num_warps": str(warps), "num_stages": "3",
+              "shape_preset": preset, "shape.name": shape, "shape.N": "1", "shape.dtype": "float16",
+              "group_size": "8", "num_xcds": "1", "target": tags["target"], "seed": "0",
+              "tile.BLOCK_M": "128", "tile.BLOCK_N": "128", "tile.BLOCK_K": "64"}
+    client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in params.items()],
+                     metrics=[Metric(k, float(v), start_ms, 0) for k, v in metrics.items()],
+                     tags=[RunTag("status_reason", reason)] if status != "RUNNING" else [])
+    if status != "RUNNING":
+        client.set_terminated(run.info.run_id, status, end_time=start_ms + 5_000)
+    return run.info.run_id
+
+
+def _timed(median: float, p20: float, p80: float, l2: float | None = None, l2_std: float | None = None,
+           vendor: float = 0.9, sim: float | None = None) -> dict[str, float]:
+    m = {"time_ms_median": median, "time_ms_p20": p20, "time_ms_p80": p80, "tflops": 100.0 / median,
+         "vendor_time_ms": vendor, "ratio_to_vendor": median / vendor, "max_rel_err": 1e-3}
+    if l2 is not None:
+        m.update({"l2_hit_rate": l2, "l2_hit_rate_std": l2_std or 0.0, "l2_hits": l2 * 10, "l2_misses": 1000 - l2 * 10})
+    if sim is not None:
+        m["sim_l2_hit_rate"] = sim
+    return m
+
+
+def make_store(root: Path) -> SyntheticStore:
+    """Write the synthetic store under ``root`` (SQLite + local artifacts)."""
+    root.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment(EXPERIMENT, artifact_location=(root / "artifacts").as_uri())
+    sweep_tags = {"swizzlebench.kind": "sweep", "git_commit": "abc123"}
+
+    older = client.create_run(exp_id, run_name="sweep older", start_time=T0_MS - 86_400_000, tags=sweep_tags)
+    _job(client, exp_id, older.info.run_id, T0_MS - 86_000_000, kernel="igemm", swizzle="identity",
+         shape="old-shape", preset="old-shape", warps=8, metrics=_timed(2.0, 1.9, 2.1))
+    client.set_terminated(older.info.run_id, "FINISHED", end_time=T0_MS - 85_000_000)
+
+    sweep = client.create_run(exp_id, run_name="sweep swizzle=identity,xcd,seed_xcd,grouped",
+                              start_time=T0_MS, tags=sweep_tags)
+    client.log_param(sweep.info.run_id, "sweep.overrides", "swizzle=identity,xcd,seed_xcd,grouped")
+    sid = sweep.info.run_id
+    prof = {"profiler": "ncu", "profiler_version": "2025.1", "cache_control": "all"}
+    t = T0_MS
+    common = dict(kernel="igemm", shape="l03", preset="resnet", warps=8, extra_tags=prof)
+    _job(client, exp_id, sid, t + 1_000, swizzle="identity", metrics=_timed(1.00, 0.98, 1.02, 50.0, 1.0, sim=48.0), **common)
+    _job(client, exp_id, sid, t + 2_000, swizzle="xcd", metrics=_timed(0.80, 0.79, 0.81, 70.0, 1.0, sim=73.0), **common)
+    _job(client, exp_id, sid, t + 3_000, swizzle="seed_xcd", metrics=_timed(1.30, 1.28, 1.32, 45.0, 2.0), **common)
+    _job(client, exp_id, sid, t + 4_000, swizzle="grouped", metrics=_timed(0.99, 0.95, 1.03, 51.0, 1.0), **common)
+    hostile = dict(kernel="igemm", shape=HOSTILE_SHAPE, preset=HOSTILE_SHAPE, warps=8, extra_tags=prof)
+    _job(client, exp_id, sid, t + 5_000, swizzle="identity", metrics=_timed(2.0, 1.9, 2.1, 30.0, 0.5), **hostile)
+    _job(client, exp_id, sid, t + 6_000, swizzle="xcd", metrics=_timed(1.95, 1.85, 2.05, 30.2, 0.5), **hostile)
+    cpu = dict(kernel="direct", shape="t1", preset="tiny", warps=4, timed=False)
+    _job(client, exp_id, sid, t + 7_000, swizzle="identity", metrics={"max_rel_err": 2e-3}, **cpu)
+    _job(client, exp_id, sid, t + 8_000, swizzle="xcd", metrics={"max_rel_err": 2e-3}, **cpu)
+    failed = _job(client, exp_id, sid, t + 9_000, kernel="igemm", swizzle="seed_patch", shape="l03",
+                  preset="resnet", warps=8, metrics={}, status="FAILED", reason=HOSTILE_REASON,
+                  extra_tags={"failed_gate": "permutation"})
+    running = _job(client, exp_id, sid, t + 10_000, kernel="igemm", swizzle="xcd_grouped", shape="l03",
+                   preset="resnet", warps=8, metrics={}, status="RUNNING")
+    client.set_terminated(sid, "FINISHED", end_time=t + 20_000)
+    return SyntheticStore(uri, EXPERIMENT, sid, older.info.run_id, failed, running)
+
+
+# --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[SyntheticStore, Path]:
+    """The store and its report (default sweep = the latest), built once per module."""
+    root = tmp_path_factory.mktemp("report")
+    store = make_store(root / "store")
+    return store, build_report(store.uri, store.experiment, out_dir=root / "out")
+
+
+def _cell(table: pd.DataFrame, shape: str, swizzle: str) -> pd.Series:
+    rows = table[(table["shape"] == shape) & (table["swizzle"] == swizzle)]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+def test_known_verdicts_and_deltas(built):
+    _, page = built
+    table = pd.read_csv(page.parent / "table.csv", keep_default_na=True)
+    fast, slow, noise = (_cell(table, "resnet-l03", s) for s in ("xcd", "seed_xcd", "grouped"))
+
+    assert fast["verdict"] == FASTER
+    assert fast["speedup"] == pytest.approx(1.25)
+    assert fast["speedup_lo"] == pytest.approx(0.98 / 0.81)
+    assert fast["speedup_hi"] == pytest.approx(1.02 / 0.79)
+    assert fast["l2_delta_pts"] == pytest.approx(20.0)
+    assert fast["l2_band_pts"] == pytest.approx(2 * math.sqrt(2))
+    assert fast["l2_verdict"] == "higher"
+    assert fast["ratio_to_vendor"] == pytest.approx(0.8 / 0.9)
+    assert bool(fast["best"]) is True
+
+    assert slow["verdict"] == SLOWER
+    assert slow["speedup"] == pytest.approx(1.0 / 1.3)
+    assert slow["speedup_hi"] == pytest.approx(1.02 / 1.28)
+    assert slow["l2_delta_pts"] == pytest.approx(-5.0)
+    assert slow["l2_verdict"] == "lower"
+
+    assert noise["verdict"] == NOISE
+    assert noise["speedup_lo"] < 1 < noise["speedup_hi"]
+    assert noise["l2_delta_pts"] == pytest.approx(1.0)
+    assert noise["l2_verdict"] == NOISE
+    assert not bool(noise["best"]) and not bool(slow["best"])
+
+    ident = _cell(table, "resnet-l03", "identity")
+    assert ident["verdict"] == "baseline"
+
+    hostile = _cell(table, HOSTILE_SHAPE, "xcd")
+    assert hostile["verdict"] == NOISE            # 2.0/1.95 = 1.026 but interval [0.93, 1.14]
+    assert hostile["l2_delta_pts"] == pytest.approx(0.2)
+    assert hostile["l2_verdict"] == NOISE         # band 2*sqrt(0.5) = 1.41 points
+
+    cpu = _cell(table, "tiny-t1", "xcd")
+    assert cpu["verdict"] == NOT_TIMED
+    assert cpu["l2_verdict"] == "not profiled"
+    assert math.isnan(cpu["speedup"])
+
+
+def test_csv_holds_latest_sweep_only(built):
+    store, page = built
+    table = pd.read_csv(page.parent / "table.csv")
+    assert len(table) == 8                                        # 4 + 2 + 2 finished cells
+    assert "old-shape" not in set(table["shape"])                 # the older sweep is not mixed in
+    assert set(table["swizzle"]) == {"identity", "xcd", "seed_xcd", "grouped"}
+    assert list(table.columns) == report.TABLE_COLUMNS
+    assert table["id_run_id"].notna().all()
+
+
+def test_failed_runs_listed_with_reasons(built):
+    store, page = built
+    failed = pd.read_csv(page.parent / "failed.csv").set_index("run_id")
+    assert set(failed.index) == {store.failed_run_id, store.running_run_id}
+    assert failed.loc[store.failed_run_id, "reason"] == HOSTILE_REASON
+    assert failed.loc[store.failed_run_id, "gate"] == "permutation"
+    assert "never finished (status RUNNING)" in failed.loc[store.running_run_id, "reason"]
+    text = page.read_text()
+    assert html.escape(HOSTILE_REASON) in text
+    assert "never finished (status RUNNING)" in text
+
+
+def test_hostile_text_is_escaped(built):
+    _, page = built
+    text = page.read_text()
+    assert HOSTILE not in text
+    assert "<script" not in text.lower()                          # the page has no script at all
+    assert html.escape(HOSTILE_SHAPE) in text
+
+
+def test_page_is_self_contained(built):
+    _, page = built
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text
+    assert " href=" not in text
+    assert text.count('<img alt="') == text.count('src="data:image/png;base64,') == 4   # all four figures
+    assert "Best swizzle per group" in text
+    assert "none beats identity beyond noise" in text               # the hostile-shape group
+    assert "not timed: no comparison of speed possible" in text      # the CPU group
+    assert "NVIDIA H100 80GB HBM3" in text and "MIXED" in text       # CPU runs sit in the same sweep
+    assert "ncu 2025.1" in text
+    # Time taken: first job start (t + 1 s) to last job end (t + 9 s + 5 s); one run never ended.
+    assert "0 min 13 s" in text and "1 run(s) without an end time" in text
+
+
+def test_report_attached_to_sweep(built):
+    store, _ = built
+    client = MlflowClient(tracking_uri=store.uri)
+    names = {a.path for a in client.list_artifacts(store.sweep_run_id, "report")}
+    assert {"report/index.html", "report/table.csv", "report/failed.csv"} <= names
+
+
+def test_explicit_older_sweep(built, tmp_path):
+    store, _ = built
+    page = build_report(store.uri, store.experiment, store.older_sweep_run_id, tmp_path / "old")
+    table = pd.read_csv(page.parent / "table.csv")
+    assert list(table["shape"]) == ["old-shape"]
+    assert "only identity ran in this group" in page.read_text()
+
+
+def test_no_sweep_reports_all_job_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment("loose", artifact_location=(tmp_path / "art").as_uri())
+    for swizzle in ("identity", "xcd"):
+        run = client.create_run(exp_id, run_name=swizzle, tags={"swizzlebench.kind": "job", "device": "cpu"})
+        client.log_batch(run.info.run_id, params=[Param("kernel", "direct"), Param("swizzle", swizzle),
+                                                  Param("num_warps", "4"), Param("shape.name", "t1"),
+                                                  Param("shape_preset", "tiny")],
+                         metrics=[Metric("max_rel_err", 1e-3, 0, 0)])
+        client.set_terminated(run.info.run_id, "FINISHED")
+    page = build_report(uri, "loose")
+    assert page == Path("reports/loose/all-jobs/index.html")
+    text = page.read_text()
+    assert "none in this experiment" in text
+    # CPU only: every figure is skipped with a sentence saying why.
+    assert "data:image/png" not in text
+    assert text.count("Skipped:") == 4
+    assert set(pd.read_csv(page.parent / "table.csv")["verdict"]) == {"baseline", NOT_TIMED}
+
+
+def test_unknown_experiment_and_bad_run_id(built, tmp_path):
+    store, _ = built
+    with pytest.raises(LookupError):
+        build_report(store.uri, "no-such-experiment", out_dir=tmp_path)
+    with pytest.raises(ValueError):
+        build_report(store.uri, store.experiment, "x' OR '1'='1", out_dir=tmp_path)
+
+
+def test_cli(built, tmp_path, capsys):
+    store, _ = built
+    out = tmp_path / "cli"
+    rc = report.main(["--experiment", store.experiment, "--sweep", store.sweep_run_id,
+                      "--out", str(out), "--tracking-uri", store.uri])
+    assert rc == 0
+    assert capsys.readouterr().out.strip() == str(out / "index.html")
+    assert (out / "table.csv").is_file()
+    assert report.main(["--experiment", "nope", "--tracking-uri", store.uri, "--out", str(out)]) == 2
+
+
+def test_verdict_rules_at_the_edges():
+    assert report.time_verdict(1.2, 1.0, 1.4) == NOISE          # touching 1 is not "above 1"
+    assert report.time_verdict(1.2, 1.0001, 1.4) == FASTER
+    assert report.time_verdict(0.8, 0.7, 1.0) == NOISE
+    assert report.time_verdict(0.8, 0.7, 0.9999) == SLOWER
+    assert report.time_verdict(float("nan"), float("nan"), float("nan")) == NOT_TIMED
+    band = report.l2_band(pd.Series([0.0, 3.0]), pd.Series([0.0, 4.0]))
+    assert list(band) == [report.L2_BAND_FLOOR_POINTS, 10.0]      # floor; 2 * 5 points
+    assert report.l2_verdict(0.4, 0.5) == NOISE
+    assert report.l2_verdict(-0.6, 0.5) == "lower"
+
+
+# -- the Hydra callback hook -------------------------------------------------------------
+def _callback_config(uri: str, experiment: str):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"tracking": {"uri": uri}, "experiment": experiment})
+
+
+def test_callback_builds_report_at_multirun_end(tmp_path, monkeypatch, caplog):
+    from harness.callbacks import SWEEP_ENV, MlflowSweepCallback
+
+    store = make_store(tmp_path / "store")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(SWEEP_ENV, store.sweep_run_id)
+    with caplog.at_level(logging.INFO, logger="harness.callbacks"):
+        MlflowSweepCallback().on_multirun_end(_callback_config(store.uri, store.experiment))
+    page = tmp_path / "reports" / store.experiment / store.sweep_run_id / "index.html"
+    assert page.is_file()
+    assert str(Path("reports") / store.experiment / store.sweep_run_id / "index.html") in caplog.text
+
+
+def test_callback_logs_report_failure_without_raising(tmp_path, monkeypatch, caplog):
+    from harness.callbacks import SWEEP_ENV, MlflowSweepCallback
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("report exploded")
+
+    store = make_store(tmp_path / "store")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(SWEEP_ENV, store.sweep_run_id)
+    monkeypatch.setattr(report, "build_report", broken)
+    with caplog.at_level(logging.INFO, logger="harness.callbacks"):
+        MlflowSweepCallback().on_multirun_end(_callback_config(store.uri, store.experiment))
+    assert "report exploded" in caplog.text
+    assert MlflowClient(tracking_uri=store.uri).get_run(store.sweep_run_id).info.status == "FINISHED"
