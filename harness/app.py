@@ -13,7 +13,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.callbacks import SWEEP_ENV
 from harness.device import GPU, DeviceInfo, describe_device, target_name_for
-from harness.job import JobOptions, run_job
+from harness.faults import FaultPlan
+from harness.isolation import InProcessRunner, IsolatedRunner
+from harness.job import JobOptions
 from harness.progress import progress_line
 from harness.provenance import git_commit, library_versions
 from harness.profilers import make_profiler
@@ -44,14 +46,39 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
     log.info("target=auto resolved to %s for device %r", target.name, device.name)
 
 
-def build_spec(cfg: DictConfig, shape, preset: str) -> JobSpec:
+def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") -> JobSpec:
     return JobSpec(
         kernel=str(cfg.kernel.name),
         tiles=tuple((str(k), int(v)) for k, v in cfg.kernel.tiles.items()),
         swizzle=str(cfg.swizzle.name), num_xcds=int(cfg.swizzle.num_xcds),
         group_size=int(cfg.swizzle.group_size), shape=shape, shape_preset=preset,
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
-        target=str(cfg.target.name), seed=int(cfg.seed))
+        target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key)
+
+
+def profiler_key(profiler, pcfg: DictConfig) -> str:
+    """What a job's L2 figures depend on, for its spec hash: backend, cache state, repeats."""
+    if profiler is None:
+        return "none"
+    tags = profiler.tags()
+    return f"{tags['profiler']}/cache={tags.get('cache_control', '-')}/r{int(pcfg.get('repeats', 1))}"
+
+
+def make_runner(cfg: DictConfig, device: DeviceInfo):
+    mode = str(cfg.isolation.mode)
+    valid = ("auto", "process", "none")
+    if mode not in valid:
+        raise ValueError(f"isolation.mode={mode!r} is invalid; valid: {', '.join(valid)}")
+    if mode == "process" or (mode == "auto" and device.mode == GPU):
+        return IsolatedRunner(timeout_s=float(cfg.isolation.timeout_s))
+    return InProcessRunner(device)
+
+
+def fault_plan(cfg: DictConfig) -> FaultPlan | None:
+    f = cfg.get("fault")
+    if not f or f.get("kind") is None:
+        return None
+    return FaultPlan(kind=str(f.kind), shape=f.get("shape"), swizzle=f.get("swizzle"))
 
 
 def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
@@ -63,35 +90,58 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     common_tags = {"git_commit": git_commit(), **library_versions(), "target": str(cfg.target.name)}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     options = JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
-                         warmup_ms=float(cfg.timing.warmup_ms), rep_ms=float(cfg.timing.rep_ms))
+                         warmup_ms=float(cfg.timing.warmup_ms), rep_ms=float(cfg.timing.rep_ms),
+                         fault=fault_plan(cfg))
     job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
 
     profiler = make_profiler(cfg.profiler, device)  # fails fast when the chosen tool is missing
+    pkey = profiler_key(profiler, cfg.profiler)
     entries = expand_preset(cfg.shape)
+    runner = make_runner(cfg, device)
     results, pending = [], []
-    for i, entry in enumerate(entries, 1):
-        if entry.shape is None:
-            name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
-            result = JobResult(run_name=name, params={f"shape.{k}": str(v) for k, v in entry.raw.items()})
-            result.fail(f"invalid shape: {entry.error}", gate="shape")
-        else:
-            spec = build_spec(cfg, entry.shape, entry.preset)
-            result = None
-        run_id = tracker.start_job(result.run_name if result else spec.run_name, parent, common_tags)
-        if result is None:
-            result = run_job(spec, device, options)
-        result.artifacts["config.yaml"] = config_yaml
-        position = f"[job {job_num} | {i}/{len(entries)}]"
-        results.append(result)
-        if profiler is not None and result.status == FINISHED:
-            pending.append((run_id, spec, result, position))  # logged once profiled
-            continue
-        tracker.finish_job(run_id, result)
-        print(progress_line(position, result), flush=True)
-
+    try:
+        for i, entry in enumerate(entries, 1):
+            position = f"[job {job_num} | {i}/{len(entries)}]"
+            result = _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, options,
+                                pkey, position, profiler, pending)
+            if result is not None:
+                results.append(result)
+    finally:
+        runner.close()
     if pending:
         _profile_and_finish(profiler, cfg.profiler, pending, tracker)
     return results
+
+
+def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, options, pkey, position,
+               profiler, pending) -> JobResult | None:
+    """Run one shape of the job: skip it if already FINISHED (resume), else run and log it
+    (or queue it for profiling).  Returns the result, None when skipped."""
+    spec = None
+    if entry.shape is None:
+        name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
+        result = JobResult(run_name=name, params={f"shape.{k}": str(v) for k, v in entry.raw.items()})
+        result.fail(f"invalid shape: {entry.error}", gate="shape")
+    else:
+        spec = build_spec(cfg, entry.shape, entry.preset, pkey)
+        if bool(cfg.resume):
+            done = tracker.find_finished(spec.spec_hash)
+            if done:
+                print(f"{position} {spec.run_name:<36} SKIPPED  already FINISHED as run {done} "
+                      "(resume=false to run again)", flush=True)
+                return None
+        tracker.close_stale(spec.spec_hash)
+        result = None
+    run_id = tracker.start_job(result.run_name if result else spec.run_name, parent, common_tags)
+    if result is None:
+        result = runner.run(spec, options)
+    result.artifacts["config.yaml"] = config_yaml
+    if profiler is not None and result.status == FINISHED:
+        pending.append((run_id, spec, result, position))  # logged once profiled
+        return result
+    tracker.finish_job(run_id, result)
+    print(progress_line(position, result), flush=True)
+    return result
 
 
 def _profile_and_finish(profiler, pcfg: DictConfig, pending: list, tracker: Tracker) -> None:

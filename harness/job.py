@@ -11,6 +11,7 @@ import torch
 
 from harness.correctness import compare, make_operands, reference
 from harness.device import GPU, DeviceInfo
+from harness.faults import FaultPlan, maybe_inject
 from harness.result import FINISHED, JobResult
 from harness.shapes import downscale
 from harness.spec import JobSpec
@@ -28,6 +29,8 @@ class JobOptions:
     interpret_tiles: dict[str, int]
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
+    fault: FaultPlan | None = None   # deliberate fault (harness.faults), for robustness tests
+    isolated: bool = False           # running in an isolated worker process
 
 
 def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult:
@@ -36,7 +39,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     result.tags.update({"spec_hash": spec.spec_hash, "mode": device.mode, "device": device.name})
     stage = "plan"
     try:
-        stage = "plan"
+        maybe_inject(options.fault, spec, in_worker=options.isolated)
         kernel = get_kernel(spec.kernel)
         swizzle_fn = get_swizzle(spec.swizzle)
         tiles = kernel.check_tiles(spec.tiles_dict)

@@ -35,7 +35,6 @@ import base64
 import html
 import io
 import logging
-import math
 import re
 import sys
 import time
@@ -52,7 +51,7 @@ from matplotlib.figure import Figure
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import PARENT_TAG, STATUS_REASON_TAG, SWEEP_TAG
+from harness.tracking import STATUS_REASON_TAG, SWEEP_TAG
 
 log = logging.getLogger(__name__)
 
@@ -564,16 +563,19 @@ def figure_l2_vs_speedup(comparison: Comparison) -> FigureBlock:
         return FigureBlock(title, None, "Skipped: no cell has both a speedup and an L2 hit-rate delta "
                                         "(needs timed GPU runs profiled for L2, and identity runs).")
     rho = _rank_correlation(t["l2_delta_pts"], t["speedup"])
+    points = pd.DataFrame({"l2_delta_pts": t["l2_delta_pts"], "speedup": t["speedup"],
+                           "swizzle": t["variant_label"], "verdict": t["verdict"]})
     fig = Figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
-    sns.scatterplot(data=t, x="l2_delta_pts", y="speedup", hue="variant_label", style="verdict", ax=ax, s=40)
+    sns.scatterplot(data=points, x="l2_delta_pts", y="speedup", hue="swizzle", style="verdict",
+                    style_order=[v for v in (FASTER, NOISE, SLOWER) if v in set(points["verdict"])], ax=ax, s=40)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     ax.axvline(0.0, color="black", linewidth=1, linestyle=":")
     ax.set_xlabel("L2 hit-rate delta vs identity (points)")
     ax.set_ylabel("speedup vs identity")
     ax.set_title(title)
     if ax.get_legend() is not None:
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     rho_text = "n/a (fewer than 3 cells)" if not np.isfinite(rho) else f"{rho:+.2f}"
     caption = f"{len(t)} cells; Spearman rank correlation between delta and speedup: {rho_text}."
     return FigureBlock(title, _render(fig), caption)
@@ -588,10 +590,11 @@ def figure_sim_vs_measured(comparison: Comparison) -> FigureBlock:
     if t.empty:
         return FigureBlock(title, None, "Skipped: no run has both a measured and a simulated L2 hit rate "
                                         "(sim_l2_hit_rate is logged only where both exist).")
-    t["variant_label"] = comparison.variant_label(t)
+    points = pd.DataFrame({"l2_hit_rate": t["l2_hit_rate"], "sim_l2_hit_rate": t["sim_l2_hit_rate"],
+                           "swizzle": comparison.variant_label(t)})
     fig = Figure(figsize=(6.0, 5.5))
     ax = fig.add_subplot()
-    sns.scatterplot(data=t, x="l2_hit_rate", y="sim_l2_hit_rate", hue="variant_label", ax=ax, s=40)
+    sns.scatterplot(data=points, x="l2_hit_rate", y="sim_l2_hit_rate", hue="swizzle", ax=ax, s=40)
     lo = float(min(t["l2_hit_rate"].min(), t["sim_l2_hit_rate"].min()))
     hi = float(max(t["l2_hit_rate"].max(), t["sim_l2_hit_rate"].max()))
     pad = max(1.0, 0.05 * (hi - lo))
@@ -684,6 +687,10 @@ def _verdict_class(verdict: str) -> str:
             L2_LOWER: "v-slower", BASELINE: "v-baseline"}.get(verdict, "")
 
 
+EXTRA_GROUP_HEADS = {"num_stages": "Stages", "tiles": "Tiles", "num_xcds": "XCDs", "dtype": "Dtype",
+                     "target": "Target", "seed": "Seed"}
+
+
 def _cell_table_html(comparison: Comparison) -> str:
     t = comparison.table
     if t.empty:
@@ -691,7 +698,7 @@ def _cell_table_html(comparison: Comparison) -> str:
     extra_group = [c for c in comparison.group_cols if c not in GROUP_KEYS]
     show_gsize = "group_size" in comparison.variant_cols
     show_sim = t["sim_l2_hit_rate"].notna().any()
-    heads = ["Kernel", "Shape", "Warps", *extra_group, "Swizzle", *(["Group size"] if show_gsize else []),
+    heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle", *(["Group size"] if show_gsize else []),
              "Time ms: median [p20, p80]", "Speedup vs identity [interval]", "Verdict",
              "L2 hit % ± std", "ΔL2 vs identity (points) ± band", "L2 verdict",
              *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s"]

@@ -24,6 +24,7 @@ class JobSpec:
     num_stages: int
     target: str
     seed: int
+    profiler: str = "none"   # e.g. "ncu/cache=all/r5": what was measured is part of the job
 
     @property
     def tiles_dict(self) -> dict[str, int]:
@@ -66,7 +67,7 @@ class JobSpec:
             "kernel": self.kernel, "swizzle": self.swizzle, "num_xcds": self.num_xcds,
             "group_size": self.group_size, "shape_preset": self.shape_preset,
             "num_warps": self.num_warps, "num_stages": self.num_stages, "target": self.target,
-            "seed": self.seed,
+            "seed": self.seed, "profiler": self.profiler,
         }
         params.update({f"tile.{k}": v for k, v in self.tiles})
         params.update({f"shape.{k}": v for k, v in self.shape.as_params().items()})

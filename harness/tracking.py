@@ -53,6 +53,25 @@ class Tracker:
                 self.client.log_artifact(run_id, str(path), folder)
         self.client.set_terminated(run_id, FINISHED if result.status == FINISHED else FAILED)
 
+    # -- resume ---------------------------------------------------------------------
+    def find_finished(self, spec_hash: str) -> str | None:
+        """Run id of a FINISHED job run with this spec hash in the experiment, if any."""
+        runs = self.client.search_runs(
+            [self.experiment_id], max_results=1,
+            filter_string=f"tags.spec_hash = '{spec_hash}' and attributes.status = 'FINISHED'")
+        return runs[0].info.run_id if runs else None
+
+    def close_stale(self, spec_hash: str) -> int:
+        """Mark RUNNING runs of this spec (left by a killed sweep) as KILLED before the job
+        runs again, so each spec ends with exactly one live result.  Returns how many."""
+        runs = self.client.search_runs(
+            [self.experiment_id], max_results=1000,
+            filter_string=f"tags.spec_hash = '{spec_hash}' and attributes.status = 'RUNNING'")
+        for run in runs:
+            self.client.set_tag(run.info.run_id, STATUS_REASON_TAG, "killed: the sweep stopped mid-job; re-run")
+            self.client.set_terminated(run.info.run_id, "KILLED")
+        return len(runs)
+
     def _log_batch(self, run_id: str, params: dict | None = None, metrics: dict | None = None,
                    tags: dict | None = None) -> None:
         now = int(time.time() * 1000)

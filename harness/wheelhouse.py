@@ -84,8 +84,8 @@ ALWAYS_EXCLUDE: tuple[str, ...] = (
 #: base packages.  Their dependencies need no listing: anything reachable only
 #: through an excluded package is left out too.  Replace this list with the real
 #: one via ``--exclude-present-file`` (``pip list --format=freeze`` of the image;
-#: its versions then also pin the resolution) or ``--exclude a,b,c``; force one
-#: package back in with ``--keep NAME``.  Listing a package that the image lacks
+#: its versions then also pin the resolution) or ``--exclude a,b,c``; add to it with
+#: ``--also-exclude a,b``; force one package back in with ``--keep NAME``.  Listing a package that the image lacks
 #: makes ``install`` fail its pre-flight check, with the name, so err on the short side.
 GPU_IMAGE_PRESENT: tuple[str, ...] = (
     # named by swizzlebench / the brief
@@ -679,7 +679,7 @@ def unpack_wheel(whl: Path, target: Path) -> None:
     target = Path(target).resolve()
     name = canonicalize_name(parse_wheel_filename(Path(whl).name)[0])
     for old in target.glob("*.dist-info"):
-        if canonicalize_name(old.name.rsplit("-", 1)[0]) == name:
+        if canonicalize_name(old.name[: -len(".dist-info")].rsplit("-", 1)[0]) == name:
             shutil.rmtree(old)
     with zipfile.ZipFile(whl) as zf:
         for info in zf.infolist():
@@ -818,6 +818,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--exclude", action="append", metavar="A,B,...",
                    help="exclude these (fnmatch patterns allowed) instead of the default list; "
                         "torch/triton/nvidia-* are always excluded")
+    b.add_argument("--also-exclude", action="append", metavar="A,B,...",
+                   help="exclude these too, on top of the default list / --exclude / --exclude-present-file")
     b.add_argument("--keep", action="append", metavar="NAME", help="put NAME in even though excluded")
     b.add_argument("--project", type=Path, default=PROJECT_ROOT, help="project folder (default: this checkout)")
     b.add_argument("-v", "--verbose", action="store_true", help="show pip's output")
@@ -844,6 +846,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pins = {n: v for n, v in found.items() if v}
             elif args.exclude:
                 present = split_csv(args.exclude)
+            if args.also_exclude:
+                present = [*(GPU_IMAGE_PRESENT if present is None else present), *split_csv(args.also_exclude)]
             exclusions = make_exclusions(present, split_csv(args.keep))
             if pins:
                 pins = {n: v for n, v in pins.items() if exclusions.excludes(n) and not exclusions.heavy(n)}

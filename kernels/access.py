@@ -214,15 +214,10 @@ def _distinct_lines(start: np.ndarray, length: np.ndarray, line_bytes: int) -> t
     first = start // line_bytes
     span = np.where(on, (start + length - 1) // line_bytes - first + 1, 0)
     max_span = int(span.max()) if span.size else 0
-    if max_span <= 1:
-        cand = np.where(on, first, _SENTINEL)
-    else:
-        # A run touches span consecutive lines: lay them out along a new last axis.
-        j = np.arange(max_span, dtype=np.int64)
-        cand = np.where(j < span[..., None], first[..., None] + j, _SENTINEL).reshape(groups, -1)
+    # A run touches ``span`` consecutive lines: its k-th line goes to column block k.
+    cand = np.concatenate([np.where(span > k, first + k, _SENTINEL) for k in range(max(1, max_span))], axis=1)
     # Sorting each group puts duplicates side by side and the switched-off runs last.
-    # Stable (timsort) sorting is adaptive, and the groups are nearly sorted already.
-    cand = np.sort(cand, axis=1, kind="stable")
+    cand.sort(axis=1)
     keep = cand != _SENTINEL
     keep[:, 1:] &= cand[:, 1:] != cand[:, :-1]
     return keep.sum(axis=1), cand[keep]

@@ -146,7 +146,7 @@ class PatchConv(ConvKernel):
         def b_runs(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             start = np.zeros((len(f), num_steps, 1), dtype=np.int64)
             length = np.zeros_like(start)
-            start[:, 1, 0] = bases["b"] + f * eb
+            start[:, 0, 0] = bases["b"] + f * eb
             length[:, 0, 0] = eb
             return start, length
 

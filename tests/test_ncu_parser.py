@@ -40,7 +40,7 @@ def test_build_command_with_log_file():
     cmd = build_ncu_command(["python", "-m", "harness.worker", "--job", "a b"], Path("/tmp/r.csv"),
                             "conv2d_.*kernel")
     assert cmd == ["ncu", "--csv", "--metrics", ",".join(NCU_METRICS), "--cache-control", "all",
-                   "--clock-control", "base", "-k", "regex:conv2d_.*kernel", "--log-file", "/tmp/r.csv",
+                   "--clock-control", "base", "--print-units", "base", "-k", "regex:conv2d_.*kernel", "--log-file", "/tmp/r.csv",
                    "--", "python", "-m", "harness.worker", "--job", "a b"]
 
 
@@ -48,7 +48,7 @@ def test_build_command_to_stdout_with_options():
     cmd = build_ncu_command(["./w"], None, "k", cache_control="none", clock_control="none",
                             executable="/opt/nvidia/nsight-compute/2025.3.1/ncu")
     assert cmd == ["/opt/nvidia/nsight-compute/2025.3.1/ncu", "--csv", "--metrics", ",".join(NCU_METRICS),
-                   "--cache-control", "none", "--clock-control", "none", "-k", "regex:k", "--", "./w"]
+                   "--cache-control", "none", "--clock-control", "none", "--print-units", "base", "-k", "regex:k", "--", "./w"]
     assert "--log-file" not in cmd
 
 

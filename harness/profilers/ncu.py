@@ -33,6 +33,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from harness.profilers.wrapped import ProcessWrappingProfiler
 from harness.profilers.base import DispatchCounters
 
 # The five metrics every dispatch is asked for.  The first three are the L2 ("lts")
@@ -84,6 +85,8 @@ def build_ncu_command(worker_cmd: list[str], report_csv: Path | None, kernel_reg
         raise ValueError("worker_cmd is empty: ncu needs a program to launch")
     cmd = [executable, "--csv", "--metrics", ",".join(NCU_METRICS),
            "--cache-control", cache_control, "--clock-control", clock_control,
+           # Base units ("18874368 byte", not "18.87 Mbyte"): no precision lost to scaling.
+           "--print-units", "base",
            "-k", f"regex:{kernel_regex}"]
     if report_csv is not None:
         cmd += ["--log-file", str(report_csv)]
@@ -155,9 +158,9 @@ def _to_base_unit(metric: str, value: str, unit: str, strict: bool) -> float | N
 # -----------------------------
 #
 # The header is the first line whose first two cells are ``ID`` and ``Process ID``.
-# After it, a line is a data row only if it has at least as many cells as the header
-# and an integer ``ID``: that drops the tool's ``==`` lines and the worker's own prints,
-# which can appear after the header too when ncu writes to stdout.
+# After it, a line is a data row only if it has an integer ``ID`` and every cell up to
+# ``Metric Value`` (raw page: every column): that drops the tool's ``==`` lines and the
+# worker's own prints, which can appear after the header too when ncu writes to stdout.
 
 _TOOL_LINE = re.compile(r"^==(PROF|WARNING|ERROR|WARN)==")
 
@@ -329,3 +332,43 @@ def ncu_version(executable: str = "ncu") -> str:
         raise RuntimeError(f"{executable} --version failed with exit code {proc.returncode}: {output}")
     match = re.search(r"Version\s+(\d+(?:\.\d+)+)", output)
     return match.group(1) if match else output
+
+
+# %%
+# The backend
+# -----------
+
+
+class NcuProfiler(ProcessWrappingProfiler):
+    """Nsight Compute around the worker: cold (``cache_control=all``) or warm L2 per launch."""
+
+    name = "ncu"
+
+    def __init__(self, executable: str, cache_control: str = "all", clock_control: str = "base",
+                 timeout_s: float = 1800.0):
+        super().__init__(executable, timeout_s)
+        # Validate now (fail fast) by building a throw-away command.
+        build_ncu_command(["true"], None, ".", cache_control, clock_control, executable)
+        self.cache_control = cache_control
+        self.clock_control = clock_control
+        self._version: str | None = None
+
+    def tags(self) -> dict[str, str]:
+        if self._version is None:
+            try:
+                self._version = ncu_version(self.executable)
+            except (RuntimeError, OSError) as exc:
+                self._version = f"unknown ({exc})"
+        return {"profiler": self.name, "profiler_version": self._version,
+                "cache_control": self.cache_control, "clock_control": self.clock_control}
+
+    def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
+        return build_ncu_command(worker_cmd, workdir / "ncu.csv", kernel_regex, self.cache_control,
+                                 self.clock_control, self.executable)
+
+    def read_dispatches(self, workdir: Path, stdout: str) -> list[DispatchCounters]:
+        report = workdir / "ncu.csv"
+        return parse_ncu_csv(report.read_text() if report.exists() else stdout)
+
+    def raw_files(self, workdir: Path) -> list[Path]:
+        return [p for p in [workdir / "ncu.csv"] if p.exists()]

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.profilers.wrapped import ProcessWrappingProfiler
 from harness.profilers.base import DispatchCounters
 
 # %%
@@ -282,3 +283,39 @@ def rocprofv3_version(executable: str = "rocprofv3") -> str:
         return output
     rocm = facts.get("rocm_version")
     return f"{facts['version']} (ROCm {rocm})" if rocm else facts["version"]
+
+
+class Rocprofv3Profiler(ProcessWrappingProfiler):
+    """rocprofv3 around the worker: TCC hit/miss counters plus the kernel trace's durations.
+    rocprofv3 does not flush caches between dispatches, so readings are warm-L2 figures."""
+
+    name = "rocprofv3"
+
+    def __init__(self, executable: str, counters: Sequence[str] = ROCPROF_COUNTERS, timeout_s: float = 1800.0):
+        super().__init__(executable, timeout_s)
+        self.counters = list(counters)
+        problem = check_counters(self.counters, executable=str(Path(executable).with_name("rocprofv3-avail")))
+        if problem:
+            raise ValueError(f"profiler=rocprofv3: counters {self.counters} cannot be collected: {problem}")
+        self._version: str | None = None
+
+    def tags(self) -> dict[str, str]:
+        if self._version is None:
+            try:
+                self._version = rocprofv3_version(self.executable)
+            except (RuntimeError, OSError) as exc:
+                self._version = f"unknown ({exc})"
+        return {"profiler": self.name, "profiler_version": self._version, "cache_control": "none",
+                "counters": ",".join(self.counters)}
+
+    def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
+        # Triton kernels on AMD may carry a ".kd" suffix in the dispatch's kernel name.
+        regex = kernel_regex[:-1] + r"(\.kd)?$" if kernel_regex.endswith("$") else kernel_regex
+        return build_rocprofv3_command(worker_cmd, workdir / "rocprof", "swizzlebench", regex,
+                                       self.counters, self.executable)
+
+    def read_dispatches(self, workdir: Path, stdout: str) -> list[DispatchCounters]:
+        return read_rocprofv3_output(workdir / "rocprof")
+
+    def raw_files(self, workdir: Path) -> list[Path]:
+        return sorted((workdir / "rocprof").rglob("*.csv")) if (workdir / "rocprof").exists() else []

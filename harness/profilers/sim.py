@@ -171,6 +171,16 @@ class SimResult:
                          l2_misses=float(self.misses), profiled_time_ms=None,
                          dram_read_bytes=float(self.dram_read_bytes), samples=1)
 
+    def as_metrics(self, prefix: str = "sim.") -> dict[str, float]:
+        """The figures a reading does not carry, flat, for logging: per-XCD and MALL hit
+        rates (%), bytes the L2s fetched (bytes); NaN rates of idle XCDs are left out."""
+        out = {f"{prefix}l2_miss_bytes": float(self.l2_miss_bytes),
+               f"{prefix}slots_per_xcd": float(self.slots_per_xcd)}
+        out.update({f"{prefix}xcd{x}_hit_rate": r for x, r in enumerate(self.xcd_hit_rates) if not math.isnan(r)})
+        if self.mall_hit_rate is not None and not math.isnan(self.mall_hit_rate):
+            out[f"{prefix}mall_hit_rate"] = self.mall_hit_rate
+        return out
+
 
 def _rate(hits: int, misses: int) -> float:
     return 100.0 * hits / (hits + misses) if hits + misses else math.nan
