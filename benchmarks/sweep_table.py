@@ -26,6 +26,16 @@ def main() -> None:
         table["vendor"] = ok.groupby(["params.kernel", "params.shape.name"])["metrics.vendor_time_ms"].median()
     print(f"{args.metric} by shape x swizzle (FINISHED runs: {len(ok)}, FAILED: {(df.status == 'FAILED').sum()})")
     print(table.to_string(float_format=lambda v: f"{v:.4f}"))
+    if "metrics.l2_hit_rate_std" in ok.columns:
+        spread = ok.pivot_table(index=["params.kernel", "params.shape.name"], columns="params.swizzle",
+                                values="metrics.l2_hit_rate_std", aggfunc="median")
+        print("l2_hit_rate_std (points) by shape x swizzle")
+        print(spread.to_string(float_format=lambda v: f"{v:.2f}"))
+    if "metrics.time_ms_median" in ok.columns and args.metric != "time_ms_median":
+        times = ok.pivot_table(index=["params.kernel", "params.shape.name"], columns="params.swizzle",
+                               values="metrics.time_ms_median", aggfunc="median")
+        print("time_ms_median by shape x swizzle")
+        print(times.to_string(float_format=lambda v: f"{v:.4f}"))
     failed = df[df.status == "FAILED"]
     for _, row in failed.iterrows():
         print("FAILED", row["tags.mlflow.runName"], "-", row.get("tags.status_reason"))

@@ -210,7 +210,8 @@ def speedup_interval(id_p20: pd.Series, id_p80: pd.Series, sw_p20: pd.Series,
 
 
 def time_verdict(speedup: float, lo: float, hi: float) -> str:
-    """faster / slower only when the whole interval is beyond 1; else within noise."""
+    """faster / slower only when the whole interval is beyond 1, else within noise (also
+    when the interval is unknown because p20/p80 are missing); not timed without a speedup."""
     if not np.isfinite(speedup):
         return NOT_TIMED
     if np.isfinite(lo) and lo > 1.0:

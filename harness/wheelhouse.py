@@ -99,6 +99,12 @@ GPU_IMAGE_PRESENT: tuple[str, ...] = (
     "certifi", "charset-normalizer", "idna", "urllib3",
     # tooling
     "pip", "wheel",
+    # also on the lent H100/H200 image (device tool's KINDS.md, read 2026-11-17): leaving
+    # them out keeps the wheelhouse near 35 MB instead of 164 MB (pyarrow, llvmlite)
+    "pyarrow", "numba", "llvmlite", "scikit-learn", "joblib", "threadpoolctl", "protobuf",
+    "attrs", "click", "cloudpickle", "aiohttp", "aiohappyeyeballs", "aiosignal", "frozenlist",
+    "multidict", "propcache", "yarl", "anyio", "h11", "werkzeug", "zipp", "narwhals",
+    "annotated-doc", "psutil", "rich", "pygments", "tqdm", "regex",
 )
 
 #: Dependencies published only as an sdist: built here with ``pip wheel --no-deps``.

@@ -58,7 +58,7 @@ FAKE_INDEX = {
     "hydra-core": ("1.3.2", ["omegaconf<2.4,>=2.2", "antlr4-python3-runtime==4.9.*", "packaging"], "py3-none-any"),
     "omegaconf": ("2.3.0", ["antlr4-python3-runtime==4.9.*", "PyYAML>=5.1.0",
                             'dataclasses; python_version == "3.6"'], "py3-none-any"),
-    "mlflow": ("3.1.0", ["mlflow-skinny==3.1.0", "pandas<3", "numpy<3", "pyarrow<21,>=4",
+    "mlflow": ("3.1.0", ["mlflow-skinny==3.1.0", "pandas<3", "numpy<3", "sqlalchemy<21,>=4",
                          'waitress<4; platform_system == "Windows"', 'gunicorn<24; platform_system != "Windows"'],
                "py3-none-any"),
     "mlflow-skinny": ("3.1.0", ["packaging<26", "pyyaml<7,>=5.1", "typing-extensions<5,>=4"], "py3-none-any"),
@@ -66,7 +66,7 @@ FAKE_INDEX = {
     "pandas": ("2.2.3", ["numpy>=1.26", "python-dateutil>=2.8.2", "tzdata>=2022.7"],
                "cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64"),
     "numpy": ("2.2.0", [], "cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64"),
-    "pyarrow": ("20.0.0", [], "cp312-cp312-manylinux_2_28_x86_64"),
+    "sqlalchemy": ("20.0.0", [], "cp312-cp312-manylinux_2_28_x86_64"),
     "python-dateutil": ("2.9.0", ["six>=1.5"], "py2.py3-none-any"),
     "six": ("1.17.0", [], "py2.py3-none-any"),
     "tzdata": ("2025.1", [], "py2.py3-none-any"),
@@ -178,7 +178,7 @@ def test_default_exclusions():
     for name in ["torch", "triton", "nvidia-cudnn-cu12", "nvidia_nccl_cu12", "numpy", "Pandas", "PyYAML",
                  "typing_extensions", "seaborn", "matplotlib", "scipy", "requests", "jinja2"]:
         assert ex.excludes(name), name
-    for name in ["mlflow", "mlflow-skinny", "hydra-core", "omegaconf", "antlr4-python3-runtime", "pyarrow"]:
+    for name in ["mlflow", "mlflow-skinny", "hydra-core", "omegaconf", "antlr4-python3-runtime", "sqlalchemy"]:
         assert not ex.excludes(name), name
     assert ex.heavy("torch") and ex.heavy("nvidia-cublas-cu12") and not ex.heavy("numpy")
 
@@ -257,9 +257,9 @@ def test_find_duplicates_detects_two_versions_and_two_builds():
 
 def test_select_needed_stops_at_excluded_packages_and_follows_markers_and_extras():
     wheels = {i.name: i for i in [
-        info("mlflow", requires=["pandas<4", "pyarrow>=4", 'waitress; platform_system == "Windows"',
+        info("mlflow", requires=["pandas<4", "sqlalchemy>=4", 'waitress; platform_system == "Windows"',
                                  'gunicorn; platform_system != "Windows"', "foo[bar]"]),
-        info("pyarrow"), info("gunicorn", requires=["packaging"]), info("waitress"),
+        info("sqlalchemy"), info("gunicorn", requires=["packaging"]), info("waitress"),
         info("pandas", requires=["python-dateutil", "tzdata"]), info("python-dateutil"), info("tzdata"),
         info("hydra-core", requires=["omegaconf", "antlr4-python3-runtime==4.9.*"]),
         info("omegaconf", requires=["PyYAML>=5.1", 'dataclasses; python_version == "3.6"']),
@@ -269,7 +269,7 @@ def test_select_needed_stops_at_excluded_packages_and_follows_markers_and_extras
     ]}
     sel = wh.select_needed(wheels, ["torch>=2.6", "mlflow>=3", "hydra-core", "pandas>=2"],
                            wh.make_exclusions(), ENV312)
-    assert sel.needed == {"mlflow", "pyarrow", "gunicorn", "hydra-core", "omegaconf", "antlr4-python3-runtime",
+    assert sel.needed == {"mlflow", "sqlalchemy", "gunicorn", "hydra-core", "omegaconf", "antlr4-python3-runtime",
                           "foo", "baz"}
     assert set(sel.assumed) == {"torch", "pandas", "packaging", "pyyaml"}  # not dateutil: only pandas needs it
     assert str(sel.assumed["pandas"]) in ("<4,>=2", ">=2,<4")
@@ -285,7 +285,7 @@ def test_merge_specifiers_drops_redundant_bounds():
 
 def test_read_wheel_and_manifest_round_trip(tmp_path):
     a = make_wheel(tmp_path, "hydra-core", "1.3.2", ["omegaconf<2.4", 'x; extra == "y"'])
-    b = make_wheel(tmp_path, "pyarrow", "20.0.0", tag="cp312-cp312-manylinux_2_28_x86_64")
+    b = make_wheel(tmp_path, "sqlalchemy", "20.0.0", tag="cp312-cp312-manylinux_2_28_x86_64")
     ia, ib = wh.read_wheel(a), wh.read_wheel(b)
     assert (ia.name, ia.version, ia.requires) == ("hydra-core", "1.3.2", ["omegaconf<2.4", 'x; extra == "y"'])
     total = wh.write_manifest(tmp_path, [ib, ia], python_version="3.12", platforms=["manylinux_2_28_x86_64"],
@@ -293,7 +293,7 @@ def test_read_wheel_and_manifest_round_trip(tmp_path):
     assert total == a.stat().st_size + b.stat().st_size
     text = (tmp_path / wh.MANIFEST_NAME).read_text()
     body = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    assert body == [f"hydra-core 1.3.2 {a.stat().st_size} {a.name}", f"pyarrow 20.0.0 {b.stat().st_size} {b.name}"]
+    assert body == [f"hydra-core 1.3.2 {a.stat().st_size} {a.name}", f"sqlalchemy 20.0.0 {b.stat().st_size} {b.name}"]
     assert f"{total / 1e6:.1f} MB" in text
     man = wh.read_manifest(tmp_path / wh.MANIFEST_NAME)
     assert man.python_version == "3.12" and man.platforms == ["manylinux_2_28_x86_64"]
@@ -347,7 +347,7 @@ def test_build_with_fake_pip(project, tmp_path, monkeypatch, capsys):
 
     names = {parse_wheel_filename(p.name)[0] for p in dest.glob("*.whl")}
     assert names == {"swizzlebench", "hydra-core", "omegaconf", "antlr4-python3-runtime", "mlflow",
-                     "mlflow-skinny", "gunicorn", "pyarrow"}
+                     "mlflow-skinny", "gunicorn", "sqlalchemy"}
     assert wh.find_duplicates(dest.glob("*.whl")) == {}
     assert (dest / "notes.txt").exists()
     man = wh.read_manifest(dest / wh.MANIFEST_NAME)
@@ -419,19 +419,19 @@ def test_cli_build_arguments(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(wh, "build_wheelhouse", lambda **kw: seen.update(kw) or 0)
     present = tmp_path / "present.txt"
-    present.write_text("numpy==2.1.2\ntorch==2.11.0+cu128\nscipy==1.14.1\npyarrow==19.0.0\n")
+    present.write_text("numpy==2.1.2\ntorch==2.11.0+cu128\nscipy==1.14.1\nsqlalchemy==19.0.0\n")
     rc = wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
-                  "--exclude-present-file", str(present), "--keep", "pyarrow", "--dest", str(tmp_path / "w")])
+                  "--exclude-present-file", str(present), "--keep", "sqlalchemy", "--dest", str(tmp_path / "w")])
     assert rc == 0 and seen["dest"] == tmp_path / "w" and seen["platforms"] == ["manylinux_2_28_x86_64"]
     ex = seen["exclusions"]
-    assert ex.excludes("numpy") and ex.excludes("torch") and not ex.excludes("pandas") and not ex.excludes("pyarrow")
-    assert seen["pins"] == {"numpy": "2.1.2", "scipy": "1.14.1"}  # not the heavy torch, not the kept pyarrow
+    assert ex.excludes("numpy") and ex.excludes("torch") and not ex.excludes("pandas") and not ex.excludes("sqlalchemy")
+    assert seen["pins"] == {"numpy": "2.1.2", "scipy": "1.14.1"}  # not the heavy torch, not the kept sqlalchemy
     wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64", "--exclude", "a,b"])
     assert seen["exclusions"].excludes("a") and not seen["exclusions"].excludes("numpy") and seen["pins"] is None
     wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
-             "--also-exclude", "pyarrow,numba", "--keep", "numpy"])
+             "--also-exclude", "sqlalchemy,numba", "--keep", "numpy"])
     ex = seen["exclusions"]
-    assert ex.excludes("pyarrow") and ex.excludes("numba") and ex.excludes("pandas") and not ex.excludes("numpy")
+    assert ex.excludes("sqlalchemy") and ex.excludes("numba") and ex.excludes("pandas") and not ex.excludes("numpy")
     with pytest.raises(SystemExit):
         wh.main(["build", "--python-version", "3.12", "--platform", "x", "--exclude", "a",
                  "--exclude-present-file", str(present)])

@@ -1,0 +1,586 @@
+"""User-written swizzle formulas: a tiny integer language, parsed and checked, never ``eval``'ed.
+
+A formula is either one expression (the new pid)::
+
+    (pid % num_xcds) * (num_pids // num_xcds) + pid // num_xcds
+
+or a program of assignments, one per line, the last one assigning ``new_pid``::
+
+    # seed 000's formula
+    xcd = pid % num_xcds
+    local = pid // num_xcds
+    new_pid = (local + xcd * (num_pids // num_xcds)) % num_pids
+
+The text goes through two checks, both whitelists: its *tokens* (names, decimal integers,
+``+ - * // % ( ) , =``, comments) and its Python *syntax tree* (:mod:`ast`: assignments,
+binary ``+ - * // %``, unary ``-``, ``min(a, b)``/``max(a, b)``, known names, int literals).
+From the checked tree this module *generates* the source of a ``@triton.jit`` remap with
+the standard swizzle signature (see :mod:`swizzles`), writes it to a content-addressed file
+in a cache directory and imports it, because Triton's JIT reads a function's source with
+``inspect.getsource``.  Only constructs this module emits can appear in that file: integer
+arithmetic, ``tl.minimum`` and ``tl.maximum``.
+
+Arithmetic is Triton's 32-bit integer arithmetic (wrapping on overflow; on negative
+operands ``//`` and ``%`` truncate toward zero).  A formula is only trusted after the
+permutation gate (:mod:`swizzles.permutation`) has evaluated this very function over the
+job's grid.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.abc
+import importlib.util
+import io
+import keyword
+import linecache
+import os
+import re
+import sys
+import tempfile
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+#: Longest formula accepted, in characters.
+MAX_CHARS = 4000
+#: Largest integer literal (literals are non-negative; the arithmetic is 32-bit).
+MAX_LITERAL = 2**31 - 1
+#: Deepest nesting of parentheses.
+MAX_PAREN_DEPTH = 32
+#: Longest run of unary minus signs (``- - - x``).
+MAX_UNARY_RUN = 8
+#: Deepest nesting of one expression's syntax tree (operators, calls, operands).
+MAX_EXPR_DEPTH = 64
+#: The name the formula must assign last: the tile the program computes.
+RESULT_NAME = "new_pid"
+
+#: Input names of the language -> the Triton expression (an atom) they stand for.
+INPUTS: dict[str, str] = {
+    "pid": "pid",
+    "num_pids": "(num_pid_m * num_pid_n)",
+    "num_xcds": "NUM_XCDS",
+    "num_pid_m": "num_pid_m",
+    "num_pid_n": "num_pid_n",
+    "group_size": "GROUP_SIZE",
+}
+#: The only callable functions -> their Triton counterparts.
+FUNCTIONS: dict[str, str] = {"min": "tl.minimum", "max": "tl.maximum"}
+
+#: Shown with every error.
+ALLOWED_FORMS = (
+    "allowed forms: a single expression (the new pid), or one assignment `name = expression` per "
+    f"line with the last line assigning {RESULT_NAME}; blank lines and # comments; in expressions: "
+    f"non-negative decimal integer literals up to 2**31 - 1, the names {', '.join(INPUTS)} and "
+    "names assigned on earlier lines, binary + - * // %, unary -, parentheses, "
+    "min(a, b) and max(a, b)"
+)
+
+_BINARY_OPERATORS: dict[type[ast.operator], str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
+}
+# Python precedence of what the renderer emits; higher binds tighter.
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+_UNARY_PRECEDENCE = 3
+_ATOM_PRECEDENCE = 4
+
+_ALLOWED_OPERATOR_TOKENS = {"+", "-", "*", "//", "%", "(", ")", ",", "="}
+# After these tokens (or at the start of a statement) a + or - is a unary sign.
+_OPERAND_EXPECTED_AFTER = {None, "(", ",", "=", "+", "-", "*", "//", "%"}
+_OPERATOR_HINTS = {
+    "/": "true division `/` is not allowed (use `//` for integer division)",
+    "**": "powers `**` are not allowed",
+    ".": "attribute access `.` is not allowed",
+    "[": "subscripts and lists `[` are not allowed",
+    "{": "sets and dicts `{` are not allowed",
+    ":=": "assignment expressions `:=` are not allowed",
+    ";": "`;` is not allowed (one assignment per line)",
+    ":": "`:` is not allowed (no annotations, slices or lambdas)",
+}
+_NODE_DESCRIPTIONS: dict[type[ast.AST], str] = {
+    ast.Attribute: "attribute access", ast.Subscript: "subscripts", ast.Lambda: "lambdas",
+    ast.ListComp: "comprehensions", ast.SetComp: "comprehensions", ast.DictComp: "comprehensions",
+    ast.GeneratorExp: "generator expressions", ast.Compare: "comparisons",
+    ast.BoolOp: "boolean operators", ast.IfExp: "conditional expressions",
+    ast.JoinedStr: "f-strings", ast.NamedExpr: "assignment expressions", ast.Starred: "starred arguments",
+    ast.Tuple: "tuples", ast.List: "lists", ast.Set: "sets", ast.Dict: "dicts",
+    ast.AugAssign: "augmented assignments", ast.AnnAssign: "annotated assignments",
+}
+_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+_INTEGER_PATTERN = re.compile(r"(0|[1-9][0-9]*)\Z")
+# Every rendered expression consists of these characters only (checked before writing).
+_RENDERED_PATTERN = re.compile(r"[A-Za-z0-9_ +\-*/%(),.]*\Z")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+class FormulaError(ValueError):
+    """A formula outside the language; the message gives the line and column (1-based) of the
+    offending token, shows the line, and lists the allowed forms."""
+
+    def __init__(self, problem: str, line: int | None = None, column: int | None = None,
+                 source_line: str | None = None) -> None:
+        self.problem = problem
+        self.line = line
+        self.column = column
+        where = f"line {line}, column {column}: " if line is not None and column is not None else ""
+        parts = [f"swizzle formula: {where}{problem}"]
+        if source_line is not None and column is not None:
+            parts.append(_caret_excerpt(source_line, column))
+        parts.append(ALLOWED_FORMS)
+        super().__init__("\n".join(parts))
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One checked line ``name = expr`` of a formula."""
+
+    name: str
+    expr: str                      # the expression, normalized (see Formula.text)
+    line: int                      # its line in the formula as written
+    tree: ast.expr = field(repr=False, compare=False)   # the checked syntax tree
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A checked formula.  ``text`` is its normalized program: one ``name = expr`` per line,
+    single spaces around operators, minimal parentheses, no comments, ending with
+    ``new_pid = ...``; a single-expression formula ``e`` becomes ``new_pid = e``."""
+
+    text: str
+    assignments: tuple[Assignment, ...]
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_formula(text: str) -> Formula:
+    """Check ``text`` against the language and return it as a :class:`Formula`.
+
+    Raises :class:`FormulaError` at the first construct outside the language.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a swizzle formula is a str, not {type(text).__name__}")
+    if len(text) > MAX_CHARS:
+        line, column = _position_of_index(text, MAX_CHARS)
+        raise _error_at(text, line, column,
+                        f"the formula is {len(text)} characters long; the limit is {MAX_CHARS}")
+    _check_tokens(text)
+    try:
+        module = ast.parse(text, mode="exec")
+    except SyntaxError as exc:
+        raise _error_at(text, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise _error_at(text, 1, 1, "the formula is nested too deeply") from None
+    return _Checker(text).module(module)
+
+
+def _check_tokens(text: str) -> None:
+    """The lexical whitelist: reject, at its exact position, any token outside the language,
+    and bound the nesting that Python's own parser would otherwise have to survive."""
+    open_parens: list[tuple[int, int]] = []
+    previous: str | None = None      # previous significant token of the statement
+    unary_run = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            line, column = token.start[0], token.start[1] + 1
+            if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.DEDENT, tokenize.ENDMARKER):
+                continue
+            if token.type == tokenize.NEWLINE:
+                previous, unary_run = None, 0
+                continue
+            if token.type == tokenize.INDENT:
+                raise _error_at(text, line, 1, "unexpected indentation: every line starts in column 1")
+            if token.type == tokenize.NAME:
+                _check_name_token(text, token.string, line, column)
+            elif token.type == tokenize.NUMBER:
+                if not _INTEGER_PATTERN.match(token.string):
+                    raise _error_at(text, line, column, f"number {token.string!r} is not allowed: only "
+                                    "non-negative decimal integers without leading zeros")
+            elif token.type == tokenize.OP:
+                if token.string not in _ALLOWED_OPERATOR_TOKENS:
+                    hint = _OPERATOR_HINTS.get(token.string, f"operator `{token.string}` is not allowed")
+                    raise _error_at(text, line, column, hint)
+                if token.string == "(":
+                    open_parens.append((line, column))
+                    if len(open_parens) > MAX_PAREN_DEPTH:
+                        raise _error_at(text, line, column,
+                                        f"parentheses nested more than {MAX_PAREN_DEPTH} deep")
+                elif token.string == ")":
+                    if not open_parens:
+                        raise _error_at(text, line, column, "unmatched `)`")
+                    open_parens.pop()
+                if token.string in ("+", "-") and previous in _OPERAND_EXPECTED_AFTER:
+                    unary_run += 1
+                    if unary_run > MAX_UNARY_RUN:
+                        raise _error_at(text, line, column,
+                                        f"more than {MAX_UNARY_RUN} unary signs in a row")
+                else:
+                    unary_run = 0
+            elif token.type == tokenize.ERRORTOKEN and token.string.isspace():
+                continue
+            elif token.type == tokenize.STRING or token.string[:1] in ("'", '"'):
+                raise _error_at(text, line, column, "string literals are not allowed")
+            else:
+                raise _error_at(text, line, column, f"character {token.string[:1]!r} is not allowed")
+            if token.type != tokenize.OP:
+                unary_run = 0
+            previous = token.string if token.type == tokenize.OP else "operand"
+    except tokenize.TokenError as exc:
+        if open_parens:
+            line, column = open_parens[-1]
+            raise _error_at(text, line, column, "`(` is never closed") from None
+        line, offset = exc.args[1] if len(exc.args) > 1 else (1, 0)
+        raise _error_at(text, line, offset + 1, f"unexpected end of input ({exc.args[0]})") from None
+    except SyntaxError as exc:   # e.g. inconsistent dedent
+        raise _error_at(text, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}") from None
+
+
+def _check_name_token(text: str, name: str, line: int, column: int) -> None:
+    if keyword.iskeyword(name):
+        raise _error_at(text, line, column, f"keyword `{name}` is not allowed")
+    if not _NAME_PATTERN.match(name):
+        raise _error_at(text, line, column, f"name {name!r} is not allowed: names are ASCII letters, "
+                        "digits and `_`, starting with a letter")
+
+
+class _Checker:
+    """The syntactic whitelist over the tree of a lexically clean formula.  Tracks the names
+    assigned so far and the value of constant subexpressions (to reject a literal zero
+    divisor and constants outside 32 bits)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.splitlines()
+        self.constants: dict[str, int | None] = {}   # assigned name -> constant value, or None
+
+    def module(self, module: ast.Module) -> Formula:
+        body = module.body
+        if not body:
+            raise _error_at(self.text, 1, 1, "the formula is empty")
+        if len(body) == 1 and isinstance(body[0], ast.Expr):
+            self.expression(body[0].value, depth=1)
+            assignments = [self._assignment(RESULT_NAME, body[0].value, body[0].lineno)]
+        else:
+            assignments = [self.statement(statement) for statement in body]
+            last = body[-1]
+            if assignments[-1].name != RESULT_NAME:
+                self.fail(last, f"the last line must assign {RESULT_NAME} "
+                          f"(`{RESULT_NAME} = ...`), not {assignments[-1].name}")
+        text = "\n".join(f"{a.name} = {a.expr}" for a in assignments) + "\n"
+        return Formula(text=text, assignments=tuple(assignments))
+
+    def statement(self, statement: ast.stmt) -> Assignment:
+        if isinstance(statement, ast.Expr):
+            self.fail(statement, "every line of a program must be an assignment `name = expression` "
+                      "(a bare expression is allowed only as the whole formula)")
+        if not isinstance(statement, ast.Assign):
+            self.fail(statement, f"{_describe(statement)} are not allowed")
+        if len(statement.targets) != 1:
+            self.fail(statement.targets[1], "chained assignments `a = b = ...` are not allowed")
+        target = statement.targets[0]
+        if not isinstance(target, ast.Name):
+            self.fail(target, f"only a single name can be assigned, not {_describe(target)}")
+        if target.id in INPUTS:
+            self.fail(target, f"`{target.id}` is an input and cannot be reassigned")
+        if target.id in FUNCTIONS:
+            self.fail(target, f"`{target.id}` is a function and cannot be reassigned")
+        self.constants[target.id] = self.expression(statement.value, depth=1)
+        return self._assignment(target.id, statement.value, statement.lineno)
+
+    def expression(self, node: ast.expr, depth: int) -> int | None:
+        """Check ``node``; return its value if it is a constant, else None."""
+        if depth > MAX_EXPR_DEPTH:
+            self.fail(node, f"expression nested more than {MAX_EXPR_DEPTH} levels deep; split it over "
+                      "several lines with intermediate names")
+        if isinstance(node, ast.Constant):
+            if type(node.value) is not int:
+                self.fail(node, f"{type(node.value).__name__} literals are not allowed")
+            if node.value > MAX_LITERAL:
+                self.fail(node, f"integer literal {node.value} is too large (the limit is 2**31 - 1)")
+            return node.value
+        if isinstance(node, ast.Name):
+            return self._name(node)
+        if isinstance(node, ast.UnaryOp):
+            if not isinstance(node.op, ast.USub):
+                self.fail(node, "the only unary operator is `-`")
+            operand = self.expression(node.operand, depth + 1)
+            return None if operand is None else self._constant(node, -operand)
+        if isinstance(node, ast.BinOp):
+            return self._binary(node, depth)
+        if isinstance(node, ast.Call):
+            return self._call(node, depth)
+        self.fail(node, f"{_describe(node)} are not allowed")
+
+    def _name(self, node: ast.Name) -> int | None:
+        if node.id in INPUTS:
+            return None
+        if node.id in self.constants:
+            return self.constants[node.id]
+        if node.id in FUNCTIONS:
+            self.fail(node, f"`{node.id}` can only be called, as {node.id}(a, b)")
+        self.fail(node, f"name `{node.id}` is not defined: use an input ({', '.join(INPUTS)}) "
+                  "or a name assigned on an earlier line")
+
+    def _binary(self, node: ast.BinOp, depth: int) -> int | None:
+        symbol = _BINARY_OPERATORS.get(type(node.op))
+        if symbol is None:
+            self.fail(node, f"operator {type(node.op).__name__} is not allowed")
+        left = self.expression(node.left, depth + 1)
+        right = self.expression(node.right, depth + 1)
+        if symbol in ("//", "%") and right == 0:
+            self.fail(node.right, f"division by zero: the divisor of `{symbol}` is always 0")
+        if left is None or right is None:
+            return None
+        value = {"+": left + right, "-": left - right, "*": left * right}.get(symbol)
+        if value is None:   # both constants: Python semantics, as Triton folds constexprs
+            value = left // right if symbol == "//" else left % right
+        return self._constant(node, value)
+
+    def _call(self, node: ast.Call, depth: int) -> int | None:
+        if not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+            called = node.func.id if isinstance(node.func, ast.Name) else _describe(node.func)
+            self.fail(node, f"calling `{called}` is not allowed: only min(a, b) and max(a, b)")
+        name = node.func.id
+        if node.keywords:
+            self.fail(node.keywords[0], f"keyword arguments are not allowed: {name}(a, b)")
+        for argument in node.args:
+            if isinstance(argument, ast.Starred):
+                self.fail(argument, f"starred arguments are not allowed: {name}(a, b)")
+        if len(node.args) != 2:
+            self.fail(node, f"{name}() takes exactly two arguments, not {len(node.args)}")
+        values = [self.expression(argument, depth + 1) for argument in node.args]
+        if None in values:
+            return None
+        return min(values) if name == "min" else max(values)
+
+    def _constant(self, node: ast.expr, value: int) -> int:
+        if not _INT32_MIN <= value <= _INT32_MAX:
+            self.fail(node, f"this constant expression is {value}, outside the 32-bit integer range")
+        return value
+
+    def _assignment(self, name: str, tree: ast.expr, line: int) -> Assignment:
+        return Assignment(name=name, expr=_render(tree, names=lambda n: n, functions={}), line=line,
+                          tree=tree)
+
+    def fail(self, node: ast.AST, problem: str):
+        """Raise a FormulaError at ``node`` (its position is exact: every token before it is ASCII)."""
+        raise _error_at(self.text, node.lineno, node.col_offset + 1, problem)
+
+
+def _describe(node: ast.AST) -> str:
+    return _NODE_DESCRIPTIONS.get(type(node), f"{type(node).__name__} constructs")
+
+
+def _error_at(text: str, line: int, column: int, problem: str) -> FormulaError:
+    lines = text.splitlines()
+    source_line = lines[line - 1] if 1 <= line <= len(lines) else None
+    return FormulaError(problem, line, column, source_line)
+
+
+def _position_of_index(text: str, index: int) -> tuple[int, int]:
+    """1-based (line, column) of ``text[index]``."""
+    before = text[:index]
+    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
+
+
+def _caret_excerpt(source_line: str, column: int, width: int = 100) -> str:
+    """The line (a window of it when long) with a caret under ``column``."""
+    start = max(0, min(column - 1 - width // 2, len(source_line) - width))
+    excerpt = source_line[start:start + width]
+    prefix = "..." if start > 0 else ""
+    suffix = "..." if start + width < len(source_line) else ""
+    return f"    {prefix}{excerpt}{suffix}\n    {' ' * (len(prefix) + column - 1 - start)}^"
+
+
+# --------------------------------------------------------------------------- code generation
+
+
+def _render(node: ast.expr, names: Callable[[str], str], functions: dict[str, str]) -> str:
+    """Source text of a checked expression tree, with minimal parentheses.
+
+    ``names`` maps each name, ``functions`` each of min/max (missing: kept as is).  Only the
+    node types the checker admits are rendered; anything else is an internal error.
+    """
+    return _render_with_precedence(node, names, functions)[0]
+
+
+def _render_with_precedence(node: ast.expr, names: Callable[[str], str],
+                            functions: dict[str, str]) -> tuple[str, int]:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return str(node.value), _ATOM_PRECEDENCE
+    if isinstance(node, ast.Name):
+        return names(node.id), _ATOM_PRECEDENCE
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
+        arguments = ", ".join(_render(argument, names, functions) for argument in node.args)
+        return f"{functions.get(node.func.id, node.func.id)}({arguments})", _ATOM_PRECEDENCE
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        operand, precedence = _render_with_precedence(node.operand, names, functions)
+        return f"-{_parenthesize(operand, precedence < _UNARY_PRECEDENCE)}", _UNARY_PRECEDENCE
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPERATORS:
+        symbol = _BINARY_OPERATORS[type(node.op)]
+        precedence = _PRECEDENCE[symbol]
+        left, left_precedence = _render_with_precedence(node.left, names, functions)
+        right, right_precedence = _render_with_precedence(node.right, names, functions)
+        # Left-associative: a right operand of equal precedence keeps its parentheses.
+        return (f"{_parenthesize(left, left_precedence < precedence)} {symbol} "
+                f"{_parenthesize(right, right_precedence <= precedence)}", precedence)
+    raise AssertionError(f"unchecked node {type(node).__name__} reached the code generator")
+
+
+def _parenthesize(text: str, needed: bool) -> str:
+    return f"({text})" if needed else text
+
+
+def _triton_name(name: str) -> str:
+    """Inputs map to the remap's parameters; the formula's own names get a ``var_`` prefix so
+    they can never shadow a parameter, ``tl`` or ``triton``."""
+    return INPUTS.get(name, f"var_{name}")
+
+
+_MODULE_TEMPLATE = '''\
+"""Swizzle formula compiled by swizzles.custom; generated, do not edit."""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def remap(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr):
+    """User formula (swizzles.custom):
+
+{formula}    """
+{body}
+    return var_{result}
+'''
+
+
+def generate_source(formula: Formula) -> str:
+    """The Python source of the module defining the formula's ``@triton.jit`` ``remap``."""
+    body = []
+    for assignment in formula.assignments:
+        expression = _render(assignment.tree, names=_triton_name, functions=FUNCTIONS)
+        body.append(f"    {_triton_name(assignment.name)} = {expression}")
+    formula_lines = "".join(f"        {line}\n" for line in formula.text.splitlines())
+    # Belt and braces: what goes into the file is made of whitelisted characters only.
+    for text in [*body, *formula.text.splitlines()]:
+        if not _RENDERED_PATTERN.match(text):
+            raise AssertionError(f"generated text outside the whitelist: {text!r}")
+    return _MODULE_TEMPLATE.format(formula=formula_lines, body="\n".join(body), result=RESULT_NAME)
+
+
+# --------------------------------------------------------------------------- compile and load
+
+
+_COMPILED: dict[Path, JITFunction | InterpretedFunction] = {}
+
+
+def compile_formula(text: str) -> JITFunction | InterpretedFunction:
+    """Check ``text`` and return its remap as a ``@triton.jit`` function with the standard
+    swizzle signature (an ``InterpretedFunction`` under ``TRITON_INTERPRET=1``, like every
+    built-in swizzle).  The same generated source gives the same function object.
+
+    Raises :class:`FormulaError` for a formula outside the language and ``OSError`` when the
+    cache directory (:func:`formula_cache_dir`) cannot be written.
+    """
+    source = generate_source(parse_formula(text))
+    path = _write_cached(source)
+    remap = _COMPILED.get(path)
+    if remap is None:
+        remap = _import_remap(path, source)
+        _COMPILED[path] = remap
+    return remap
+
+
+def formula_cache_dir() -> Path:
+    """Where generated formula modules live: ``$SWIZZLEBENCH_CACHE/formulas``, default
+    ``${XDG_CACHE_HOME:-~/.cache}/swizzlebench/formulas``."""
+    root = os.environ.get("SWIZZLEBENCH_CACHE")
+    if root:
+        return Path(root).expanduser() / "formulas"
+    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache_home).expanduser() / "swizzlebench" / "formulas"
+
+
+def _write_cached(source: str) -> Path:
+    """Make ``<cache>/<sha256 of source>.py`` hold exactly ``source`` (written atomically when
+    missing or different) and return its path."""
+    directory = formula_cache_dir()
+    path = directory / f"{hashlib.sha256(source.encode('utf-8')).hexdigest()}.py"
+    try:
+        if _read_or_none(path) != source:
+            directory.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as file:
+                    file.write(source)
+                os.replace(temporary, path)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+            linecache.checkcache(str(path))
+        if _read_or_none(path) != source:
+            raise OSError(f"{path} does not hold the generated source after writing it")
+    except OSError as exc:
+        raise OSError(f"cannot write the swizzle formula cache {directory}: {exc}; "
+                      "set SWIZZLEBENCH_CACHE to a writable directory") from exc
+    return path
+
+
+def _read_or_none(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+
+
+class _GeneratedSourceLoader(importlib.abc.SourceLoader):
+    """Imports a generated module from the text this module generated (not from whatever the
+    file holds by then) and writes no bytecode.  The file exists for ``inspect.getsource``."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        self.source = source
+
+    def get_filename(self, fullname: str) -> str:
+        return str(self.path)
+
+    def get_data(self, path: str) -> bytes:
+        return self.source.encode("utf-8")
+
+
+def _import_remap(path: Path, source: str) -> JITFunction | InterpretedFunction:
+    name = f"swizzlebench_formula_{path.stem}"
+    loader = _GeneratedSourceLoader(path, source)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module.remap
+
+
+def load_formula_file(path: str | os.PathLike) -> str:
+    """The text of a formula file (``swizzle.file=...``), with a clear :class:`FormulaError`
+    when it is missing, not a file, unreadable, not UTF-8 or too long."""
+    file = Path(path).expanduser()
+    try:
+        if not file.is_file():
+            reason = "is not a file" if file.exists() else "does not exist"
+            raise FormulaError(f"formula file {str(file)!r} {reason}")
+        if file.stat().st_size > 4 * MAX_CHARS:
+            raise FormulaError(f"formula file {str(file)!r} is too large (the limit is {MAX_CHARS} "
+                               "characters)")
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormulaError(f"formula file {str(file)!r} is not UTF-8 text: {exc.reason} at byte "
+                           f"{exc.start}") from None
+    except OSError as exc:
+        raise FormulaError(f"formula file {str(file)!r} cannot be read: "
+                           f"{exc.strerror or exc}") from None
