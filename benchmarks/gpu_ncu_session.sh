@@ -14,7 +14,7 @@ run() {  # name, then harness args; prints wall time and the job lines
   python3 -m harness -m "$@" tracking.uri="$DB" hydra.sweep.dir="$W/$name" > "$OUT/$name.log" 2>&1
   local rc=$? t1=$(date +%s.%N)
   local launches=$(find "$W/$name" -name command.txt | wc -l)
-  printf '%-22s rc=%d wall=%6.1f s ncu_launches=%d\n' "$name" $rc "$(echo "$t1 - $t0" | bc)" "$launches" | tee -a "$OUT/summary.txt"
+  printf '%-22s rc=%d wall=%6.1f s ncu_launches=%d\n' "$name" $rc "$(python3 -c "print($t1 - $t0)")" "$launches" | tee -a "$OUT/summary.txt"
   grep -E '^\[job' "$OUT/$name.log" | sed 's/^/    /' | cut -c1-230
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/summary.txt"

@@ -3,8 +3,8 @@
     python benchmarks/report_speed.py [--runs 2000] [--repeat 3] [--store DIR]
 
 Writes a synthetic SQLite store (one sweep parent, ``--runs`` child runs with the
-params, tags and metrics the harness logs: 3 kernels x shapes x 4 num_warps x 5
-swizzles, about 2 % FAILED) unless ``--store`` already holds one, then times
+params, tags and metrics the harness logs: shapes x 3 kernels x 4 num_warps x 5
+swizzles, i.e. 34 shapes for 2,000 runs, about 2 % FAILED) unless ``--store`` already holds one, then times
 ``build_report`` ``--repeat`` times (wall clock, s).  Target: < 30 s per report.
 """
 from __future__ import annotations
@@ -48,9 +48,9 @@ def write_store(root: Path, n_runs: int, seed: int = 0) -> tuple[str, str]:
                    "git_commit": "bench", "torch_version": "2.9.0", "triton_version": "3.5.0",
                    "target": "h200", "device": "NVIDIA H200", "mode": "gpu", "profiler": "ncu",
                    "profiler_version": "2025.1", "cache_control": "all", "timing": "measured"}
-    combos = itertools.product(KERNELS, range(10_000), WARPS, SWIZZLES)
+    combos = itertools.product(range(10_000), KERNELS, WARPS, SWIZZLES)   # 60 runs per shape
     base_time: dict[tuple, float] = {}
-    for i, (kernel, shape, warps, swizzle) in enumerate(itertools.islice(combos, n_runs)):
+    for i, (shape, kernel, warps, swizzle) in enumerate(itertools.islice(combos, n_runs)):
         start = t0 + 1_000 * (i + 1)
         name = f"{kernel}/{swizzle}/resnet-s{shape:03d}/w{warps}"
         run = client.create_run(exp_id, run_name=name, start_time=start, tags=common_tags)

@@ -20,10 +20,13 @@ in a cache directory and imports it, because Triton's JIT reads a function's sou
 ``inspect.getsource``.  Only constructs this module emits can appear in that file: integer
 arithmetic, ``tl.minimum`` and ``tl.maximum``.
 
-Arithmetic is Triton's 32-bit integer arithmetic (wrapping on overflow; on negative
-operands ``//`` and ``%`` truncate toward zero).  A formula is only trusted after the
-permutation gate (:mod:`swizzles.permutation`) has evaluated this very function over the
-job's grid.
+Arithmetic is 32-bit, the same on the GPU and under the interpreter: the generated code
+casts every input to an int32 tensor (Triton would otherwise evaluate ``NUM_XCDS``,
+``GROUP_SIZE`` or an argument equal to 1 as Python integers at compile time), so results
+wrap on overflow and ``//`` and ``%`` truncate toward zero, as in C.  Subexpressions of
+literals alone are folded here with those semantics and must fit in 32 bits.  A formula is
+only trusted after the permutation gate (:mod:`swizzles.permutation`) has evaluated this
+very function over the job's grid.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ import tempfile
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 if TYPE_CHECKING:
     from triton.runtime.interpreter import InterpretedFunction
@@ -60,14 +63,16 @@ MAX_EXPR_DEPTH = 64
 #: The name the formula must assign last: the tile the program computes.
 RESULT_NAME = "new_pid"
 
-#: Input names of the language -> the Triton expression (an atom) they stand for.
+#: Input names of the language -> their int32 variables in the generated remap (see
+#: _MODULE_TEMPLATE: ``num_pids`` is ``num_pid_m * num_pid_n``, ``num_xcds`` is ``NUM_XCDS``,
+#: ``group_size`` is ``GROUP_SIZE``).
 INPUTS: dict[str, str] = {
     "pid": "pid",
-    "num_pids": "(num_pid_m * num_pid_n)",
-    "num_xcds": "NUM_XCDS",
-    "num_pid_m": "num_pid_m",
-    "num_pid_n": "num_pid_n",
-    "group_size": "GROUP_SIZE",
+    "num_pids": "in_num_pids",
+    "num_xcds": "in_num_xcds",
+    "num_pid_m": "in_num_pid_m",
+    "num_pid_n": "in_num_pid_n",
+    "group_size": "in_group_size",
 }
 #: The only callable functions -> their Triton counterparts.
 FUNCTIONS: dict[str, str] = {"min": "tl.minimum", "max": "tl.maximum"}
@@ -113,23 +118,26 @@ _NODE_DESCRIPTIONS: dict[type[ast.AST], str] = {
 }
 _NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _INTEGER_PATTERN = re.compile(r"(0|[1-9][0-9]*)\Z")
-# Every rendered expression consists of these characters only (checked before writing).
-_RENDERED_PATTERN = re.compile(r"[A-Za-z0-9_ +\-*/%(),.]*\Z")
+# Every generated assignment line consists of these characters only (checked before writing).
+_RENDERED_PATTERN = re.compile(r"[A-Za-z0-9_ +\-*/%(),.=]*\Z")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 class FormulaError(ValueError):
-    """A formula outside the language; the message gives the line and column (1-based) of the
-    offending token, shows the line, and lists the allowed forms."""
+    """A formula outside the language: the message gives the line and column (1-based) of the
+    offending token, shows the line, and lists the allowed forms.  Raised without a position
+    by :func:`load_formula_file` for a file that cannot be read."""
 
     def __init__(self, problem: str, line: int | None = None, column: int | None = None,
                  source_line: str | None = None) -> None:
         self.problem = problem
         self.line = line
         self.column = column
-        where = f"line {line}, column {column}: " if line is not None and column is not None else ""
-        parts = [f"swizzle formula: {where}{problem}"]
-        if source_line is not None and column is not None:
+        if line is None or column is None:   # a problem of the formula file, not of its text
+            super().__init__(f"swizzle formula: {problem}")
+            return
+        parts = [f"swizzle formula: line {line}, column {column}: {problem}"]
+        if source_line is not None:
             parts.append(_caret_excerpt(source_line, column))
         parts.append(ALLOWED_FORMS)
         super().__init__("\n".join(parts))
@@ -169,6 +177,7 @@ def parse_formula(text: str) -> Formula:
         line, column = _position_of_index(text, MAX_CHARS)
         raise _error_at(text, line, column,
                         f"the formula is {len(text)} characters long; the limit is {MAX_CHARS}")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     _check_tokens(text)
     try:
         module = ast.parse(text, mode="exec")
@@ -221,7 +230,7 @@ def _check_tokens(text: str) -> None:
                                         f"more than {MAX_UNARY_RUN} unary signs in a row")
                 else:
                     unary_run = 0
-            elif token.type == tokenize.ERRORTOKEN and token.string.isspace():
+            elif token.type == tokenize.ERRORTOKEN and token.string.isspace() and token.string.isascii():
                 continue
             elif token.type == tokenize.STRING or token.string[:1] in ("'", '"'):
                 raise _error_at(text, line, column, "string literals are not allowed")
@@ -255,7 +264,6 @@ class _Checker:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.lines = text.splitlines()
         self.constants: dict[str, int | None] = {}   # assigned name -> constant value, or None
 
     def module(self, module: ast.Module) -> Formula:
@@ -336,10 +344,7 @@ class _Checker:
             self.fail(node.right, f"division by zero: the divisor of `{symbol}` is always 0")
         if left is None or right is None:
             return None
-        value = {"+": left + right, "-": left - right, "*": left * right}.get(symbol)
-        if value is None:   # both constants: Python semantics, as Triton folds constexprs
-            value = left // right if symbol == "//" else left % right
-        return self._constant(node, value)
+        return self._constant(node, _fold(symbol, left, right))
 
     def _call(self, node: ast.Call, depth: int) -> int | None:
         if not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
@@ -356,7 +361,7 @@ class _Checker:
         values = [self.expression(argument, depth + 1) for argument in node.args]
         if None in values:
             return None
-        return min(values) if name == "min" else max(values)
+        return _fold(name, *values)
 
     def _constant(self, node: ast.expr, value: int) -> int:
         if not _INT32_MIN <= value <= _INT32_MAX:
@@ -367,9 +372,38 @@ class _Checker:
         return Assignment(name=name, expr=_render(tree, names=lambda n: n, functions={}), line=line,
                           tree=tree)
 
-    def fail(self, node: ast.AST, problem: str):
+    def fail(self, node: ast.AST, problem: str) -> NoReturn:
         """Raise a FormulaError at ``node`` (its position is exact: every token before it is ASCII)."""
         raise _error_at(self.text, node.lineno, node.col_offset + 1, problem)
+
+
+def _fold(operation: str, left: int, right: int) -> int:
+    """``left <operation> right`` in the generated code's int32 semantics (the caller checks the
+    range): ``//`` and ``%`` truncate toward zero, as Triton's integer division on tensors."""
+    if operation in ("//", "%"):
+        quotient = abs(left) // abs(right)
+        if (left < 0) != (right < 0):
+            quotient = -quotient
+        return quotient if operation == "//" else left - right * quotient
+    operations = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "min": min, "max": max}
+    return operations[operation](left, right)
+
+
+def _evaluate(node: ast.expr, constants: dict[str, int]) -> int | None:
+    """The value of a checked expression made of literals and constant names only, else None."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    if isinstance(node, ast.UnaryOp):
+        operand = _evaluate(node.operand, constants)
+        return None if operand is None else -operand
+    if isinstance(node, ast.BinOp):
+        operation, operands = _BINARY_OPERATORS[type(node.op)], (node.left, node.right)
+    else:   # min/max call
+        operation, operands = node.func.id, node.args
+    values = [_evaluate(operand, constants) for operand in operands]
+    return None if None in values else _fold(operation, *values)
 
 
 def _describe(node: ast.AST) -> str:
@@ -377,7 +411,7 @@ def _describe(node: ast.AST) -> str:
 
 
 def _error_at(text: str, line: int, column: int, problem: str) -> FormulaError:
-    lines = text.splitlines()
+    lines = text.split("\n")
     source_line = lines[line - 1] if 1 <= line <= len(lines) else None
     return FormulaError(problem, line, column, source_line)
 

@@ -121,3 +121,12 @@ def test_hydra_job_name_is_not_main():
     assert cfg.hydra.job.name == "swizzlebench"
     assert "mlflow_sweep" in cfg.hydra.callbacks
     OmegaConf.resolve  # noqa: B018 (documented API used by the app)
+
+
+def test_every_config_group_is_packaged():
+    """A non-editable install ships only the packages pyproject lists: every group must be there."""
+    import tomllib
+    project = tomllib.loads((CONF.parent / "pyproject.toml").read_text())
+    packaged = set(project["tool"]["setuptools"]["packages"])
+    groups = {p.name for p in CONF.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert {f"swizzlebench_conf.{g}" for g in groups} <= packaged
