@@ -4,8 +4,9 @@
 
 Writes a synthetic SQLite store (one sweep parent, ``--runs`` child runs with the
 params, tags and metrics the harness logs: shapes x 3 kernels x 4 num_warps x 5
-swizzles, i.e. 34 shapes for 2,000 runs, about 2 % FAILED) unless ``--store`` already holds one, then times
-``build_report`` ``--repeat`` times (wall clock, s).  Target: < 30 s per report.
+swizzles, i.e. 34 shapes for 2,000 runs, about 2 % FAILED) unless ``--store`` already
+holds one, then times ``build_report`` ``--repeat`` times (wall clock, s).
+Target: < 30 s per report.
 """
 from __future__ import annotations
 

@@ -133,6 +133,7 @@ class FormulaError(ValueError):
         self.problem = problem
         self.line = line
         self.column = column
+        self.source_line = source_line
         if line is None or column is None:   # a problem of the formula file, not of its text
             super().__init__(f"swizzle formula: {problem}")
             return
@@ -141,6 +142,10 @@ class FormulaError(ValueError):
             parts.append(_caret_excerpt(source_line, column))
         parts.append(ALLOWED_FORMS)
         super().__init__("\n".join(parts))
+
+    def __reduce__(self):
+        # Picklable with its fields (jobs may run in a worker process).
+        return type(self), (self.problem, self.line, self.column, self.source_line)
 
 
 @dataclass(frozen=True)
@@ -369,8 +374,7 @@ class _Checker:
         return value
 
     def _assignment(self, name: str, tree: ast.expr, line: int) -> Assignment:
-        return Assignment(name=name, expr=_render(tree, names=lambda n: n, functions={}), line=line,
-                          tree=tree)
+        return Assignment(name=name, expr=_Renderer().render(tree), line=line, tree=tree)
 
     def fail(self, node: ast.AST, problem: str) -> NoReturn:
         """Raise a FormulaError at ``node`` (its position is exact: every token before it is ASCII)."""
@@ -434,36 +438,46 @@ def _caret_excerpt(source_line: str, column: int, width: int = 100) -> str:
 # --------------------------------------------------------------------------- code generation
 
 
-def _render(node: ast.expr, names: Callable[[str], str], functions: dict[str, str]) -> str:
-    """Source text of a checked expression tree, with minimal parentheses.
+@dataclass(frozen=True)
+class _Renderer:
+    """Source text of checked expression trees, with minimal parentheses.
 
-    ``names`` maps each name, ``functions`` each of min/max (missing: kept as is).  Only the
-    node types the checker admits are rendered; anything else is an internal error.
+    ``names`` maps each name and ``functions`` each of min/max.  With ``constants`` (name ->
+    value of the names bound to constants), every constant subexpression is emitted as its
+    folded value (:func:`_fold`), so no arithmetic on compile-time constants is left to
+    Triton.  Only the node types the checker admits are rendered.
     """
-    return _render_with_precedence(node, names, functions)[0]
 
+    names: Callable[[str], str] = str             # default: names as written
+    functions: dict[str, str] = field(default_factory=lambda: {name: name for name in FUNCTIONS})
+    constants: dict[str, int] | None = None
 
-def _render_with_precedence(node: ast.expr, names: Callable[[str], str],
-                            functions: dict[str, str]) -> tuple[str, int]:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return str(node.value), _ATOM_PRECEDENCE
-    if isinstance(node, ast.Name):
-        return names(node.id), _ATOM_PRECEDENCE
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
-        arguments = ", ".join(_render(argument, names, functions) for argument in node.args)
-        return f"{functions.get(node.func.id, node.func.id)}({arguments})", _ATOM_PRECEDENCE
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        operand, precedence = _render_with_precedence(node.operand, names, functions)
-        return f"-{_parenthesize(operand, precedence < _UNARY_PRECEDENCE)}", _UNARY_PRECEDENCE
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPERATORS:
-        symbol = _BINARY_OPERATORS[type(node.op)]
-        precedence = _PRECEDENCE[symbol]
-        left, left_precedence = _render_with_precedence(node.left, names, functions)
-        right, right_precedence = _render_with_precedence(node.right, names, functions)
-        # Left-associative: a right operand of equal precedence keeps its parentheses.
-        return (f"{_parenthesize(left, left_precedence < precedence)} {symbol} "
-                f"{_parenthesize(right, right_precedence <= precedence)}", precedence)
-    raise AssertionError(f"unchecked node {type(node).__name__} reached the code generator")
+    def render(self, node: ast.expr) -> str:
+        return self._render(node)[0]
+
+    def _render(self, node: ast.expr) -> tuple[str, int]:
+        value = None if self.constants is None else _evaluate(node, self.constants)
+        if value is not None:
+            return str(value), _ATOM_PRECEDENCE if value >= 0 else _UNARY_PRECEDENCE
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return str(node.value), _ATOM_PRECEDENCE
+        if isinstance(node, ast.Name):
+            return self.names(node.id), _ATOM_PRECEDENCE
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
+            arguments = ", ".join(self.render(argument) for argument in node.args)
+            return f"{self.functions[node.func.id]}({arguments})", _ATOM_PRECEDENCE
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            operand, precedence = self._render(node.operand)
+            return f"-{_parenthesize(operand, precedence < _UNARY_PRECEDENCE)}", _UNARY_PRECEDENCE
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPERATORS:
+            symbol = _BINARY_OPERATORS[type(node.op)]
+            precedence = _PRECEDENCE[symbol]
+            left, left_precedence = self._render(node.left)
+            right, right_precedence = self._render(node.right)
+            # Left-associative: a right operand of equal precedence keeps its parentheses.
+            return (f"{_parenthesize(left, left_precedence < precedence)} {symbol} "
+                    f"{_parenthesize(right, right_precedence <= precedence)}", precedence)
+        raise AssertionError(f"unchecked node {type(node).__name__} reached the code generator")
 
 
 def _parenthesize(text: str, needed: bool) -> str:
@@ -471,8 +485,8 @@ def _parenthesize(text: str, needed: bool) -> str:
 
 
 def _triton_name(name: str) -> str:
-    """Inputs map to the remap's parameters; the formula's own names get a ``var_`` prefix so
-    they can never shadow a parameter, ``tl`` or ``triton``."""
+    """Inputs map to the remap's int32 input variables; the formula's own names get a ``var_``
+    prefix so they can never shadow a parameter, an input variable, ``tl`` or ``triton``."""
     return INPUTS.get(name, f"var_{name}")
 
 
@@ -487,6 +501,13 @@ def remap(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.cons
     """User formula (swizzles.custom):
 
 {formula}    """
+    # The inputs as int32 tensors, so that all arithmetic is 32-bit, including on values
+    # Triton treats as compile-time constants (NUM_XCDS, GROUP_SIZE, an argument equal to 1).
+    in_num_pid_m = tl.cast(num_pid_m, tl.int32)
+    in_num_pid_n = tl.cast(num_pid_n, tl.int32)
+    in_num_pids = in_num_pid_m * in_num_pid_n
+    in_num_xcds = tl.cast(NUM_XCDS, tl.int32)
+    in_group_size = tl.cast(GROUP_SIZE, tl.int32)
 {body}
     return var_{result}
 '''
@@ -494,15 +515,21 @@ def remap(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.cons
 
 def generate_source(formula: Formula) -> str:
     """The Python source of the module defining the formula's ``@triton.jit`` ``remap``."""
+    constants: dict[str, int] = {}
+    renderer = _Renderer(names=_triton_name, functions=FUNCTIONS, constants=constants)
     body = []
     for assignment in formula.assignments:
-        expression = _render(assignment.tree, names=_triton_name, functions=FUNCTIONS)
-        body.append(f"    {_triton_name(assignment.name)} = {expression}")
-    formula_lines = "".join(f"        {line}\n" for line in formula.text.splitlines())
-    # Belt and braces: what goes into the file is made of whitelisted characters only.
+        body.append(f"    {_triton_name(assignment.name)} = {renderer.render(assignment.tree)}")
+        value = _evaluate(assignment.tree, constants)
+        if value is None:
+            constants.pop(assignment.name, None)
+        else:
+            constants[assignment.name] = value
+    # Belt and braces: what goes into the file besides the template is whitelisted characters.
     for text in [*body, *formula.text.splitlines()]:
         if not _RENDERED_PATTERN.match(text):
             raise AssertionError(f"generated text outside the whitelist: {text!r}")
+    formula_lines = "".join(f"        {line}\n" for line in formula.text.splitlines())
     return _MODULE_TEMPLATE.format(formula=formula_lines, body="\n".join(body), result=RESULT_NAME)
 
 

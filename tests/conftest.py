@@ -1,16 +1,16 @@
-"""Tests run on the CPU under the Triton interpreter; GPU tests are marked ``gpu``."""
-import os
+"""Tests run on the CPU under the Triton interpreter; GPU tests (``tests/test_gpu.py``,
+marked ``gpu``) run compiled kernels and are skipped where there is no GPU.  On a GPU
+node run ``python -m pytest tests/test_gpu.py``: the other tests assume the interpreter."""
+import pytest
 
-# Must be set before anything imports triton (see harness.device).
-os.environ.setdefault("TRITON_INTERPRET", "1")
+from harness.device import GPU, select_execution_mode
 
-import pytest  # noqa: E402
+# Must run before anything imports triton: turns the interpreter on when there is no GPU.
+MODE = select_execution_mode()
 
 
 def pytest_collection_modifyitems(config, items):
-    import torch
-
-    if torch.cuda.is_available():
+    if MODE == GPU:
         return
     skip = pytest.mark.skip(reason="needs a GPU")
     for item in items:
