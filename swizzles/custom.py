@@ -42,6 +42,7 @@ import re
 import sys
 import tempfile
 import tokenize
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn
@@ -185,11 +186,15 @@ def parse_formula(text: str) -> Formula:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     _check_tokens(text)
     try:
-        module = ast.parse(text, mode="exec")
+        with warnings.catch_warnings():   # e.g. "invalid decimal literal" for `7x`: an error below
+            warnings.simplefilter("ignore", SyntaxWarning)
+            module = ast.parse(text, mode="exec")
     except SyntaxError as exc:
         raise _error_at(text, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}") from None
     except (RecursionError, MemoryError):
         raise _error_at(text, 1, 1, "the formula is nested too deeply") from None
+    except ValueError as exc:   # e.g. a NUL byte or a lone surrogate inside a comment
+        raise _error_at(text, 1, 1, f"unreadable text: {exc}") from None
     return _Checker(text).module(module)
 
 
@@ -198,51 +203,31 @@ def _check_tokens(text: str) -> None:
     and bound the nesting that Python's own parser would otherwise have to survive."""
     open_parens: list[tuple[int, int]] = []
     previous: str | None = None      # previous significant token of the statement
-    unary_run = 0
+    unary_run = 0                    # consecutive unary signs so far
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            line, column = token.start[0], token.start[1] + 1
-            if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.DEDENT, tokenize.ENDMARKER):
+            if token.type in _IGNORED_TOKENS or (token.type == tokenize.ERRORTOKEN
+                                                 and token.string.isspace() and token.string.isascii()):
                 continue
             if token.type == tokenize.NEWLINE:
                 previous, unary_run = None, 0
                 continue
-            if token.type == tokenize.INDENT:
-                raise _error_at(text, line, 1, "unexpected indentation: every line starts in column 1")
-            if token.type == tokenize.NAME:
-                _check_name_token(text, token.string, line, column)
-            elif token.type == tokenize.NUMBER:
-                if not _INTEGER_PATTERN.match(token.string):
-                    raise _error_at(text, line, column, f"number {token.string!r} is not allowed: only "
-                                    "non-negative decimal integers without leading zeros")
-            elif token.type == tokenize.OP:
-                if token.string not in _ALLOWED_OPERATOR_TOKENS:
-                    hint = _OPERATOR_HINTS.get(token.string, f"operator `{token.string}` is not allowed")
-                    raise _error_at(text, line, column, hint)
-                if token.string == "(":
-                    open_parens.append((line, column))
-                    if len(open_parens) > MAX_PAREN_DEPTH:
-                        raise _error_at(text, line, column,
-                                        f"parentheses nested more than {MAX_PAREN_DEPTH} deep")
-                elif token.string == ")":
-                    if not open_parens:
-                        raise _error_at(text, line, column, "unmatched `)`")
-                    open_parens.pop()
-                if token.string in ("+", "-") and previous in _OPERAND_EXPECTED_AFTER:
-                    unary_run += 1
-                    if unary_run > MAX_UNARY_RUN:
-                        raise _error_at(text, line, column,
-                                        f"more than {MAX_UNARY_RUN} unary signs in a row")
-                else:
-                    unary_run = 0
-            elif token.type == tokenize.ERRORTOKEN and token.string.isspace() and token.string.isascii():
-                continue
-            elif token.type == tokenize.STRING or token.string[:1] in ("'", '"'):
-                raise _error_at(text, line, column, "string literals are not allowed")
-            else:
-                raise _error_at(text, line, column, f"character {token.string[:1]!r} is not allowed")
-            if token.type != tokenize.OP:
-                unary_run = 0
+            line, column = token.start[0], token.start[1] + 1
+            problem = _token_problem(token)
+            if problem is not None:
+                raise _error_at(text, line, column, problem)
+            if token.string == "(":
+                open_parens.append((line, column))
+                if len(open_parens) > MAX_PAREN_DEPTH:
+                    raise _error_at(text, line, column, f"parentheses nested more than {MAX_PAREN_DEPTH} deep")
+            elif token.string == ")":
+                if not open_parens:
+                    raise _error_at(text, line, column, "unmatched `)`")
+                open_parens.pop()
+            is_sign = token.string in ("+", "-") and previous in _OPERAND_EXPECTED_AFTER
+            unary_run = unary_run + 1 if is_sign else 0
+            if unary_run > MAX_UNARY_RUN:
+                raise _error_at(text, line, column, f"more than {MAX_UNARY_RUN} unary signs in a row")
             previous = token.string if token.type == tokenize.OP else "operand"
     except tokenize.TokenError as exc:
         if open_parens:
@@ -254,12 +239,32 @@ def _check_tokens(text: str) -> None:
         raise _error_at(text, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}") from None
 
 
-def _check_name_token(text: str, name: str, line: int, column: int) -> None:
-    if keyword.iskeyword(name):
-        raise _error_at(text, line, column, f"keyword `{name}` is not allowed")
-    if not _NAME_PATTERN.match(name):
-        raise _error_at(text, line, column, f"name {name!r} is not allowed: names are ASCII letters, "
-                        "digits and `_`, starting with a letter")
+_IGNORED_TOKENS = {tokenize.COMMENT, tokenize.NL, tokenize.DEDENT, tokenize.ENDMARKER}
+
+
+def _token_problem(token: tokenize.TokenInfo) -> str | None:
+    """Why ``token`` is outside the language, or None if it is one of its tokens."""
+    if token.type == tokenize.NAME:
+        if keyword.iskeyword(token.string):
+            return f"keyword `{token.string}` is not allowed"
+        if not _NAME_PATTERN.match(token.string):
+            return (f"name {token.string!r} is not allowed: names are ASCII letters, digits and `_`, "
+                    "starting with a letter")
+        return None
+    if token.type == tokenize.NUMBER:
+        if not _INTEGER_PATTERN.match(token.string):
+            return (f"number {token.string!r} is not allowed: only non-negative decimal integers "
+                    "without leading zeros")
+        return None
+    if token.type == tokenize.OP:
+        if token.string in _ALLOWED_OPERATOR_TOKENS:
+            return None
+        return _OPERATOR_HINTS.get(token.string, f"operator `{token.string}` is not allowed")
+    if token.type == tokenize.INDENT:
+        return "unexpected indentation: every line starts in column 1"
+    if token.type == tokenize.STRING or token.string[:1] in ("'", '"'):
+        return "string literals are not allowed"
+    return f"character {token.string[:1]!r} is not allowed"
 
 
 class _Checker:

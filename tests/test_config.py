@@ -130,3 +130,27 @@ def test_every_config_group_is_packaged():
     packaged = set(project["tool"]["setuptools"]["packages"])
     groups = {p.name for p in CONF.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert {f"swizzlebench_conf.{g}" for g in groups} <= packaged
+
+
+def test_wheel_ships_every_module_and_config(tmp_path):
+    """Build the real wheel (as an offline GPU node installs it) and compare its files with the tree."""
+    import subprocess
+    import sys
+    import zipfile
+    import shutil
+    root = CONF.parent
+    src = tmp_path / "src"  # a clean copy: a stale build/ folder must not hide a missing package
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "harness", "kernels", "swizzles", "conf"):
+        copy = shutil.copytree if (root / name).is_dir() else shutil.copy
+        copy(root / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
+                                       if (root / name).is_dir() else {}))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(src)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("swizzlebench-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    root = src
+    expected = {str(p.relative_to(root)) for pkg in ("harness", "kernels", "swizzles")
+                for p in (root / pkg).rglob("*.py") if "__pycache__" not in p.parts}
+    expected |= {"swizzlebench_conf/" + str(p.relative_to(CONF)) for p in CONF.rglob("*.yaml")}
+    assert expected - shipped == set()
