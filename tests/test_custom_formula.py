@@ -6,9 +6,14 @@ import ast
 import builtins
 import hashlib
 import inspect
+import json
+import os
 import pickle
 import random
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -413,30 +418,45 @@ def test_a_tampered_cache_file_is_rewritten_before_import(formula_cache):
     assert _table(fn, (1, 4)).tolist() == [3, 2, 1, 0]
 
 
-def test_generated_remap_compiles_for_gpu_targets(tmp_path, monkeypatch):
-    """The GPU path, without a GPU: Triton compiles the permutation kernel calling the
-    generated remap ahead of time for an H100 (sm_90) and an MI300X (gfx942)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
+_GPU_COMPILE_SCRIPT = """
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+from swizzles import permutation
+from swizzles.custom import compile_formula
 
-    from swizzles import permutation
+signature = {"out_ptr": "*i32", "num_pid_m": "i32", "num_pid_n": "i32", "SWIZZLE": "constexpr",
+             "NUM_XCDS": "constexpr", "GROUP_SIZE": "constexpr", "BLOCK": "constexpr"}
+for formula in json.loads(sys.argv[1]):
+    remap = compile_formula(formula)
+    assert isinstance(remap, JITFunction), type(remap)
+    for target in [GPUTarget("cuda", 90, 32), GPUTarget("hip", "gfx942", 64)]:
+        for one in [{}, {"num_pid_m": 1}]:   # Triton specializes an argument equal to 1
+            source = ASTSource(fn=permutation._remap_table_kernel,
+                               signature={**signature, **{name: "constexpr" for name in one}},
+                               constexprs={"SWIZZLE": remap, "NUM_XCDS": 8, "GROUP_SIZE": 4,
+                                           "BLOCK": 1024, **one})
+            assert "tt.store" in triton.compile(source, target=target).asm["ttir"]
+print("compiled", len(json.loads(sys.argv[1])))
+"""
 
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+
+def test_generated_remap_compiles_for_gpu_targets(tmp_path, formula_cache):
+    """The GPU path, without a GPU: in a process without TRITON_INTERPRET, Triton compiles the
+    permutation kernel calling the generated remap ahead of time for an H100 (sm_90) and an
+    MI300X (gfx942)."""
     deep = "pid" + " + 1" * 60   # near the nesting limit
-    kernel = JITFunction(permutation._remap_table_kernel.fn)   # the tests run interpreted: unwrap
-    signature = {"out_ptr": "*i32", "num_pid_m": "i32", "num_pid_n": "i32", "SWIZZLE": "constexpr",
-                 "NUM_XCDS": "constexpr", "GROUP_SIZE": "constexpr", "BLOCK": "constexpr"}
-    for formula in [XCD, GROUPED, SEED_ATTEMPT2, deep, "5", "a = 0 - 7\nnew_pid = a // 2 + min(3, pid)"]:
-        remap = JITFunction(compile_formula(formula).fn)
-        for target in [GPUTarget("cuda", 90, 32), GPUTarget("hip", "gfx942", 64)]:
-            for one in [{}, {"num_pid_m": 1}]:   # Triton specializes an argument equal to 1
-                source = ASTSource(fn=kernel, signature={**signature, **{k: "constexpr" for k in one}},
-                                   constexprs={"SWIZZLE": remap, "NUM_XCDS": 8, "GROUP_SIZE": 4,
-                                               "BLOCK": 1024, **one})
-                compiled = triton.compile(source, target=target)
-                assert "tt.store" in compiled.asm["ttir"]
+    formulas = [XCD, GROUPED, SEED_ATTEMPT2, deep, "5", "a = 0 - 7\nnew_pid = a // 2 + min(3, pid)"]
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env.update(SWIZZLEBENCH_CACHE=str(formula_cache), TRITON_CACHE_DIR=str(tmp_path / "triton"),
+               TRITON_DEFAULT_FP_FUSION="1")
+    done = subprocess.run([sys.executable, "-c", _GPU_COMPILE_SCRIPT, json.dumps(formulas)], env=env,
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == f"compiled {len(formulas)}"
     assert _table(deep, (1, 3)).tolist() == [60, 61, 62]
 
 
