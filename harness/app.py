@@ -2,6 +2,7 @@
 the chosen preset, each shape a tracked MLflow run."""
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import logging
 import os
@@ -46,11 +47,30 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
     log.info("target=auto resolved to %s for device %r", target.name, device.name)
 
 
+def swizzle_choice(cfg: DictConfig) -> tuple[str, str | None]:
+    """(label, formula) of the configured swizzle: a built-in name and None, or for
+    ``swizzle=custom`` the parsed, normalized formula and a label naming it (``swizzle.label``,
+    else ``custom-<first 8 hex of its hash>``).  Raises FormulaError / ValueError."""
+    name = str(cfg.swizzle.name)
+    if name != "custom":
+        return name, None
+    from swizzles.custom import load_formula_file, parse_formula
+
+    expr, path = cfg.swizzle.get("expr"), cfg.swizzle.get("file")
+    if (expr is None) == (path is None):
+        raise ValueError("swizzle=custom needs exactly one of swizzle.expr=\"...\" or swizzle.file=PATH "
+                         f"(got expr={expr!r}, file={path!r})")
+    formula = parse_formula(load_formula_file(path) if path is not None else str(expr)).text
+    label = cfg.swizzle.get("label") or "custom-" + hashlib.sha256(formula.encode()).hexdigest()[:8]
+    return str(label), formula
+
+
 def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") -> JobSpec:
+    label, formula = swizzle_choice(cfg)
     return JobSpec(
         kernel=str(cfg.kernel.name),
         tiles=tuple((str(k), int(v)) for k, v in cfg.kernel.tiles.items()),
-        swizzle=str(cfg.swizzle.name), num_xcds=int(cfg.swizzle.num_xcds),
+        swizzle=label, swizzle_formula=formula, num_xcds=int(cfg.swizzle.num_xcds),
         group_size=int(cfg.swizzle.group_size), shape=shape, shape_preset=preset,
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
         target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key)
@@ -123,7 +143,17 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
         result = JobResult(run_name=name, params={f"shape.{k}": str(v) for k, v in entry.raw.items()})
         result.fail(f"invalid shape: {entry.error}", gate="shape")
     else:
-        spec = build_spec(cfg, entry.shape, entry.preset, pkey)
+        try:
+            spec = build_spec(cfg, entry.shape, entry.preset, pkey)
+        except ValueError as exc:  # FormulaError included: a clear reason, and the sweep goes on
+            name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
+            result = JobResult(run_name=name, params={"swizzle": str(cfg.swizzle.name)})
+            result.fail(f"invalid swizzle: {exc}", gate="swizzle")
+            run_id = tracker.start_job(name, parent, common_tags)
+            result.artifacts["config.yaml"] = config_yaml
+            tracker.finish_job(run_id, result)
+            print(progress_line(position, result), flush=True)
+            return result
         if bool(cfg.resume):
             done = tracker.find_finished(spec.spec_hash)
             if done:

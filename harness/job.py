@@ -18,7 +18,7 @@ from harness.spec import JobSpec
 from harness.timing import tflops, time_gpu, vendor_conv
 from kernels import get_kernel
 from kernels.base import LaunchConfig, SwizzleBinding
-from swizzles import get_swizzle
+from swizzles import resolve_swizzle
 from swizzles.permutation import check_permutation, remap_table
 
 
@@ -41,7 +41,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     try:
         maybe_inject(options.fault, spec, in_worker=options.isolated)
         kernel = get_kernel(spec.kernel)
-        swizzle_fn = get_swizzle(spec.swizzle)
+        swizzle_fn = resolve_swizzle(spec.swizzle, spec.swizzle_formula)
         tiles = kernel.check_tiles(spec.tiles_dict)
         binding = SwizzleBinding(swizzle_fn, spec.num_xcds, spec.group_size)
         launch = LaunchConfig(spec.num_warps, spec.num_stages)

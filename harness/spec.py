@@ -25,6 +25,7 @@ class JobSpec:
     target: str
     seed: int
     profiler: str = "none"   # e.g. "ncu/cache=all/r5": what was measured is part of the job
+    swizzle_formula: str | None = None  # normalized user formula (swizzle=custom); swizzle is its label
 
     @property
     def tiles_dict(self) -> dict[str, int]:
@@ -69,6 +70,8 @@ class JobSpec:
             "num_warps": self.num_warps, "num_stages": self.num_stages, "target": self.target,
             "seed": self.seed, "profiler": self.profiler,
         }
+        if self.swizzle_formula is not None:
+            params["swizzle.formula"] = self.swizzle_formula
         params.update({f"tile.{k}": v for k, v in self.tiles})
         params.update({f"shape.{k}": v for k, v in self.shape.as_params().items()})
         return {k: str(v) for k, v in params.items()}

@@ -40,3 +40,13 @@ def get_swizzle(name: str):
         raise ValueError(
             f"unknown swizzle {name!r}; valid swizzles: {', '.join(sorted(SWIZZLES))}"
         ) from None
+
+
+def resolve_swizzle(name: str, formula: str | None = None):
+    """The jit remap of a job: the user's formula compiled (``swizzle=custom``; ``name`` is
+    then only its label) or the built-in swizzle called ``name``."""
+    if formula is not None:
+        from swizzles.custom import compile_formula
+
+        return compile_formula(formula)
+    return get_swizzle(name)

@@ -96,3 +96,32 @@ def test_unknown_option_lists_valid_ones(tmp_path):
     proc = _harness(["kernel=winograd"], cwd=tmp_path, timeout=120)
     assert proc.returncode != 0
     assert "Could not find 'kernel/winograd'" in proc.stderr and "igemm" in proc.stderr
+
+
+def test_custom_formulas_run_gated_and_hostile_ones_fail_cleanly(tmp_path):
+    """A user formula runs through the same gate; a hostile one is a FAILED run with the
+    position and the allowed forms, and the other jobs of the sweep still run."""
+    uri = f"sqlite:///{tmp_path}/store.db"
+    formulas = tmp_path / "xcd.txt"
+    formulas.write_text("# chunked XCD remap\nq = num_pids // num_xcds\nr = num_pids % num_xcds\n"
+                        "x = pid % num_xcds\nnew_pid = min(x, r) * (q + 1) + max(x - r, 0) * q + pid // num_xcds\n")
+    proc = _harness(["-m", "swizzle=custom", f"swizzle.file={formulas}", "shape=tiny", *SMALL_TILES,
+                     f"tracking.uri={uri}", "experiment=custom", f"hydra.sweep.dir={tmp_path}/a"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _harness(["-m", "swizzle=custom", "swizzle.expr='pid.__class__','pid // 0','(pid * 2) % num_pids'",
+                     "shape=tiny", "shape.select=[t1]", *SMALL_TILES, f"tracking.uri={uri}", "experiment=custom",
+                     f"hydra.sweep.dir={tmp_path}/b"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("custom").experiment_id],
+                              "tags.`swizzlebench.kind` = 'job'", max_results=100)
+    by_status = {}
+    for r in runs:
+        by_status.setdefault(r.info.status, []).append(r)
+    assert len(by_status["FINISHED"]) == 3           # the file formula on t1..t3
+    assert all(r.data.params["swizzle"].startswith("custom-") for r in by_status["FINISHED"])
+    reasons = sorted(r.data.tags["status_reason"] for r in by_status["FAILED"])
+    assert len(reasons) == 3
+    assert any("attribute access" in x and "allowed forms" in x and "column" in x for x in reasons)
+    assert any("division by zero" in x.lower() or "by zero" in x for x in reasons)
+    assert any("not a permutation" in x for x in reasons)   # (pid*2) % 2 pids on t1: 0, 0

@@ -22,8 +22,8 @@ def _compose(*overrides):
 
 def test_groups_have_the_documented_options():
     assert _options("kernel") == ["direct", "igemm", "patch"]
-    assert _options("swizzle") == ["grouped", "identity", "seed_attempt1", "seed_attempt2", "seed_patch",
-                                   "seed_xcd", "xcd", "xcd_grouped"]
+    assert _options("swizzle") == ["custom", "grouped", "identity", "seed_attempt1", "seed_attempt2",
+                                   "seed_patch", "seed_xcd", "xcd", "xcd_grouped"]
     assert _options("shape") == ["resnet", "seed", "tiny"]
     assert _options("target") == ["auto", "h100", "h200", "mi300x"]
     assert set(_options("profiler")) >= {"auto", "ncu", "none", "rocprofv3"}
@@ -154,3 +154,13 @@ def test_wheel_ships_every_module_and_config(tmp_path):
                 for p in (root / pkg).rglob("*.py") if "__pycache__" not in p.parts}
     expected |= {"swizzlebench_conf/" + str(p.relative_to(CONF)) for p in CONF.rglob("*.yaml")}
     assert expected - shipped == set()
+
+
+def test_custom_swizzle_option():
+    from harness.app import swizzle_choice
+    cfg = _compose("swizzle=custom", "swizzle.expr='pid % num_xcds * (num_pids // num_xcds) + pid // num_xcds'")
+    label, formula = swizzle_choice(cfg)
+    assert label.startswith("custom-") and formula.startswith("new_pid = ")
+    assert swizzle_choice(_compose("swizzle=custom", "swizzle.expr=pid", "swizzle.label=mine"))[0] == "mine"
+    with pytest.raises(ValueError, match="needs exactly one of swizzle.expr"):
+        swizzle_choice(_compose("swizzle=custom"))

@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     from harness.spec import JobSpec
     from kernels import get_kernel
     from kernels.base import LaunchConfig, SwizzleBinding
-    from swizzles import get_swizzle
+    from swizzles import resolve_swizzle
 
     device = describe_device(mode)
     requests = [ProfileRequest(**r) for r in json.loads(Path(argv[0]).read_text())]
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
     for req in requests:
         spec = JobSpec.from_dict(req.spec)
         kernel = get_kernel(spec.kernel)
-        binding = SwizzleBinding(get_swizzle(spec.swizzle), spec.num_xcds, spec.group_size)
+        binding = SwizzleBinding(resolve_swizzle(spec.swizzle, spec.swizzle_formula), spec.num_xcds, spec.group_size)
         launch = LaunchConfig(spec.num_warps, spec.num_stages)
         ops = make_operands(spec.shape, kernel.has_bias, spec.input_seed, device.torch_device)
         run, _ = kernel.bind(ops, spec.shape, spec.tiles_dict, binding, launch)
