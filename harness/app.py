@@ -114,7 +114,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
                          fault=fault_plan(cfg))
     job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
 
-    profiler = make_profiler(cfg.profiler, device)  # fails fast when the chosen tool is missing
+    profiler = make_profiler(cfg.profiler, device, OmegaConf.to_container(cfg.target, resolve=True))  # fails fast when the chosen tool is missing
     pkey = profiler_key(profiler, cfg.profiler)
     entries = expand_preset(cfg.shape)
     runner = make_runner(cfg, device)
@@ -192,6 +192,7 @@ def _profile_and_finish(profiler, pcfg: DictConfig, pending: list, tracker: Trac
             result.fail(f"profile error: {outcome.error}", gate="profile")
         else:
             result.metrics.update(outcome.reading.as_metrics())
+            result.metrics.update(outcome.metrics)
             result.artifacts.update(outcome.artifacts)
         tracker.finish_job(run_id, result)
         print(progress_line(position, result), flush=True)

@@ -17,6 +17,6 @@ def progress_line(position: str, result: JobResult) -> str:
     else:
         body = f"verified (max_rel_err {m.get('max_rel_err', float('nan')):.2g}); {result.tags.get('timing', '')}"
     if "l2_hit_rate" in m:
-        spread = f" ± {m['l2_hit_rate_std']:.2f}" if "l2_hit_rate_std" in m else ""
+        spread = f" ± {m['l2_hit_rate_std']:.2f}" if m.get("l2_samples", 1) > 1 else ""
         body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({result.tags.get('profiler', '?')})"
     return f"{head} {body}"

@@ -14,27 +14,27 @@ log = logging.getLogger("swizzlebench")
 PROFILERS = ("none", "auto", "ncu", "rocprofv3", "sim")
 
 
-def make_profiler(cfg, device: DeviceInfo) -> Profiler | None:
+def make_profiler(cfg, device: DeviceInfo, target: dict | None = None) -> Profiler | None:
     """The backend for ``cfg.name`` (None for ``none``); raises ProfilerUnavailable when the
-    chosen tool is missing."""
+    chosen tool is missing.  ``target`` (the resolved target record) configures ``sim``."""
     name = str(cfg.name)
     if name not in PROFILERS:
         raise ProfilerUnavailable(f"unknown profiler {name!r}; valid: {', '.join(PROFILERS)}")
     if name == "none":
         return None
     if name == "auto":
-        return _auto(cfg, device)
+        return _auto(cfg, device, target)
     if name == "ncu":
         return _ncu(cfg)
     if name == "rocprofv3":
         return _rocprofv3(cfg)
-    return _sim(cfg)
+    return _sim(cfg, target)
 
 
-def _auto(cfg, device: DeviceInfo) -> Profiler | None:
+def _auto(cfg, device: DeviceInfo, target: dict | None) -> Profiler | None:
     if device.mode != GPU:
         try:
-            profiler = _sim(cfg)
+            profiler = _sim(cfg, target)
             log.info("profiler=auto: no GPU, using the simulated L2 (profiler=sim)")
             return profiler
         except ProfilerUnavailable as exc:
@@ -77,9 +77,10 @@ def _rocprofv3(cfg) -> Profiler:
                              timeout_s=float(cfg.get("timeout_s", 1800)))
 
 
-def _sim(cfg) -> Profiler:
-    try:
-        from harness.profilers.sim_profiler import SimProfiler
-    except ImportError as exc:
-        raise ProfilerUnavailable(f"profiler=sim is not available: {exc}") from exc
-    return SimProfiler.from_config(cfg)
+def _sim(cfg, target: dict | None) -> Profiler:
+    from harness.profilers.sim import SimProfiler
+
+    if not target or not target.get("l2_bytes"):
+        raise ProfilerUnavailable(f"profiler=sim needs a target with an L2 description; got {target!r}: "
+                                  "choose target=mi300x, h100 or h200")
+    return SimProfiler(target, occupancy=cfg.get("occupancy"), line_bytes=cfg.get("line_bytes"))

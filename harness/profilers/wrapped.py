@@ -27,6 +27,7 @@ class ProfileOutcome:
     error: str | None = None
     raw_files: list[Path] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)  # extra text artifacts (e.g. per-XCD table)
+    metrics: dict[str, float] = field(default_factory=dict)  # extra metrics beyond the reading's
 
 
 @dataclass(frozen=True)
