@@ -129,7 +129,8 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     finally:
         runner.close()
     if pending:
-        _profile_and_finish(profiler, cfg.profiler, pending, tracker)
+        _profile_and_finish(profiler, cfg.profiler, OmegaConf.to_container(cfg.target, resolve=True), pending,
+                            tracker)
     return results
 
 
@@ -174,7 +175,19 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
     return result
 
 
-def _profile_and_finish(profiler, pcfg: DictConfig, pending: list, tracker: Tracker) -> None:
+def _simulate_alongside(profiler, pcfg: DictConfig, target: dict, requests: list) -> dict[str, float]:
+    """With ``profiler.simulate=true``, also predict each job's hit rate with the simulator
+    configured as the target (logged as ``sim_l2_hit_rate``, for the report's simulated vs
+    measured figure).  Returns run id -> predicted %."""
+    if not pcfg.get("simulate", False) or profiler.name == "sim":
+        return {}
+    from harness.profilers.sim import SimProfiler
+
+    outcomes = SimProfiler(target).profile(requests, Path(tempfile.mkdtemp()))
+    return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
+
+
+def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list, tracker: Tracker) -> None:
     """Profile the verified jobs (one profiler launch for all, or one each) and log them.
     A profiling failure fails the run with its reason but keeps its timing metrics."""
     workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
@@ -184,8 +197,11 @@ def _profile_and_finish(profiler, pcfg: DictConfig, pending: list, tracker: Trac
     outcomes = {}
     for n, batch in enumerate(batches):
         outcomes.update(profiler.profile(batch, workdir / "profiler" / f"launch{n:03d}"))
+    predicted = _simulate_alongside(profiler, pcfg, target, requests)
     for run_id, _, result, position in pending:
         outcome = outcomes[run_id]
+        if run_id in predicted:
+            result.metrics["sim_l2_hit_rate"] = predicted[run_id]
         result.tags.update(profiler.tags())
         result.files.extend(("profiler", p) for p in outcome.raw_files)
         if outcome.reading is None:

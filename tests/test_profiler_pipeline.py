@@ -79,3 +79,12 @@ def test_missing_profiler_fails_fast_with_advice(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "rocprofv3` was not found on PATH" in proc.stderr and "profiler=none" in proc.stderr
+
+
+def test_simulate_alongside_logs_predicted_rate(tmp_path):
+    proc, client = _sweep(tmp_path, "ncu", extra=["profiler.simulate=true", "swizzle=identity", "target=h100"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for run in _jobs(client):
+        m = run.data.metrics
+        assert run.info.status == "FINISHED"
+        assert 0 <= m["sim_l2_hit_rate"] <= 100 and "l2_hit_rate" in m and run.data.tags["profiler"] == "ncu"
