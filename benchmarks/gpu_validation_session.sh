@@ -5,20 +5,7 @@
 #     Compare with: python benchmarks/sim_validation.py --uri sqlite:///<db> --target h200
 #  2. a sweep in which jobs are forced to crash (illegal memory access, SIGSEGV, hang).
 # Usage on an NVIDIA node (deps installed): bash benchmarks/gpu_validation_session.sh [OUT_DIR]
-set -uo pipefail
-OUT=${1:-${OUT:-/tmp/swizzlebench-out}}
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-W=$(mktemp -d); cd "$W"
-export PYTHONUNBUFFERED=1
-DB="sqlite:///$W/mlflow.db"
-run() {  # name, limit_s, then harness args
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" python3 -m harness -m "$@" tracking.uri="$DB" hydra.sweep.dir="$W/$name" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  printf '%-22s rc=%d wall=%d s\n' "$name" $rc $(( $(date +%s) - t0 )) | tee -a "$OUT/summary.txt"
-  grep -E '^\[job' "$OUT/$name.log" | sed 's/^/    /' | cut -c1-200
-}
+. "$(dirname "$0")/gpu_session_common.sh" "$@"
 SHAPES=(shape=resnet 'shape.select=[l02,l03,l07,l12,l13,l17]')
 run validation 420 profiler=ncu kernel=igemm,direct,patch swizzle=identity,grouped,xcd swizzle.num_xcds=8 \
     "${SHAPES[@]}" experiment=sim-validation

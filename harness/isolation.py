@@ -9,17 +9,25 @@ failure past the permutation gate the worker is also replaced, because a CUDA er
 
 ``InProcessRunner`` runs jobs in the calling process (the CPU default: no GPU context
 to lose, and the interpreter's start-up is not paid again).
+
+Given a :class:`~harness.pinning.DevicePin` (config ``devices``), ``IsolatedRunner`` starts
+its worker with the pin's visibility variables, holds the pin's GPU lock while it has a
+worker, and tags every result with ``visible_devices``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing as mp
+import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.device import DeviceInfo, describe_device, select_execution_mode
 from harness.job import JobOptions, run_job
+from harness.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices_tag
 from harness.result import FAILED, JobResult
 from harness.spec import JobSpec
 
@@ -36,14 +44,25 @@ class InProcessRunner:
 
 
 class IsolatedRunner:
-    """Runs each job in a long-lived child process, replaced whenever a job kills it."""
+    """Runs each job in a long-lived child process, replaced whenever a job kills it.
+    With ``pin``, the child sees only the pinned GPU and the GPU's lock is held from the
+    first job until ``close``."""
 
-    def __init__(self, timeout_s: float):
+    def __init__(self, timeout_s: float, pin: DevicePin | None = None):
         self.timeout_s = timeout_s
+        self.pin = pin
+        self._lock = pin.lock() if pin is not None else None
+        self._visible = visible_devices_tag(pin, os.environ)
         self._proc = None
         self._conn = None
 
     def run(self, spec: JobSpec, options: JobOptions) -> JobResult:
+        result = self._run(spec, options)
+        if self._visible is not None:
+            result.tags[VISIBLE_DEVICES_TAG] = self._visible
+        return result
+
+    def _run(self, spec: JobSpec, options: JobOptions) -> JobResult:
         if self._proc is None or not self._proc.is_alive():
             self._start()
         start = time.monotonic()
@@ -73,12 +92,17 @@ class IsolatedRunner:
             except (BrokenPipeError, OSError):
                 pass
         self._kill()
+        if self._lock is not None:
+            self._lock.release()
 
     def _start(self) -> None:
+        if self._lock is not None:
+            self._lock.acquire()  # waits while another job of this host uses the GPU
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="swizzlebench-job")
-        self._proc.start()
+        with _child_environment(self.pin.environment() if self.pin is not None else {}):
+            self._proc.start()
         child.close()
 
     def _reap(self) -> int | None:
@@ -93,6 +117,27 @@ class IsolatedRunner:
                 self._proc.kill()
             self._proc.join(5)
         self._proc = None
+
+
+@contextlib.contextmanager
+def _child_environment(extra: dict[str, str]) -> Iterator[None]:
+    """Add ``extra`` to ``os.environ`` while a ``spawn`` child starts, then restore it.
+
+    A spawned child copies the parent's environment when it is exec'd, and it must see the
+    visibility variables from its first instruction: it re-imports ``__main__`` (which
+    queries torch.cuda) before any code of ours could set them, and the CUDA and HIP
+    runtimes read them once, at initialization.  The job process itself is left as it was.
+    """
+    saved = {name: os.environ.get(name) for name in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _serve(conn) -> None:

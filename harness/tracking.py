@@ -3,7 +3,9 @@ child run per (job, shape).  Uses ``MlflowClient`` (no global active-run state),
 job can log while a sweep is in flight in the same process."""
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
@@ -96,3 +98,30 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+def resolve_tracking_uri(uri: str, base: str | os.PathLike | None = None) -> str:
+    """``uri`` with a relative SQLite path made absolute against ``base``: by default the
+    directory the sweep was launched from (Hydra's ``hydra.runtime.cwd``), else the cwd.
+
+    ``sqlite:///mlflow.db`` names a file relative to the process's working directory, which
+    under a launcher need not be where the user typed the command (``hydra.job.chdir=true``,
+    a SLURM job started elsewhere), so every job and the sweep's parent run would otherwise
+    risk writing to different stores.  Absolute paths (``sqlite:////abs/mlflow.db``), the
+    in-memory ``sqlite://`` and every other scheme (``http://host:5000``...) pass unchanged."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return uri
+    path, sep, query = uri[len(prefix):].partition("?")
+    if not path or path.startswith("/") or path.startswith(":memory:"):
+        return uri
+    if base is None:
+        base = _launch_directory()
+    return f"{prefix}{Path(base).resolve() / path}{sep}{query}"
+
+
+def _launch_directory() -> str:
+    """Hydra's original working directory when a Hydra app is running, else the cwd."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return str(HydraConfig.get().runtime.cwd) if HydraConfig.initialized() else os.getcwd()

@@ -85,13 +85,14 @@ class ConvKernel(ABC):
     def to_layout(self, ops: Operands) -> tuple:
         """Convert reference-layout operands to this family's layout (on their device)."""
 
-    @abstractmethod
     def empty_output(self, shape: ConvShape, device: torch.device) -> torch.Tensor:
-        """Allocate the output in this family's layout."""
+        """Allocate the output in this family's layout (default: NCHW, i.e. N, F, P, Q)."""
+        return torch.empty((shape.N, shape.F, shape.P, shape.Q), dtype=getattr(torch, shape.dtype),
+                           device=device)
 
-    @abstractmethod
     def output_as_nchw(self, out: torch.Tensor) -> torch.Tensor:
-        """View the family-layout output as N, F, P, Q."""
+        """View the family-layout output as N, F, P, Q (default: it already is)."""
+        return out
 
     @abstractmethod
     def launch(self, operands: tuple, out: torch.Tensor, shape: ConvShape, tiles: Mapping[str, int],

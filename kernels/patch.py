@@ -81,13 +81,6 @@ class PatchConv(ConvKernel):
     def to_layout(self, ops: Operands) -> tuple:
         return ops.x.contiguous(), ops.w.contiguous(), ops.bias.contiguous()
 
-    def empty_output(self, shape: ConvShape, device: torch.device) -> torch.Tensor:
-        return torch.empty((shape.N, shape.F, shape.P, shape.Q), dtype=getattr(torch, shape.dtype),
-                           device=device)
-
-    def output_as_nchw(self, out: torch.Tensor) -> torch.Tensor:
-        return out
-
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w, b = operands
         grid = (self.tile_grid(shape, tiles).num_pids,)

@@ -351,15 +351,12 @@ class NcuProfiler(ProcessWrappingProfiler):
         build_ncu_command(["true"], None, ".", cache_control, clock_control, executable)
         self.cache_control = cache_control
         self.clock_control = clock_control
-        self._version: str | None = None
+
+    def read_version(self) -> str:
+        return ncu_version(self.executable)
 
     def tags(self) -> dict[str, str]:
-        if self._version is None:
-            try:
-                self._version = ncu_version(self.executable)
-            except (RuntimeError, OSError) as exc:
-                self._version = f"unknown ({exc})"
-        return {"profiler": self.name, "profiler_version": self._version,
+        return {"profiler": self.name, "profiler_version": self.version(),
                 "cache_control": self.cache_control, "clock_control": self.clock_control}
 
     def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:

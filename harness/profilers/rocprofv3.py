@@ -297,15 +297,12 @@ class Rocprofv3Profiler(ProcessWrappingProfiler):
         problem = check_counters(self.counters, executable=str(Path(executable).with_name("rocprofv3-avail")))
         if problem:
             raise ValueError(f"profiler=rocprofv3: counters {self.counters} cannot be collected: {problem}")
-        self._version: str | None = None
+
+    def read_version(self) -> str:
+        return rocprofv3_version(self.executable)
 
     def tags(self) -> dict[str, str]:
-        if self._version is None:
-            try:
-                self._version = rocprofv3_version(self.executable)
-            except (RuntimeError, OSError) as exc:
-                self._version = f"unknown ({exc})"
-        return {"profiler": self.name, "profiler_version": self._version, "cache_control": "none",
+        return {"profiler": self.name, "profiler_version": self.version(), "cache_control": "none",
                 "counters": ",".join(self.counters)}
 
     def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:

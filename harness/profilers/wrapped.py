@@ -4,6 +4,7 @@ output; everything else (batching, dispatch-order attribution, repeats -> mean Â
 raw files kept) is here, once."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.pinning import DevicePin
 from harness.profilers.base import DispatchCounters, L2Reading
 from harness.profilers.worker import ProfileRequest, write_requests
 
@@ -52,14 +54,34 @@ class Profiler(ABC):
     def profile(self, requests: list[ProfileRequest], workdir: Path) -> dict[str, ProfileOutcome]:
         """Profile every request; the result maps each request key to its outcome."""
 
+    def pin_to(self, pin: DevicePin) -> None:
+        """Run this job's profiling GPU work on the pinned GPU (config ``devices``).  Profilers
+        that start no GPU child process (the simulator) have nothing to pin."""
+
 
 class ProcessWrappingProfiler(Profiler):
     """Runs ``python -m harness.profilers.worker`` under a vendor profiler."""
+
+    _pin: DevicePin | None = None  # set by pin_to: the worker's GPU, locked while it runs
 
     def __init__(self, executable: str, timeout_s: float = 1800.0):
         self.executable = executable
         self.timeout_s = timeout_s
         self.launches: list[LaunchStats] = []
+        self._version: str | None = None
+
+    @abstractmethod
+    def read_version(self) -> str:
+        """Ask the tool for its version (may raise RuntimeError / OSError)."""
+
+    def version(self) -> str:
+        """The tool's version, asked once; ``unknown (why)`` if it would not say."""
+        if self._version is None:
+            try:
+                self._version = self.read_version()
+            except (RuntimeError, OSError) as exc:
+                self._version = f"unknown ({exc})"
+        return self._version
 
     @abstractmethod
     def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
@@ -85,7 +107,7 @@ class ProcessWrappingProfiler(Profiler):
 
         start = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir)
+            proc = self._run_worker(cmd, workdir)
         except subprocess.TimeoutExpired:
             return _all_failed(requests, f"{self.name} timed out after {self.timeout_s:.0f} s")
         (workdir / "profiler_stdout.txt").write_text(proc.stdout)
@@ -100,6 +122,18 @@ class ProcessWrappingProfiler(Profiler):
             return _all_failed(requests, f"{self.name} output unreadable: {exc}", raw)
         self.launches.append(LaunchStats(time.perf_counter() - start, len(requests), len(dispatches)))
         return attribute_by_dispatch_order(requests, dispatches, raw)
+
+    def pin_to(self, pin: DevicePin) -> None:
+        self._pin = pin
+
+    def _run_worker(self, cmd: list[str], workdir: Path) -> subprocess.CompletedProcess:
+        """Run the profiler command; when pinned, with the GPU's visibility variables and
+        holding its lock (waiting while another job of this host uses that GPU)."""
+        if self._pin is None:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir)
+        with self._pin.lock():
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir,
+                                  env={**os.environ, **self._pin.environment()})
 
 
 def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list[DispatchCounters],
