@@ -12,19 +12,20 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from harness.callbacks import SWEEP_ENV
+from harness.callbacks import sweep_run_id
 from harness.device import GPU, DeviceInfo, describe_device, target_name_for
 from harness.faults import FaultPlan
 from harness.isolation import InProcessRunner, IsolatedRunner
 from harness.job import JobOptions
+from harness.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
 from harness.progress import progress_line
 from harness.provenance import git_commit, library_versions
-from harness.profilers import make_profiler
+from harness.profilers import Profiler, make_profiler
 from harness.profilers.worker import ProfileRequest
 from harness.result import FINISHED, JobResult
 from harness.shapes import expand_preset
 from harness.spec import JobSpec
-from harness.tracking import Tracker
+from harness.tracking import Tracker, resolve_tracking_uri
 
 log = logging.getLogger("swizzlebench")
 
@@ -84,11 +85,26 @@ def profiler_key(profiler, pcfg: DictConfig) -> str:
     return f"{tags['profiler']}/cache={tags.get('cache_control', '-')}/r{int(pcfg.get('repeats', 1))}"
 
 
-def make_runner(cfg: DictConfig, device: DeviceInfo):
+def make_runner(cfg: DictConfig, device: DeviceInfo, job_num: int = 0, profiler: Profiler | None = None):
+    """The job's runner.  With ``devices`` set, the job's GPU work is pinned to GPU
+    ``devices[job_num % len(devices)]``: the runner is always isolated (also on the CPU) and
+    its worker, like the profiler's worker, sees only that GPU (harness.pinning)."""
     mode = str(cfg.isolation.mode)
     valid = ("auto", "process", "none")
     if mode not in valid:
         raise ValueError(f"isolation.mode={mode!r} is invalid; valid: {', '.join(valid)}")
+    devices = parse_devices(cfg.get("devices"))
+    if devices:
+        require_isolation(devices, mode)
+        pin = DevicePin.for_job(job_num, devices)
+        inherited = inherited_visibility(os.environ)
+        if inherited:
+            log.warning("devices=%s overrides the inherited %s in the job's worker processes",
+                        list(devices), inherited)
+        if profiler is not None:
+            profiler.pin_to(pin)
+        log.info("job %d pinned to GPU %d (devices=%s)", job_num, pin.device, list(devices))
+        return IsolatedRunner(timeout_s=float(cfg.isolation.timeout_s), pin=pin)
     if mode == "process" or (mode == "auto" and device.mode == GPU):
         return IsolatedRunner(timeout_s=float(cfg.isolation.timeout_s))
     return InProcessRunner(device)
@@ -105,8 +121,8 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     """Run every shape of the job's preset and log each to MLflow; returns the results."""
     device = describe_device(mode)
     resolve_target(cfg, device)
-    tracker = Tracker(cfg.tracking.uri, cfg.experiment)
-    parent = os.environ.get(SWEEP_ENV)
+    tracker = Tracker(resolve_tracking_uri(cfg.tracking.uri), cfg.experiment)
+    parent = sweep_run_id()
     common_tags = {"git_commit": git_commit(), **library_versions(), "target": str(cfg.target.name)}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     options = JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
@@ -117,7 +133,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     profiler = make_profiler(cfg.profiler, device, OmegaConf.to_container(cfg.target, resolve=True))  # fails fast when the chosen tool is missing
     pkey = profiler_key(profiler, cfg.profiler)
     entries = expand_preset(cfg.shape)
-    runner = make_runner(cfg, device)
+    runner = make_runner(cfg, device, job_num, profiler)
     results, pending = [], []
     try:
         for i, entry in enumerate(entries, 1):

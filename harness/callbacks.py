@@ -2,47 +2,90 @@
 
 ``on_multirun_start`` runs once in the launching process before any job: it creates
 the experiment (so parallel jobs never race to create it) and the sweep's parent run,
-and exports the parent's id in ``SWIZZLEBENCH_SWEEP_RUN_ID`` for the jobs (launchers
-that start worker processes pass the environment on).  ``on_multirun_end`` closes it.
+and hands the parent's id to the jobs two ways: in ``SWIZZLEBENCH_SWEEP_RUN_ID`` (which
+the joblib and submitit launchers' workers inherit), and in ``sweep_run.json`` in the sweep
+directory, for jobs whose environment is not the launcher's (a SLURM site that starts jobs
+with ``--export=NONE``).  A job asks :func:`sweep_run_id`.  ``on_multirun_end`` closes it.
+
+It also checks the ``devices`` config once, so a bad value fails before any job starts.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from harness.pinning import parse_devices, require_isolation
 from harness.provenance import git_commit
-from harness.tracking import Tracker
+from harness.tracking import Tracker, resolve_tracking_uri
 
 SWEEP_ENV = "SWIZZLEBENCH_SWEEP_RUN_ID"
+SWEEP_FILE = "sweep_run.json"
 log = logging.getLogger(__name__)
+
+
+def sweep_run_id() -> str | None:
+    """The id of the sweep's parent run, for a job: from ``SWIZZLEBENCH_SWEEP_RUN_ID``, else
+    from ``sweep_run.json`` in the multirun's sweep directory; None outside a multirun."""
+    run_id = os.environ.get(SWEEP_ENV)
+    if run_id:
+        return run_id
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    return read_sweep_file(Path(str(hydra_cfg.runtime.cwd)) / str(hydra_cfg.sweep.dir))
+
+
+def read_sweep_file(sweep_dir: Path) -> str | None:
+    """The run id recorded in ``sweep_dir/sweep_run.json``; None when there is no such file."""
+    try:
+        return json.loads((sweep_dir / SWEEP_FILE).read_text())["run_id"]
+    except FileNotFoundError:
+        return None
+
+
+def write_sweep_file(sweep_dir: Path, run_id: str, tracking_uri: str, experiment: str) -> Path:
+    """Record the sweep's parent run in ``sweep_dir/sweep_run.json``; returns the file."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    path = sweep_dir / SWEEP_FILE
+    path.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracking_uri, "experiment": experiment},
+                               indent=2) + "\n")
+    return path
 
 
 class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        tracker = Tracker(config.tracking.uri, config.experiment)
+        require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
+        uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
+        tracker = Tracker(uri, config.experiment)
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=f"sweep {' '.join(overrides)}"[:250] or "sweep",
             params={"sweep.overrides": " ".join(overrides)},
             tags={"git_commit": git_commit(), "sweep_dir": str(config.hydra.sweep.dir)})
         os.environ[SWEEP_ENV] = run_id
-        log.info("MLflow sweep run %s in experiment %r at %s", run_id, config.experiment, config.tracking.uri)
+        write_sweep_file(Path(str(config.hydra.sweep.dir)), run_id, uri, str(config.experiment))
+        log.info("MLflow sweep run %s in experiment %r at %s", run_id, config.experiment, uri)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         run_id = os.environ.pop(SWEEP_ENV, None)
         if run_id:
-            Tracker(config.tracking.uri, config.experiment).end_sweep(run_id)
+            uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
+            Tracker(uri, config.experiment).end_sweep(run_id)
             # The comparison report; its failure is logged and never fails the sweep.
             try:
                 from harness import report
 
                 out_dir = Path("reports") / str(config.experiment) / run_id
-                path = report.build_report(config.tracking.uri, str(config.experiment), run_id, out_dir)
+                path = report.build_report(uri, str(config.experiment), run_id, out_dir)
                 log.info("Sweep report: %s", path)
             except Exception:
                 log.exception("Sweep report for run %s failed (rebuild it with: python -m harness.report "

@@ -101,7 +101,7 @@ class IsolatedRunner:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="swizzlebench-job")
-        with _child_environment(self.pin.environment() if self.pin is not None else {}):
+        with _child_environment(self.pin.environment() if self.pin is not None else {}), _stdlib_start_method():
             self._proc.start()
         child.close()
 
@@ -124,9 +124,8 @@ def _child_environment(extra: dict[str, str]) -> Iterator[None]:
     """Add ``extra`` to ``os.environ`` while a ``spawn`` child starts, then restore it.
 
     A spawned child copies the parent's environment when it is exec'd, and it must see the
-    visibility variables from its first instruction: it re-imports ``__main__`` (which
-    queries torch.cuda) before any code of ours could set them, and the CUDA and HIP
-    runtimes read them once, at initialization.  The job process itself is left as it was.
+    visibility variables before anything in it imports torch: the CUDA and HIP runtimes read
+    them once, at initialization.  The job process itself is left as it was.
     """
     saved = {name: os.environ.get(name) for name in extra}
     os.environ.update(extra)
@@ -138,6 +137,25 @@ def _child_environment(extra: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextlib.contextmanager
+def _stdlib_start_method() -> Iterator[None]:
+    """Make the process-wide default start method a standard one while a child starts.
+
+    A spawned child first calls ``set_start_method`` with its parent's default.  Inside a
+    joblib (loky) worker, as under ``hydra/launcher=joblib``, that default is ``loky``, which
+    a fresh interpreter does not know, so the child would die at once ("cannot find context
+    for 'loky'").  The default is restored afterwards."""
+    current = mp.get_start_method(allow_none=True)
+    if current in (None, "fork", "spawn", "forkserver"):
+        yield
+        return
+    mp.set_start_method("spawn", force=True)
+    try:
+        yield
+    finally:
+        mp.set_start_method(current, force=True)
 
 
 def _serve(conn) -> None:

@@ -7,13 +7,20 @@ import subprocess
 from pathlib import Path
 
 
+#: Written into the package by ``harness.wheelhouse build`` (installs have no .git).
+BUILD_COMMIT_FILE = "BUILD_COMMIT"
+
+
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The commit of the swizzlebench checkout (``SWIZZLEBENCH_GIT_COMMIT`` overrides, for
-    installs without .git); ``unknown`` when neither is available.  A ``+dirty`` suffix
-    marks uncommitted changes."""
+    """The commit of the swizzlebench code: ``SWIZZLEBENCH_GIT_COMMIT`` if set, else the
+    commit recorded at wheel-build time (only built wheels carry it), else the checkout's
+    ``git rev-parse HEAD`` (``+dirty`` marks uncommitted changes), else ``unknown``."""
     if os.environ.get("SWIZZLEBENCH_GIT_COMMIT"):
         return os.environ["SWIZZLEBENCH_GIT_COMMIT"]
+    recorded = Path(__file__).with_name(BUILD_COMMIT_FILE)
+    if recorded.exists():
+        return recorded.read_text().strip()
     root = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,

@@ -191,15 +191,13 @@ def _shape_label(frame: pd.DataFrame) -> pd.Series:
 
 
 def _tiles_label(frame: pd.DataFrame) -> pd.Series:
-    """``BLOCK_M=128 BLOCK_N=128 ...`` from the ``tile.*`` params."""
+    """``BLOCK_M=128 BLOCK_N=128 ...`` from the ``tile.*`` params a run has (kernel
+    families have different tile names; absent ones are left out, not shown as ``?``)."""
     cols = sorted(c for c in frame.columns if c.startswith("params.tile."))
     if not cols:
         return pd.Series("", index=frame.index, dtype=object)
-    parts = [(c.removeprefix("params.tile.") + "=" + frame[c].fillna("?").astype(str)) for c in cols]
-    out = parts[0]
-    for part in parts[1:]:
-        out = out + " " + part
-    return out
+    tiles = frame[cols].rename(columns=lambda c: c.removeprefix("params.tile."))
+    return tiles.apply(lambda row: " ".join(f"{k}={v}" for k, v in row.items() if pd.notna(v)), axis=1)
 
 
 def speedup_interval(id_p20: pd.Series, id_p80: pd.Series, sw_p20: pd.Series,
@@ -286,7 +284,10 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     for name in RUN_METRICS:
         cells[name] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
 
-    group_cols = list(GROUP_KEYS) + [k for k in OPTIONAL_GROUP_KEYS if cells[k].nunique() > 1]
+    # A launch knob joins the group key only if it varies *within* a kernel family (tiles
+    # always differ between families, which the kernel column already separates).
+    group_cols = list(GROUP_KEYS) + [k for k in OPTIONAL_GROUP_KEYS
+                                     if len(cells) and cells.groupby("kernel")[k].nunique().max() > 1]
     variant_cols = ["swizzle"] + (["group_size"] if cells["group_size"].nunique() > 1 else [])
     notes: list[str] = []
 

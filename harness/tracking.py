@@ -3,9 +3,7 @@ child run per (job, shape).  Uses ``MlflowClient`` (no global active-run state),
 job can log while a sweep is in flight in the same process."""
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
@@ -100,7 +98,7 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
         return exp.experiment_id
 
 
-def resolve_tracking_uri(uri: str, base: str | os.PathLike | None = None) -> str:
+def resolve_tracking_uri(uri: str, base: str | None = None) -> str:
     """``uri`` with a relative SQLite path made absolute against ``base``: by default the
     directory the sweep was launched from (Hydra's ``hydra.runtime.cwd``), else the cwd.
 
@@ -109,6 +107,8 @@ def resolve_tracking_uri(uri: str, base: str | os.PathLike | None = None) -> str
     a SLURM job started elsewhere), so every job and the sweep's parent run would otherwise
     risk writing to different stores.  Absolute paths (``sqlite:////abs/mlflow.db``), the
     in-memory ``sqlite://`` and every other scheme (``http://host:5000``...) pass unchanged."""
+    from pathlib import Path  # imports kept local: this section is appended to the module
+
     prefix = "sqlite:///"
     if not uri.startswith(prefix):
         return uri
@@ -122,6 +122,8 @@ def resolve_tracking_uri(uri: str, base: str | os.PathLike | None = None) -> str
 
 def _launch_directory() -> str:
     """Hydra's original working directory when a Hydra app is running, else the cwd."""
+    import os
+
     from hydra.core.hydra_config import HydraConfig
 
     return str(HydraConfig.get().runtime.cwd) if HydraConfig.initialized() else os.getcwd()

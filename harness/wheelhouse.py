@@ -517,6 +517,12 @@ def _copy_project(src: Path, dst: Path, skip: Iterable[Path] = ()) -> None:
         return out
 
     shutil.copytree(src, dst, ignore=ignore)
+    # Record the commit in the package: the node has no .git to ask (harness.provenance).
+    from harness.provenance import BUILD_COMMIT_FILE, git_commit
+
+    commit = git_commit()
+    if commit != "unknown" and (dst / "harness").is_dir():
+        (dst / "harness" / BUILD_COMMIT_FILE).write_text(commit + "\n")
 
 
 def _build_pure_wheel(python: str, spec: str, out_dir: Path, verbose: bool) -> Path:
