@@ -37,3 +37,25 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
     m = result.metrics
     assert 0 < m["time_ms_p20"] <= m["time_ms_median"] <= m["time_ms_p80"]
     assert m["vendor_time_ms"] > 0 and m["max_rel_err"] < 3e-2
+
+
+def test_ncu_profiles_real_dispatches(tmp_path):
+    """The real ncu around the real worker: one reading per job, attributed by dispatch order."""
+    from harness.profilers.ncu import NcuProfiler, find_ncu
+    from harness.profilers.worker import ProfileRequest
+
+    exe = find_ncu()
+    if exe is None:
+        pytest.skip("ncu not installed")
+    specs = [JobSpec(kernel="igemm", tiles=tuple(TILES["igemm"].items()), swizzle=sw, num_xcds=8, group_size=4,
+                     shape=SHAPES[0], shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0)
+             for sw in ("identity", "grouped")]
+    profiler = NcuProfiler(exe, cache_control="all", clock_control="base", timeout_s=300)
+    requests = [ProfileRequest(key=s.swizzle, spec=s.to_dict(), repeats=3) for s in specs]
+    outcomes = profiler.profile(requests, tmp_path)
+    for key in ("identity", "grouped"):
+        reading = outcomes[key].reading
+        assert reading is not None, outcomes[key].error
+        assert 0 <= reading.l2_hit_rate <= 100 and reading.l2_hit_rate_std >= 0 and reading.samples == 3
+        assert reading.profiled_time_ms > 0 and reading.l2_hits + reading.l2_misses > 0
+    assert profiler.version()[0].isdigit() and (tmp_path / "ncu.csv").exists()
