@@ -25,6 +25,7 @@ from harness.profilers.worker import ProfileRequest
 from harness.result import FINISHED, JobResult
 from harness.shapes import expand_preset
 from harness.spec import JobSpec
+from harness.spool import spool_dir_for
 from harness.tracking import Tracker, resolve_tracking_uri
 
 log = logging.getLogger("swizzlebench")
@@ -121,7 +122,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     """Run every shape of the job's preset and log each to MLflow; returns the results."""
     device = describe_device(mode)
     resolve_target(cfg, device)
-    tracker = Tracker(resolve_tracking_uri(cfg.tracking.uri), cfg.experiment)
+    tracker = Tracker(resolve_tracking_uri(cfg.tracking.uri), cfg.experiment, spool_dir=spool_dir_for(cfg))
     parent = sweep_run_id()
     common_tags = {"git_commit": git_commit(), **library_versions(), "target": str(cfg.target.name)}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
@@ -179,7 +180,9 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
                 return None
         tracker.close_stale(spec.spec_hash)
         result = None
-    run_id = tracker.start_job(result.run_name if result else spec.run_name, parent, common_tags)
+    # spec_hash from the start: a run left RUNNING by a killed sweep is found by close_stale
+    run_id = tracker.start_job(result.run_name if result else spec.run_name, parent,
+                               common_tags if spec is None else {**common_tags, "spec_hash": spec.spec_hash})
     if result is None:
         result = runner.run(spec, options)
     result.artifacts["config.yaml"] = config_yaml

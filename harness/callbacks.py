@@ -7,7 +7,9 @@ the joblib and submitit launchers' workers inherit), and in ``sweep_run.json`` i
 directory, for jobs whose environment is not the launcher's (a SLURM site that starts jobs
 with ``--export=NONE``).  A job asks :func:`sweep_run_id`.  ``on_multirun_end`` closes it.
 
-It also checks the ``devices`` config once, so a bad value fails before any job starts.
+It also checks the ``devices`` config before any job starts.  (Hydra 1.3 turns an
+exception in a callback into a warning, so a bad value then also fails each job, in
+``make_runner``, with the same message.)
 """
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from harness.pinning import parse_devices, require_isolation
 from harness.provenance import git_commit
+from harness.result import FAILED
+from harness.spool import is_spool_id, spool_dir_for, sync_command
 from harness.tracking import Tracker, resolve_tracking_uri
 
 SWEEP_ENV = "SWIZZLEBENCH_SWEEP_RUN_ID"
@@ -65,7 +70,7 @@ class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
         uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-        tracker = Tracker(uri, config.experiment)
+        tracker = Tracker(uri, config.experiment, spool_dir=spool_dir_for(config, config.hydra.runtime.cwd))
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=f"sweep {' '.join(overrides)}"[:250] or "sweep",
@@ -75,11 +80,32 @@ class MlflowSweepCallback(Callback):
         write_sweep_file(Path(str(config.hydra.sweep.dir)), run_id, uri, str(config.experiment))
         log.info("MLflow sweep run %s in experiment %r at %s", run_id, config.experiment, uri)
 
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
+        """A job that raised (a bad config value, a missing profiler) makes Hydra abort the
+        multirun without calling ``on_multirun_end``: end the sweep's run as FAILED, with the
+        error, rather than leave it RUNNING forever.  Later jobs of the batch still log under it."""
+        run_id = sweep_run_id()
+        if job_return.status != JobStatus.FAILED or not run_id:
+            return
+        error = getattr(job_return, "_return_value", None)  # the property re-raises it
+        reason = f"job {config.hydra.job.get('num', '?')} raised {type(error).__name__}: {error}"
+        uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
+        tracker = Tracker(uri, config.experiment, spool_dir=spool_dir_for(config, config.hydra.runtime.cwd))
+        tracker.end_sweep(run_id, FAILED, reason=reason)
+
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         run_id = os.environ.pop(SWEEP_ENV, None)
         if run_id:
             uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-            Tracker(uri, config.experiment).end_sweep(run_id)
+            spool_dir = spool_dir_for(config, config.hydra.runtime.cwd)
+            tracker = Tracker(uri, config.experiment, spool_dir=spool_dir)
+            tracker.end_sweep(run_id)
+            if tracker.offline or is_spool_id(run_id):
+                log.warning("Sweep report skipped: the sweep's runs are spooled in %s (tracking store %s "
+                            "unreachable). Log them with `%s`, then build the report with: python -m harness.report "
+                            "--experiment %s --tracking-uri %s", spool_dir, uri, sync_command(spool_dir),
+                            config.experiment, uri)
+                return
             # The comparison report; its failure is logged and never fails the sweep.
             try:
                 from harness import report

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from harness.device import DeviceInfo, describe_device, select_execution_mode
 from harness.job import JobOptions, run_job
-from harness.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices_tag
+from harness.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices
 from harness.result import FAILED, JobResult
 from harness.spec import JobSpec
 
@@ -52,14 +52,15 @@ class IsolatedRunner:
         self.timeout_s = timeout_s
         self.pin = pin
         self._lock = pin.lock() if pin is not None else None
-        self._visible = visible_devices_tag(pin, os.environ)
+        self._child_env = pin.environment() if pin is not None else {}
+        self._visible = visible_devices({**os.environ, **self._child_env})
         self._proc = None
         self._conn = None
 
     def run(self, spec: JobSpec, options: JobOptions) -> JobResult:
         result = self._run(spec, options)
-        if self._visible is not None:
-            result.tags[VISIBLE_DEVICES_TAG] = self._visible
+        if self._visible is not None:  # the worker tags what it saw; this covers a dead worker
+            result.tags.setdefault(VISIBLE_DEVICES_TAG, self._visible)
         return result
 
     def _run(self, spec: JobSpec, options: JobOptions) -> JobResult:
@@ -101,7 +102,7 @@ class IsolatedRunner:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="swizzlebench-job")
-        with _child_environment(self.pin.environment() if self.pin is not None else {}), _stdlib_start_method():
+        with _child_environment(self._child_env), _stdlib_start_method():
             self._proc.start()
         child.close()
 
@@ -159,14 +160,19 @@ def _stdlib_start_method() -> Iterator[None]:
 
 
 def _serve(conn) -> None:
-    """The child's loop: receive (spec, options), send back a JobResult."""
+    """The child's loop: receive (spec, options), send back a JobResult (tagged with the
+    GPU visibility this process really has)."""
     device = describe_device(select_execution_mode())
+    visible = visible_devices(os.environ)
     while True:
         msg = conn.recv()
         if msg is None:
             return
         spec, options = msg
-        conn.send(run_job(spec, device, options))
+        result = run_job(spec, device, options)
+        if visible is not None:
+            result.tags[VISIBLE_DEVICES_TAG] = visible
+        conn.send(result)
 
 
 def _failed(spec: JobSpec, reason: str, kind: str) -> JobResult:

@@ -7,6 +7,7 @@ import json
 import traceback
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from harness.correctness import compare, make_operands, reference
@@ -19,7 +20,11 @@ from harness.timing import tflops, time_gpu, vendor_conv
 from kernels import get_kernel
 from kernels.base import LaunchConfig, SwizzleBinding
 from swizzles import resolve_swizzle
-from swizzles.permutation import check_permutation, remap_table
+from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
+
+
+#: Largest grid a job may launch: program ids are int32 in the kernels and the swizzles.
+MAX_PIDS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,19 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
         grid = kernel.tile_grid(spec.shape, tiles)
         result.params.update({"grid.num_pid_m": str(grid.num_pid_m), "grid.num_pid_n": str(grid.num_pid_n),
                               "grid.num_pids": str(grid.num_pids)})
-        verdict = check_permutation(remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n,
-                                                spec.num_xcds, spec.group_size, device.torch_device))
+        if grid.num_pids > MAX_PIDS:   # pids are int32 in every kernel and swizzle: they would wrap
+            return result.fail(
+                f"shape {spec.shape.name!r}: grid of {grid.num_pid_m} x {grid.num_pid_n} = {grid.num_pids} programs "
+                f"exceeds {MAX_PIDS} (2**31 - 1, the int32 program ids of the kernels and swizzles); "
+                "use a smaller shape or larger tiles", gate="shape")
+        table = remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size,
+                            device.torch_device)
+        verdict = check_permutation(table)
         result.tags["gate.permutation"] = verdict.reason
+        # Two swizzles with the same table launch the same kernel in the same order (e.g. xcd
+        # with num_xcds=1): the report must not call their difference a speedup.
+        result.params["remap.hash"] = remap_fingerprint(table)
+        result.params["remap.is_identity"] = str(bool((table == np.arange(len(table))).all()))
         if not verdict.ok:
             return result.fail(f"swizzle {spec.swizzle}: {verdict.reason}", gate="permutation")
 

@@ -2,8 +2,8 @@
 
 With ``devices=[0,1,2,3]`` the job numbered ``j`` uses GPU ``devices[j % 4]``.  All GPU
 work of a job happens in its child processes (the isolated job worker and the profiler's
-worker), so only those children see the visibility variables; the job process itself never
-changes its own environment and must not open a GPU context.
+worker), so only those children see the visibility variables: the job process keeps its
+own environment (but for the instant a worker is spawned) and must not open a GPU context.
 
 Which variables: ``CUDA_VISIBLE_DEVICES`` (CUDA) and ``HIP_VISIBLE_DEVICES`` (HIP; HIP also
 reads ``CUDA_VISIBLE_DEVICES``, and both get the same value).  ``ROCR_VISIBLE_DEVICES`` is
@@ -55,8 +55,8 @@ def parse_devices(value: object) -> tuple[int, ...]:
         raise PinningError("devices=[] names no GPU; use devices=null to leave GPU visibility alone")
     for item in ids:
         if isinstance(item, bool) or not isinstance(item, int) or item < 0:
-            raise PinningError(f"devices={ids!r}: {item!r} is not a GPU id (a non-negative integer as "
-                               "nvidia-smi / rocm-smi number the GPUs)")
+            raise PinningError(f"devices={ids!r}: {item!r} is not a GPU id (a non-negative "
+                               "integer: the GPU's index as CUDA / HIP number the node's GPUs)")
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise PinningError(f"devices={ids!r} lists GPU {', '.join(map(str, duplicates))} twice; "
@@ -98,14 +98,16 @@ def inherited_visibility(environ: Mapping[str, str]) -> str | None:
     return " ".join(f"{name}={environ[name]}" for name in VISIBILITY_VARIABLES if name in environ) or None
 
 
-def visible_devices_tag(pin: DevicePin | None, environ: Mapping[str, str]) -> str | None:
-    """The ``visible_devices`` tag of a job's runs: the pinned GPU id (``"2"``, noting an
-    inherited ``ROCR_VISIBLE_DEVICES`` it counts within), else whatever visibility the children
-    inherit (e.g. SLURM's ``CUDA_VISIBLE_DEVICES=0``), else None (every GPU visible)."""
-    if pin is None:
+def visible_devices(environ: Mapping[str, str]) -> str | None:
+    """The ``visible_devices`` tag of a process with environment ``environ``: the GPU id
+    when it is pinned (``"2"``; an inherited ``ROCR_VISIBLE_DEVICES`` it counts within is
+    appended), else the visibility variables it inherits (e.g. SLURM's
+    ``CUDA_VISIBLE_DEVICES=0``), else None (every GPU of the node is visible)."""
+    cuda, hip = environ.get("CUDA_VISIBLE_DEVICES"), environ.get("HIP_VISIBLE_DEVICES")
+    if cuda is None or cuda != hip:
         return inherited_visibility(environ)
     rocr = environ.get("ROCR_VISIBLE_DEVICES")
-    return str(pin.device) if rocr is None else f"{pin.device} of ROCR_VISIBLE_DEVICES={rocr}"
+    return cuda if rocr is None else f"{cuda} ROCR_VISIBLE_DEVICES={rocr}"
 
 
 def default_lock_dir() -> Path:

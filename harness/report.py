@@ -20,6 +20,8 @@ in the sweep, e.g. num_stages or tiles); a *cell* is one swizzle in a group.  Ru
   swizzle p20]``; the verdict is "faster" only when the whole interval is above 1,
   "slower" only when it is wholly below 1, otherwise "within noise" ("not timed" when
   either side has no time, e.g. CPU-only runs);
+* a swizzle whose remap table equals identity's (``params.remap.hash``) gets the
+  verdict "same order as identity": same kernel, same order, any difference is noise;
 * L2: delta = swizzle hit rate - identity hit rate, in percentage points; noise band
   = max(2 * sqrt(std_swizzle^2 + std_identity^2), 0.5 points), where std is the
   standard deviation of the hit rate over profiled repeats; "higher" / "lower" only
@@ -61,6 +63,9 @@ IDENTITY = "identity"
 # Verdicts on time (speedup interval vs 1).
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 NOT_TIMED, NO_BASELINE, BASELINE = "not timed", "no identity baseline", "baseline"
+#: The swizzle's remap table equals identity's (e.g. ``xcd`` with num_xcds=1): same kernel,
+#: same order, so any measured difference is run-to-run noise, never a result.
+SAME_ORDER = "same order as identity"
 # Verdicts on the L2 hit rate (delta vs its noise band).
 L2_HIGHER, L2_LOWER, NOT_PROFILED = "higher", "lower", "not profiled"
 
@@ -281,6 +286,7 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     cells["seed"] = _col(finished, "params.seed", "?").fillna("?").astype(str)
     cells["swizzle"] = _col(finished, "params.swizzle", "?").fillna("?").astype(str)
     cells["group_size"] = _col(finished, "params.group_size", "?").fillna("?").astype(str)
+    cells["remap_hash"] = _col(finished, "params.remap.hash")
     for name in RUN_METRICS:
         cells[name] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
 
@@ -303,7 +309,8 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
 
     # Identity baseline: same group, same group_size if there is one, else any identity
     # run of the group (identity ignores group_size).
-    base_cols = ["run_id", "time_ms_median", "time_ms_p20", "time_ms_p80", "l2_hit_rate", "l2_hit_rate_std"]
+    base_cols = ["run_id", "time_ms_median", "time_ms_p20", "time_ms_p80", "l2_hit_rate", "l2_hit_rate_std",
+                 "remap_hash"]
     ident = cells[cells["swizzle"] == IDENTITY]
     exact = ident[group_cols + ["group_size"] + base_cols].rename(columns={c: f"id_{c}" for c in base_cols})
     anyg = (ident.drop_duplicates(subset=group_cols, keep="last")[group_cols + base_cols]
@@ -331,6 +338,15 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     table["l2_verdict"] = [l2_verdict(d, b) for d, b in zip(table["l2_delta_pts"], table["l2_band_pts"])]
     table.loc[no_base & table["l2_hit_rate"].notna(), "l2_verdict"] = NO_BASELINE
     table.loc[is_identity, "l2_verdict"] = BASELINE
+    same = (~is_identity) & table["remap_hash"].notna() & (table["remap_hash"] == table["id_remap_hash"])
+    table.loc[same, ["verdict", "l2_verdict"]] = SAME_ORDER
+    timed_same = table[same & table["speedup"].notna()]
+    if len(timed_same):
+        notes.append(
+            f"{len(timed_same)} cell(s) launch exactly the tile order of identity ({SAME_ORDER}); their "
+            f"measured 'speedups' range {timed_same['speedup'].min():.3f} to {timed_same['speedup'].max():.3f}: "
+            "that spread is run-to-run noise between separate runs, which the [p20, p80] intervals "
+            "(noise within one run) do not contain.  Read verdicts with it in mind.")
     if no_base.any() and not is_identity.any():
         notes.append("No identity run in this sweep: no speedup or L2 delta can be computed.")
     elif no_base.any():
@@ -670,7 +686,8 @@ METHODS = [
     "[identity p20 / swizzle p80, identity p80 / swizzle p20]. This is wider than a confidence interval "
     "of the median, i.e. conservative.",
     "Verdict: faster only if the whole interval is above 1, slower only if it is wholly below 1, "
-    "otherwise within noise; not timed when the swizzle or its identity has no time (CPU-only runs).",
+    "otherwise within noise; not timed when the swizzle or its identity has no time (CPU-only runs); "
+    "same order as identity when the swizzle's remap table equals identity's (any difference is noise).",
     f"L2: delta = swizzle hit rate - identity hit rate (percentage points); noise band = "
     f"max({L2_BAND_SIGMAS:g} x sqrt(std_swizzle^2 + std_identity^2), {L2_BAND_FLOOR_POINTS:g} points), "
     "std being the spread of the hit rate over profiled repeats; higher / lower only beyond the band.",

@@ -6,6 +6,7 @@ interpreter otherwise), so what is checked is exactly what runs.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,11 @@ def _launch_table(out, swizzle, num_pid_m, num_pid_n, num_xcds, group_size) -> N
     grid = (triton.cdiv(num_pids, _TABLE_BLOCK),)
     _remap_table_kernel[grid](out, num_pid_m, num_pid_n, swizzle, num_xcds, group_size,
                               BLOCK=_TABLE_BLOCK)
+
+
+def remap_fingerprint(table: np.ndarray) -> str:
+    """First 16 hex digits of the SHA-256 of the table (int64): equal iff same tile order."""
+    return hashlib.sha256(np.ascontiguousarray(table, dtype=np.int64).tobytes()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

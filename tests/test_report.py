@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import logging
+import os
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,7 +298,9 @@ def test_verdict_rules_at_the_edges():
 def _callback_config(uri: str, experiment: str):
     from omegaconf import OmegaConf
 
-    return OmegaConf.create({"tracking": {"uri": uri}, "experiment": experiment})
+    # What Hydra hands the callback: the task config plus the hydra node (the launch dir).
+    return OmegaConf.create({"tracking": {"uri": uri}, "experiment": experiment,
+                             "hydra": {"runtime": {"cwd": os.getcwd()}}})
 
 
 def test_callback_builds_report_at_multirun_end(tmp_path, monkeypatch, caplog):
@@ -327,3 +330,21 @@ def test_callback_logs_report_failure_without_raising(tmp_path, monkeypatch, cap
         MlflowSweepCallback().on_multirun_end(_callback_config(store.uri, store.experiment))
     assert "report exploded" in caplog.text
     assert MlflowClient(tracking_uri=store.uri).get_run(store.sweep_run_id).info.status == "FINISHED"
+
+
+def test_same_tile_order_as_identity_is_never_a_speedup(tmp_path):
+    """xcd with num_xcds=1 launches identity's order: a 'faster' time there is noise (seen on an H200)."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
+    exp = client.create_experiment("same")
+    sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
+    for i, (swizzle, t, h) in enumerate([("identity", 0.0332, "aaaa"), ("xcd", 0.0199, "aaaa"),
+                                          ("grouped", 0.0150, "bbbb")]):
+        rid = _job(client, exp, sweep, 1_000 + i, kernel="igemm", swizzle=swizzle, shape="l08", preset="resnet",
+                   warps=8, metrics={"time_ms_median": t, "time_ms_p20": t * 0.99, "time_ms_p80": t * 1.01})
+        client.log_param(rid, "remap.hash", h)
+    client.set_terminated(sweep, "FINISHED")
+    out = report.build_report(f"sqlite:///{tmp_path}/s.db", "same", sweep, tmp_path / "r")
+    table = pd.read_csv(out.parent / "table.csv")
+    verdicts = dict(zip(table["swizzle"], table["verdict"]))
+    assert verdicts["xcd"] == report.SAME_ORDER and verdicts["grouped"] == report.FASTER
+    assert "run-to-run noise between separate runs" in out.read_text()

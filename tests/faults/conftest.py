@@ -1,0 +1,70 @@
+"""The fault suite's shared store, the no-earlier-result-lost check after every case, and
+the closing count of cases (see ``tests/faults/__init__.py``)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.faults import FAST, RunState, harness, runs_of, snapshot
+
+SEED_EXPERIMENT = "seed"
+SUITE_DIR = "tests/faults/"
+
+
+@dataclass
+class SeededStore:
+    """The SQLite store every case logs into, holding one finished sweep from before."""
+
+    root: Path
+    uri: str
+    seed: dict[str, RunState]
+
+    def check_seed_intact(self) -> None:
+        now = snapshot(self.uri, SEED_EXPERIMENT)
+        lost = sorted(self.seed[i].name for i in self.seed.keys() - now.keys())
+        changed = sorted(self.seed[i].name for i in self.seed.keys() & now.keys() if now[i] != self.seed[i])
+        added = sorted(now[i].name for i in now.keys() - self.seed.keys())
+        assert not (lost or changed or added), (f"earlier results disturbed: lost {lost}, changed {changed}, "
+                                                f"added {added}")
+
+
+@pytest.fixture(scope="session")
+def seeded_store(tmp_path_factory) -> SeededStore:
+    """A store with one finished sweep (2 swizzles x 3 tiny shapes) logged before any fault."""
+    root = tmp_path_factory.mktemp("faults")
+    uri = f"sqlite:///{root}/store.db"
+    proc = harness(["-m", "swizzle=identity,xcd", "shape=tiny", *FAST, f"tracking.uri={uri}",
+                    f"experiment={SEED_EXPERIMENT}", f"hydra.sweep.dir={root}/seed-sweep"], cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = runs_of(uri, SEED_EXPERIMENT)
+    assert len(jobs) == 6 and all(r.info.status == "FINISHED" for r in jobs), [r.info.status for r in jobs]
+    return SeededStore(root, uri, snapshot(uri, SEED_EXPERIMENT))
+
+
+@pytest.fixture(autouse=True)
+def no_earlier_result_lost(seeded_store):
+    """After every case: the seeded sweep's runs are all there, unchanged."""
+    yield
+    seeded_store.check_seed_intact()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """How many fault cases ran and were handled (message and earlier results checked)."""
+    outcome: dict[str, bool] = {}   # case -> passed, with no error in its setup or teardown checks
+    for key in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(key, []):
+            nodeid = getattr(report, "nodeid", "")
+            if nodeid.startswith(SUITE_DIR):
+                outcome[nodeid] = outcome.get(nodeid, True) and key == "passed"
+    if not outcome:
+        return
+    by_file: dict[str, list[bool]] = defaultdict(list)
+    for nodeid, ok in outcome.items():
+        by_file[nodeid.split("::")[0].removeprefix(SUITE_DIR + "test_").removesuffix(".py")].append(ok)
+    handled = sum(outcome.values())
+    terminalreporter.write_sep("=", f"fault suite: {handled} of {len(outcome)} cases handled")
+    for name, oks in sorted(by_file.items()):
+        terminalreporter.write_line(f"  {name.replace('_', ' '):<28} {sum(oks)}/{len(oks)}")

@@ -1,0 +1,67 @@
+"""User formulas (``swizzle=custom swizzle.expr=...``), one sweep over all of them on one
+tiny shape: a formula that is no permutation of the grid fails the gate with the counts; a
+hostile one (dunder access, calls, lambdas, huge powers, division by zero) is refused
+before anything is compiled, with its line, column and the allowed forms, and nothing it
+asks for happens."""
+from __future__ import annotations
+
+import pytest
+
+from swizzles.custom import ALLOWED_FORMS, parse_formula
+from tests.faults import FAST, harness, job_lines, reason, runs_of
+
+EXPERIMENT = "formulas"
+#: formula -> start of its FAILED reason (tiny-t1 with 16x16 tiles has a grid of 2 x 1 = 2 pids)
+NOT_PERMUTATIONS = {
+    "pid * 0": "swizzle custom-",
+    "(pid * 2) % num_pids": "swizzle custom-",
+    "num_pids - pid": "swizzle custom-",
+    "pid // (pid - pid)": "swizzle custom-",          # divide by zero at run time, on every pid:
+    "pid % (num_xcds - num_xcds)": "swizzle custom-", # undefined on a GPU, so the gate must refuse them
+}
+#: formula -> (column, what the refusal says)
+HOSTILE = {
+    "pid.__class__": (4, "attribute access `.` is not allowed"),
+    "().__class__.__bases__[0].__subclasses__()": (3, "attribute access `.` is not allowed"),
+    "__import__('os').system('touch PWNED')": (1, "name '__import__' is not allowed"),
+    "exec('touch PWNED')": (6, "string literals are not allowed"),
+    "(lambda: 1)()": (2, "keyword `lambda` is not allowed"),
+    "pid ** 99999999": (5, "powers `**` are not allowed"),
+    "pid // 0": (8, "division by zero: the divisor of `//` is always 0"),
+}
+
+
+@pytest.fixture(scope="module")
+def sweep(seeded_store):
+    formulas = [*NOT_PERMUTATIONS, *HOSTILE]
+    quoted = ",".join(f'"{f}"' for f in formulas)
+    proc = harness(["-m", "swizzle=custom", f"swizzle.expr={quoted}", "shape=tiny", "shape.select=[t1]", *FAST,
+                    f"tracking.uri={seeded_store.uri}", f"experiment={EXPERIMENT}",
+                    f"hydra.sweep.dir={seeded_store.root}/{EXPERIMENT}"], cwd=seeded_store.root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = runs_of(seeded_store.uri, EXPERIMENT)
+    assert len(runs) == len(formulas) == len(job_lines(proc))
+    return proc, runs
+
+
+@pytest.mark.parametrize("formula", list(NOT_PERMUTATIONS))
+def test_non_permutation_fails_the_gate_with_counts(sweep, formula):
+    _, runs = sweep
+    run = next(r for r in runs if r.data.params.get("swizzle.formula") == parse_formula(formula).text)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["failed_gate"] == "permutation"
+    assert reason(run).startswith(NOT_PERMUTATIONS[formula])
+    assert ": not a permutation of 2 pids: " in reason(run) and "never run" in reason(run)
+    assert "max_rel_err" not in run.data.metrics       # never run past the gate
+
+
+@pytest.mark.parametrize("formula", list(HOSTILE))
+def test_hostile_formula_is_refused_with_position_and_allowed_forms(sweep, seeded_store, formula):
+    proc, runs = sweep
+    column, problem = HOSTILE[formula]
+    run = next(r for r in runs if f"\n    {formula}\n" in reason(r))   # the message quotes the line
+    assert run.info.status == "FAILED" and run.data.tags["failed_gate"] == "swizzle"
+    assert reason(run).startswith(f"invalid swizzle: swizzle formula: line 1, column {column}: {problem}")
+    assert ALLOWED_FORMS in reason(run)
+    assert "Traceback" not in proc.stderr
+    assert not (seeded_store.root / "PWNED").exists() and not list(seeded_store.root.rglob("PWNED"))

@@ -1,0 +1,97 @@
+"""A sweep killed mid-way (SIGKILL to its process group while a job hangs), then the same
+sweep run again: what had FINISHED is skipped (SKIPPED lines, runs untouched), the run the
+kill interrupted is marked KILLED with the reason, and every spec ends with exactly one
+FINISHED run.
+
+The first run adds ``fault.kind=hang`` on one shape so that the kill lands mid-job; fault
+options are not part of a job's spec (its hash), so the second run is the same sweep.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+
+from tests.faults import FAST, RunState, cli_env, harness, reason, runs_of
+
+EXPERIMENT = "resume"
+HUNG = "igemm/xcd/tiny-t2/w8"
+KILL_DEADLINE_S = 240
+
+
+@dataclass
+class Story:
+    before: dict[str, RunState]          # run id -> state when the sweep was killed
+    resumed: subprocess.CompletedProcess
+
+
+def _wait_for_hung_run(uri: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + KILL_DEADLINE_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        if any(r.info.run_name == HUNG and r.info.status == "RUNNING" for r in runs_of(uri, EXPERIMENT)):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"no RUNNING {HUNG} after {KILL_DEADLINE_S} s")
+
+
+@pytest.fixture(scope="module")
+def story(seeded_store) -> Story:
+    from mlflow.tracking import MlflowClient
+
+    root, uri = seeded_store.root, seeded_store.uri
+    sweep = ["-m", "swizzle=identity,xcd,grouped", "shape=tiny", *FAST, "isolation.mode=process",
+             "isolation.timeout_s=600", f"tracking.uri={uri}", f"experiment={EXPERIMENT}",
+             f"hydra.sweep.dir={root}/{EXPERIMENT}"]
+    with open(root / "killed-sweep.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "harness", *sweep, "fault.kind=hang", "fault.shape=t2",
+                                 "fault.swizzle=xcd"], cwd=root, env=cli_env(), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait_for_hung_run(uri, proc)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)      # the sweep and its job worker
+            proc.wait(30)
+    client = MlflowClient(tracking_uri=uri)
+    before = {r.info.run_id: RunState.of(r, client) for r in runs_of(uri, EXPERIMENT)}
+    resumed = harness(sweep, cwd=root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return Story(before, resumed)
+
+
+def test_finished_runs_were_skipped_not_rerun(story, seeded_store):
+    from mlflow.tracking import MlflowClient
+
+    finished = {i: s for i, s in story.before.items() if s.status == "FINISHED"}
+    assert sorted(s.name for s in finished.values()) == ["igemm/identity/tiny-t1/w8", "igemm/identity/tiny-t2/w8",
+                                                         "igemm/identity/tiny-t3/w8", "igemm/xcd/tiny-t1/w8"]
+    skipped = [ln for ln in story.resumed.stdout.splitlines() if " SKIPPED " in ln]
+    assert sorted(ln.split()[4] for ln in skipped) == sorted(s.name for s in finished.values())
+    for line in skipped:
+        assert "already FINISHED as run" in line and line.split("as run ")[1].split()[0] in finished
+    client = MlflowClient(tracking_uri=seeded_store.uri)
+    for run_id, state in finished.items():
+        assert RunState.of(client.get_run(run_id), client) == state
+
+
+def test_the_interrupted_run_is_marked_killed(story, seeded_store):
+    hung = [i for i, s in story.before.items() if s.name == HUNG]
+    assert len(hung) == 1 and story.before[hung[0]].status == "RUNNING"
+    run = next(r for r in runs_of(seeded_store.uri, EXPERIMENT) if r.info.run_id == hung[0])
+    assert run.info.status == "KILLED"
+    assert reason(run) == "killed: the sweep stopped mid-job; re-run"
+
+
+def test_every_spec_ends_with_exactly_one_finished_run(story, seeded_store):
+    runs = runs_of(seeded_store.uri, EXPERIMENT)
+    finished = Counter(r.data.tags["spec_hash"] for r in runs if r.info.status == "FINISHED")
+    assert len(finished) == 9 and set(finished.values()) == {1}
+    assert Counter(r.info.status for r in runs) == {"FINISHED": 9, "KILLED": 1}
+    ran = [ln for ln in story.resumed.stdout.splitlines() if ln.startswith("[job ") and " SKIPPED " not in ln]
+    assert len(ran) == 5 and all(" FINISHED " in ln for ln in ran)
