@@ -33,6 +33,7 @@ class DeviceInfo:
     vendor: str | None   # "nvidia", "amd", or None on the CPU
     num_sms: int | None  # SMs / CUs
     l2_bytes: int | None
+    uuid: str | None = None  # the physical GPU's UUID: shows which GPU a pinned job really used
 
     @property
     def torch_device(self) -> str:
@@ -46,8 +47,9 @@ def describe_device(mode: str) -> DeviceInfo:
         return DeviceInfo(INTERPRETER, "cpu (Triton interpreter)", None, None, None)
     props = torch.cuda.get_device_properties(0)
     vendor = "amd" if getattr(torch.version, "hip", None) else "nvidia"
+    uuid = getattr(props, "uuid", None)
     return DeviceInfo(GPU, props.name, vendor, props.multi_processor_count,
-                      getattr(props, "L2_cache_size", None))
+                      getattr(props, "L2_cache_size", None), str(uuid) if uuid is not None else None)
 
 
 def target_name_for(device: DeviceInfo) -> str | None:

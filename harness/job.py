@@ -42,6 +42,8 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     """Run one job; never raises for a problem of the job itself (it becomes a FAILED result)."""
     result = JobResult(run_name=spec.run_name, params=spec.as_params())
     result.tags.update({"spec_hash": spec.spec_hash, "mode": device.mode, "device": device.name})
+    if device.uuid:
+        result.tags["device_uuid"] = device.uuid
     stage = "plan"
     try:
         maybe_inject(options.fault, spec, in_worker=options.isolated)
