@@ -43,6 +43,10 @@ class InProcessRunner:
         pass
 
 
+#: Limit for a fresh worker to import torch and triton and find its GPU, in s.
+STARTUP_TIMEOUT_S = 300.0
+
+
 class IsolatedRunner:
     """Runs each job in a long-lived child process, replaced whenever a job kills it.
     With ``pin``, the child sees only the pinned GPU and the GPU's lock is held from the
@@ -65,7 +69,9 @@ class IsolatedRunner:
 
     def _run(self, spec: JobSpec, options: JobOptions) -> JobResult:
         if self._proc is None or not self._proc.is_alive():
-            self._start()
+            problem = self._start()
+            if problem:
+                return _failed(spec, f"isolation: {problem}; sweep continues", "startup")
         start = time.monotonic()
         self._conn.send((spec, dataclasses.replace(options, isolated=True)))
         if not self._conn.poll(self.timeout_s):
@@ -96,7 +102,8 @@ class IsolatedRunner:
         if self._lock is not None:
             self._lock.release()
 
-    def _start(self) -> None:
+    def _start(self) -> str | None:
+        """Start the worker; returns why it could not start, or None."""
         if self._lock is not None:
             self._lock.acquire()  # waits while another job of this host uses the GPU
         ctx = mp.get_context("spawn")
@@ -105,6 +112,17 @@ class IsolatedRunner:
         with _child_environment(self._child_env), _stdlib_start_method():
             self._proc.start()
         child.close()
+        # Wait for the worker's "ready" (torch/triton imported, GPU found) under its own
+        # limit, so that start-up time never counts against a job's isolation.timeout_s.
+        if not self._conn.poll(STARTUP_TIMEOUT_S):
+            self._kill()
+            return f"worker process did not start within {STARTUP_TIMEOUT_S:.0f} s"
+        try:
+            self._conn.recv()
+        except (EOFError, ConnectionError):
+            code = self._reap()
+            return f"worker process failed to start (exit code {code})"
+        return None
 
     def _reap(self) -> int | None:
         self._proc.join(5)
@@ -164,6 +182,7 @@ def _serve(conn) -> None:
     GPU visibility this process really has)."""
     device = describe_device(select_execution_mode())
     visible = visible_devices(os.environ)
+    conn.send("ready")
     while True:
         msg = conn.recv()
         if msg is None:
