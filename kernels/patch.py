@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Mapping
 
 import numpy as np
-import torch
 import triton
 import triton.language as tl
 

@@ -2,7 +2,6 @@
 known-wrong kernel: it reads only the first BLOCK_SIZE_C input channels and indexes its
 weights with filter and channel offsets on the same axis.  The correctness gate must
 catch it.  Never used outside tests."""
-import torch
 import triton
 import triton.language as tl
 

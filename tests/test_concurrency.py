@@ -10,16 +10,10 @@ from the barrier's release to the last worker's last run, is printed.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import queue
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import traceback
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +21,12 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.mlflow_server import running_mlflow_server
+
 PROCESSES = 16
 RUNS_EACH = 5
 EXPERIMENT = "concurrency"
 BARRIER_TIMEOUT_S = 120.0
-SERVER_STARTUP_TIMEOUT_S = 60.0
 
 
 def _expected(process: int, index: int):
@@ -77,40 +72,6 @@ def _drain(errors) -> list[str]:
             return out
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_server(proc: subprocess.Popen, base: str, log_path: Path) -> None:
-    deadline = time.monotonic() + SERVER_STARTUP_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"mlflow server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail(f"mlflow server not up after {SERVER_STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.25)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, SIGKILL it if it lingers."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=15)
-
-
 @dataclass
 class Phase:
     name: str
@@ -137,47 +98,37 @@ def phases(tmp_path_factory):
     """Run both phases; returns {name: Phase}."""
     root = tmp_path_factory.mktemp("concurrency")
     sqlite = Phase("sqlite", f"sqlite:///{root}/store.db", root / "spool-sqlite")
-    port = _free_port()
-    server = Phase("server", f"http://127.0.0.1:{port}", root / "spool-server")
-    log_path = root / "server.log"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(Path(sys.executable).with_name("mlflow")), "server", "--backend-store-uri",
-                                 f"sqlite:///{root}/server.db", "--host", "127.0.0.1", "--port", str(port),
-                                 "--workers", "1"], cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    ctx = mp.get_context("spawn")
-    barrier, parents, errors = ctx.Barrier(PROCESSES + 1), ctx.Queue(), ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(p, [(sqlite.uri, str(sqlite.spool_dir)),
-                                                     (server.uri, str(server.spool_dir))], parents, barrier, errors),
-                           daemon=True) for p in range(PROCESSES)]
-    try:
-        _prepare(sqlite, artifact_root=root / "artifacts")
-        for w in workers:
-            w.start()
-        for phase in (sqlite, server):
-            if phase is server:
-                _wait_for_server(proc, phase.uri, log_path)
-                _prepare(phase)
-            for _ in workers:
-                parents.put(phase.parent_run_id)
-            try:
-                barrier.wait(BARRIER_TIMEOUT_S)    # workers ready
-                barrier.wait(BARRIER_TIMEOUT_S)    # go
-                start = time.monotonic()
-                barrier.wait(BARRIER_TIMEOUT_S)    # done
-                phase.wall_s = time.monotonic() - start
-            except threading.BrokenBarrierError:
-                pytest.fail(f"phase {phase.name} broke: " + "\n".join(_drain(errors) or ["a worker hung or died"]))
-        for w in workers:
-            w.join(30)
-        assert [w.exitcode for w in workers] == [0] * PROCESSES
-        yield {"sqlite": sqlite, "server": server}
-    finally:
-        for w in workers:
-            if w.is_alive():
-                w.kill()
-        _stop(proc)
+    with running_mlflow_server(f"sqlite:///{root}/server.db", root / "server") as base:
+        server = Phase("server", base, root / "spool-server")
+        ctx = mp.get_context("spawn")
+        barrier, parents, errors = ctx.Barrier(PROCESSES + 1), ctx.Queue(), ctx.Queue()
+        workers = [ctx.Process(target=_worker, args=(p, [(sqlite.uri, str(sqlite.spool_dir)),
+                                                         (server.uri, str(server.spool_dir))], parents, barrier,
+                                                        errors), daemon=True) for p in range(PROCESSES)]
+        try:
+            _prepare(sqlite, artifact_root=root / "artifacts")
+            _prepare(server)
+            for w in workers:
+                w.start()
+            for phase in (sqlite, server):
+                for _ in workers:
+                    parents.put(phase.parent_run_id)
+                try:
+                    barrier.wait(BARRIER_TIMEOUT_S)    # workers ready
+                    barrier.wait(BARRIER_TIMEOUT_S)    # go
+                    start = time.monotonic()
+                    barrier.wait(BARRIER_TIMEOUT_S)    # done
+                    phase.wall_s = time.monotonic() - start
+                except threading.BrokenBarrierError:
+                    pytest.fail(f"phase {phase.name} broke: " + "\n".join(_drain(errors) or ["a worker hung or died"]))
+            for w in workers:
+                w.join(30)
+            assert [w.exitcode for w in workers] == [0] * PROCESSES
+            yield {"sqlite": sqlite, "server": server}
+        finally:
+            for w in workers:
+                if w.is_alive():
+                    w.kill()
 
 
 def _check_store(phase: Phase) -> None:

@@ -2,7 +2,6 @@
 import dataclasses
 
 import pytest
-import torch
 
 from harness.device import describe_device
 from harness.job import JobOptions, run_job

@@ -6,56 +6,15 @@ of 127.0.0.1 and killed (the whole group: the server and its workers) at the end
 """
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
 from typing import Iterator
 
 import pandas as pd
 import pytest
 
 from harness.report import FASTER, build_report
+from tests.mlflow_server import rest_get, rest_post, running_mlflow_server
 from tests.test_report import HOSTILE_REASON, SyntheticStore, make_store
 
-STARTUP_TIMEOUT_S = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get(base: str, endpoint: str, **query: str) -> dict:
-    url = f"{base}{endpoint}?{urllib.parse.urlencode(query)}" if query else f"{base}{endpoint}"
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return json.loads(resp.read())
-
-
-def _post(base: str, endpoint: str, body: dict) -> dict:
-    req = urllib.request.Request(f"{base}{endpoint}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, SIGKILL it if it lingers."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=15)
 
 
 @pytest.fixture(scope="module")
@@ -63,33 +22,8 @@ def server(tmp_path_factory) -> Iterator[tuple[str, SyntheticStore]]:
     """(base URL, store) of a running ``mlflow server`` over the synthetic store."""
     root = tmp_path_factory.mktemp("server")
     store = make_store(root / "store")
-    port = _free_port()
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    log_path = root / "server.log"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(mlflow_cli), "server", "--backend-store-uri", store.uri,
-                                 "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                                cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"mlflow server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"mlflow server not up after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    with running_mlflow_server(store.uri, root) as base:
         yield base, store
-    finally:
-        _stop(proc)
 
 
 def _search(base: str, experiment_id: str, filter_string: str) -> list[dict]:
@@ -99,7 +33,7 @@ def _search(base: str, experiment_id: str, filter_string: str) -> list[dict]:
         body = {"experiment_ids": [experiment_id], "filter": filter_string, "max_results": 1000}
         if token:
             body["page_token"] = token
-        page = _post(base, "/api/2.0/mlflow/runs/search", body)
+        page = rest_post(base, "/api/2.0/mlflow/runs/search", body)
         runs.extend(page.get("runs", []))
         token = page.get("next_page_token")
         if not token:
@@ -112,7 +46,7 @@ def _by_key(items: list[dict]) -> dict[str, object]:
 
 def test_runs_and_metrics_through_rest(server):
     base, store = server
-    exp = _get(base, "/api/2.0/mlflow/experiments/get-by-name", experiment_name=store.experiment)["experiment"]
+    exp = rest_get(base, "/api/2.0/mlflow/experiments/get-by-name", experiment_name=store.experiment)["experiment"]
     runs = _search(base, exp["experiment_id"], f"tags.`swizzlebench.sweep_run_id` = '{store.sweep_run_id}'")
     assert len(runs) == 10                                  # 8 finished, 1 failed, 1 left running
 
@@ -130,9 +64,9 @@ def test_runs_and_metrics_through_rest(server):
     assert _by_key(failed["data"]["tags"])["status_reason"] == HOSTILE_REASON
     assert by_name["igemm/xcd_grouped/resnet-l03/w8"]["info"]["status"] == "RUNNING"
 
-    sweep = _get(base, "/api/2.0/mlflow/runs/get", run_id=store.sweep_run_id)["run"]
+    sweep = rest_get(base, "/api/2.0/mlflow/runs/get", run_id=store.sweep_run_id)["run"]
     assert _by_key(sweep["data"]["tags"])["swizzlebench.kind"] == "sweep"
-    history = _get(base, "/api/2.0/mlflow/metrics/get-history", run_id=fast["info"]["run_id"],
+    history = rest_get(base, "/api/2.0/mlflow/metrics/get-history", run_id=fast["info"]["run_id"],
                    metric_key="time_ms_median")["metrics"]
     assert [m["value"] for m in history] == [pytest.approx(0.80)]
 
@@ -143,5 +77,5 @@ def test_report_through_the_server(server, tmp_path):
     table = pd.read_csv(page.parent / "table.csv")
     fast = table[(table["shape"] == "resnet-l03") & (table["swizzle"] == "xcd")].iloc[0]
     assert fast["verdict"] == FASTER
-    listed = _get(base, "/api/2.0/mlflow/artifacts/list", run_id=store.sweep_run_id, path="report")
+    listed = rest_get(base, "/api/2.0/mlflow/artifacts/list", run_id=store.sweep_run_id, path="report")
     assert {"report/index.html", "report/table.csv"} <= {f["path"] for f in listed.get("files", [])}

@@ -9,8 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from harness.pinning import (DeviceLock, DevicePin, PinningError, default_lock_d
                              parse_devices, pinned_environment, require_isolation, visible_devices)
 from harness.tracking import resolve_tracking_uri
 from tests.test_cli import SMALL_TILES, _harness
-from tests.test_mlflow_server import _free_port, _get, _post, _stop
+from tests.mlflow_server import rest_get, rest_post, running_mlflow_server
 from tests.test_profiler_pipeline import STANDINS
 
 pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="needs hydra-joblib-launcher (extra 'cluster')")
@@ -29,7 +27,6 @@ pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="needs hydra
 
 SWEEP = ["swizzle=identity,xcd", "shape=tiny", *SMALL_TILES]   # 2 jobs x 3 shapes
 EXPECTED_RUNS = {f"igemm/{swizzle}/tiny-t{i}/w8" for swizzle in ("identity", "xcd") for i in (1, 2, 3)}
-SERVER_STARTUP_S = 120.0
 
 
 def _sweep(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -237,42 +234,16 @@ def test_resolve_tracking_uri(tmp_path):
 @pytest.fixture
 def tracking_server(tmp_path):
     """Base URL of a fresh ``mlflow server`` (SQLite backend) on a free port of 127.0.0.1."""
-    root = tmp_path / "server"
-    root.mkdir()
-    port = _free_port()
-    log_path = root / "server.log"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(Path(sys.executable).with_name("mlflow")), "server",
-                                 "--backend-store-uri", f"sqlite:///{root}/server.db",
-                                 "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                                cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_STARTUP_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"mlflow server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"mlflow server not up after {SERVER_STARTUP_S} s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.3)
+    with running_mlflow_server(f"sqlite:///{tmp_path}/server/server.db", tmp_path / "server") as base:
         yield base
-    finally:
-        _stop(proc)
 
 
 def test_two_parallel_jobs_log_to_a_shared_tracking_server(tracking_server, tmp_path):
     base = tracking_server
     _sweep(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SWEEP, f"tracking.uri={base}",
             "experiment=shared"], tmp_path)
-    exp = _get(base, "/api/2.0/mlflow/experiments/get-by-name", experiment_name="shared")["experiment"]
-    runs = _post(base, "/api/2.0/mlflow/runs/search",
+    exp = rest_get(base, "/api/2.0/mlflow/experiments/get-by-name", experiment_name="shared")["experiment"]
+    runs = rest_post(base, "/api/2.0/mlflow/runs/search",
                  {"experiment_ids": [exp["experiment_id"]], "max_results": 1000})["runs"]
     tags = [{t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs]
     sweeps = [r for r, t in zip(runs, tags) if t.get("swizzlebench.kind") == "sweep"]
@@ -282,6 +253,6 @@ def test_two_parallel_jobs_log_to_a_shared_tracking_server(tracking_server, tmp_
     assert all(t["mlflow.parentRunId"] == sweeps[0]["info"]["run_id"] for _, t in jobs)
     assert all(r["info"]["status"] == "FINISHED" for r, _ in jobs)
     one = jobs[0][0]["info"]["run_id"]     # artifacts went through the server too
-    listed = _get(base, "/api/2.0/mlflow/artifacts/list", run_id=one)
+    listed = rest_get(base, "/api/2.0/mlflow/artifacts/list", run_id=one)
     assert {"config.yaml", "kernel_source.py"} <= {f["path"] for f in listed.get("files", [])}
     assert not list(tmp_path.glob("*.db"))  # nothing fell back to a local store

@@ -30,7 +30,7 @@ def make_wheel(directory: Path, name: str, version: str, requires=(), tag: str =
     """A small but valid wheel file."""
     dist = f"{name.replace('-', '_')}-{version}"
     path = Path(directory) / f"{dist}-{tag}.whl"
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{dist}.dist-info/METADATA", "\n".join(meta) + "\n")
