@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import socket
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -31,6 +32,8 @@ from harness.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is
 
 #: tag holding the one-line reason of a run's status (FAILED) or what was verified.
 STATUS_REASON_TAG = "status_reason"
+HOST_TAG = "swizzlebench.host"
+PID_TAG = "swizzlebench.pid"
 SWEEP_TAG = "swizzlebench.sweep_run_id"
 PARENT_TAG = "mlflow.parentRunId"
 #: tag naming the spool record a run was logged from (``harness.spool sync``).
@@ -134,9 +137,12 @@ class Tracker:
 
     # -- sweep (parent) runs -------------------------------------------------------
     def start_sweep(self, run_name: str, params: dict[str, str], tags: dict[str, str]) -> str:
-        """The sweep's parent run id: a run in the store, or a spool id when offline."""
-        tags = {**tags, "swizzlebench.kind": "sweep"}
+        """The sweep's parent run id: a run in the store, or a spool id when offline.  The run
+        is tagged with the launching host and process, so that a later sweep can tell it was
+        killed (``close_dead_sweeps``)."""
+        tags = {**tags, "swizzlebench.kind": "sweep", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
         if not self.offline:
+            self.close_dead_sweeps()
             try:
                 run = retry_when_locked(self.client.create_run, self.experiment_id, run_name=run_name, tags=tags)
                 self._log_batch(run.info.run_id, params=params)
@@ -248,6 +254,26 @@ class Tracker:
 
     def _go_offline(self, exc: BaseException) -> None:
         self.offline_reason = short_error(exc)
+
+    def close_dead_sweeps(self) -> int:
+        """Mark KILLED the RUNNING sweep runs of this host whose launching process is gone (a
+        sweep killed midway never reaches ``on_multirun_end``).  Returns how many."""
+        try:
+            runs = self.client.search_runs(
+                [self.experiment_id], max_results=1000,
+                filter_string=f"tags.`swizzlebench.kind` = 'sweep' and attributes.status = 'RUNNING' "
+                              f"and tags.`{HOST_TAG}` = '{socket.gethostname()}'")
+        except STORE_ERRORS:
+            return 0
+        closed = 0
+        for run in runs:
+            pid = run.data.tags.get(PID_TAG, "")
+            if pid.isdigit() and not _process_alive(int(pid)):
+                self.client.set_tag(run.info.run_id, STATUS_REASON_TAG,
+                                    f"killed: launching process {pid} is gone; a later sweep closed this run")
+                self.client.set_terminated(run.info.run_id, "KILLED")
+                closed += 1
+        return closed
 
     # -- resume ---------------------------------------------------------------------
     def find_finished(self, spec_hash: str) -> str | None:
@@ -393,3 +419,14 @@ def _launch_directory() -> str:
     from hydra.core.hydra_config import HydraConfig
 
     return str(HydraConfig.get().runtime.cwd) if HydraConfig.initialized() else os.getcwd()
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

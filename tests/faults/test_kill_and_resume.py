@@ -95,3 +95,11 @@ def test_every_spec_ends_with_exactly_one_finished_run(story, seeded_store):
     assert Counter(r.info.status for r in runs) == {"FINISHED": 9, "KILLED": 1}
     ran = [ln for ln in story.resumed.stdout.splitlines() if ln.startswith("[job ") and " SKIPPED " not in ln]
     assert len(ran) == 5 and all(" FINISHED " in ln for ln in ran)
+
+
+def test_the_killed_sweeps_parent_run_is_closed_by_the_next_sweep(story, seeded_store):
+    """The killed sweep never reached on_multirun_end; the re-run finds its launching
+    process gone and marks its parent run KILLED, while the re-run's own sweep FINISHED."""
+    sweeps = sorted(runs_of(seeded_store.uri, EXPERIMENT, kind="sweep"), key=lambda r: r.info.start_time)
+    assert [r.info.status for r in sweeps] == ["KILLED", "FINISHED"]
+    assert reason(sweeps[0]).startswith("killed: launching process")
