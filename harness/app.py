@@ -155,23 +155,17 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
                profiler, pending) -> JobResult | None:
     """Run one shape of the job: skip it if already FINISHED (resume), else run and log it
     (or queue it for profiling).  Returns the result, None when skipped."""
-    spec = None
+    spec, result = None, None
     if entry.shape is None:
-        name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
-        result = JobResult(run_name=name, params={f"shape.{k}": str(v) for k, v in entry.raw.items()})
-        result.fail(f"invalid shape: {entry.error}", gate="shape")
+        result = _failed_entry(cfg, entry, {f"shape.{k}": str(v) for k, v in entry.raw.items()},
+                               f"invalid shape: {entry.error}", "shape")
     else:
         try:
             spec = build_spec(cfg, entry.shape, entry.preset, pkey)
         except ValueError as exc:  # FormulaError included: a clear reason, and the sweep goes on
-            name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
-            result = JobResult(run_name=name, params={"swizzle": str(cfg.swizzle.name)})
-            result.fail(f"invalid swizzle: {exc}", gate="swizzle")
-            run_id = tracker.start_job(name, parent, common_tags)
-            result.artifacts["config.yaml"] = config_yaml
-            tracker.finish_job(run_id, result)
-            print(progress_line(position, result), flush=True)
-            return result
+            result = _failed_entry(cfg, entry, {"swizzle": str(cfg.swizzle.name)}, f"invalid swizzle: {exc}",
+                                   "swizzle")
+    if spec is not None:
         if bool(cfg.resume):
             done = tracker.find_finished(spec.spec_hash)
             if done:
@@ -179,7 +173,6 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
                       "(resume=false to run again)", flush=True)
                 return None
         tracker.close_stale(spec.spec_hash)
-        result = None
     # spec_hash from the start: a run left RUNNING by a killed sweep is found by close_stale
     run_id = tracker.start_job(result.run_name if result else spec.run_name, parent,
                                common_tags if spec is None else {**common_tags, "spec_hash": spec.spec_hash})
@@ -192,6 +185,12 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
     tracker.finish_job(run_id, result)
     print(progress_line(position, result), flush=True)
     return result
+
+
+def _failed_entry(cfg: DictConfig, entry, params: dict[str, str], reason: str, gate: str) -> JobResult:
+    """The FAILED result of a shape entry that could not become a JobSpec."""
+    name = f"{cfg.kernel.name}/{cfg.swizzle.name}/{entry.label}/w{cfg.launch.num_warps}"
+    return JobResult(run_name=name, params=params).fail(reason, gate=gate)
 
 
 def _simulate_alongside(profiler, pcfg: DictConfig, target: dict, requests: list) -> dict[str, float]:

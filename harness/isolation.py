@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.device import DeviceInfo, describe_device, select_execution_mode
+from harness.environment import temporary_environment
 from harness.job import JobOptions, run_job
 from harness.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices
 from harness.result import FAILED, JobResult
@@ -109,7 +110,9 @@ class IsolatedRunner:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="swizzlebench-job")
-        with _child_environment(self._child_env), _stdlib_start_method():
+        # A spawned child copies the environment when it is exec'd and must see the GPU
+        # visibility variables before it imports torch; the job process itself is unchanged.
+        with temporary_environment(self._child_env), _stdlib_start_method():
             self._proc.start()
         child.close()
         # Wait for the worker's "ready" (torch/triton imported, GPU found) under its own
@@ -136,26 +139,6 @@ class IsolatedRunner:
                 self._proc.kill()
             self._proc.join(5)
         self._proc = None
-
-
-@contextlib.contextmanager
-def _child_environment(extra: dict[str, str]) -> Iterator[None]:
-    """Add ``extra`` to ``os.environ`` while a ``spawn`` child starts, then restore it.
-
-    A spawned child copies the parent's environment when it is exec'd, and it must see the
-    visibility variables before anything in it imports torch: the CUDA and HIP runtimes read
-    them once, at initialization.  The job process itself is left as it was.
-    """
-    saved = {name: os.environ.get(name) for name in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @contextlib.contextmanager

@@ -15,10 +15,9 @@ import re
 import socket
 import sqlite3
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, TypeVar
 
 import requests
 import sqlalchemy.exc
@@ -26,6 +25,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from harness.environment import temporary_environment
 from harness.result import FAILED, FINISHED, JobResult
 from harness.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
                            sync_command)
@@ -55,20 +55,10 @@ PROBE_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_T
 T = TypeVar("T")
 
 
-@contextmanager
-def short_http_retries() -> Iterator[None]:
+def short_http_retries():
     """MLflow's REST client reads its retry settings at each request: shorten them for the
     duration of a probe so an unreachable server fails in seconds, then restore them."""
-    saved = {key: os.environ.get(key) for key in PROBE_HTTP_ENV}
-    os.environ.update(PROBE_HTTP_ENV)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return temporary_environment(PROBE_HTTP_ENV)
 
 
 def is_database_locked(exc: BaseException) -> bool:
