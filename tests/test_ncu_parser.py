@@ -2,10 +2,6 @@
 and a full run through the ncu stand-in (tests/standins/ncu).  CPU only."""
 from __future__ import annotations
 
-import hashlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +9,7 @@ import pytest
 from harness.profilers import ncu
 from harness.profilers.base import L2Reading
 from harness.profilers.ncu import NCU_METRICS, build_ncu_command, find_ncu, ncu_version, parse_ncu_csv
+from tests.standin_workload import JOB, expected_counters, fake_worker, run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 STANDINS = Path(__file__).parent / "standins"
@@ -238,30 +235,8 @@ def test_find_ncu_falls_back_to_newest_standalone_install(monkeypatch, tmp_path)
 
 # %% the ncu stand-in, end to end
 
-# What the stand-in reports for a launch (its docstring states the same formulas).
-def expected_counters(grid: list[int], job: str) -> dict[str, float]:
-    programs = grid[0] * grid[1] * grid[2]
-    salt = int(hashlib.sha256(job.encode()).hexdigest()[:8], 16)
-    hits, misses = 100 * programs + salt % 1000, 10 * programs + salt % 97
-    return {"l2_hits": hits, "l2_misses": misses, "l2_hit_rate": round(100 * hits / (hits + misses), 2),
-            "duration_ns": 1000 + 3 * programs + salt % 500, "dram_read_bytes": 32 * misses}
-
-
-JOB = "conv2d/resnet50_l3/grouped_xcd"
-FAKE_WORKER = [sys.executable, "-c", f"""
-import json, os, sys
-print("worker: running {JOB}, 2 launches")
-with open(os.environ["SWIZZLEBENCH_DISPATCH_LOG"], "a") as log:
-    log.write(json.dumps({{"kernel_name": "conv2d_implicit_gemm_kernel", "grid": [7, 3, 1],
-                          "block": [128, 1, 1], "job": "{JOB}"}}) + "\\n")
-    log.write(json.dumps({{"kernel_name": "zero_fill_kernel", "grid": [16, 1, 1],
-                          "block": [256, 1, 1], "job": "{JOB}"}}) + "\\n")
-sys.exit(int(os.environ.get("FAKE_WORKER_EXIT", "0")))
-"""]
-
-
-def run(cmd: list[str], **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+FAKE_WORKER = fake_worker(("conv2d_implicit_gemm_kernel", [7, 3, 1], [128, 1, 1]),
+                          ("zero_fill_kernel", [16, 1, 1], [256, 1, 1]))
 
 
 def assert_matches_expectation(dispatch, grid, job):

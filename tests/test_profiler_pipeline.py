@@ -1,6 +1,5 @@
 """Full pipeline with stand-in profilers on PATH: a CPU sweep with profiler=ncu /
 profiler=rocprofv3 logs L2 hit rates end to end, attributed to the right jobs."""
-import hashlib
 import os
 import subprocess
 import sys
@@ -8,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from tests.standin_workload import expected_counters
 
 STANDINS = Path(__file__).parent / "standins"
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
@@ -31,11 +32,9 @@ def _jobs(client):
 
 
 def _expected_rate(run):
-    """The stand-ins' documented counter formulas (tests/standins/*)."""
-    programs = int(run.data.params["grid.num_pids"])
-    salt = int(hashlib.sha256(run.info.run_id.encode()).hexdigest()[:8], 16)
-    hits, misses = 100 * programs + salt % 1000, 10 * programs + salt % 97
-    return hits, misses, 100 * hits / (hits + misses)
+    """The stand-ins' documented counters for this job's launch (tests/standin_workload.py)."""
+    c = expected_counters([int(run.data.params["grid.num_pids"]), 1, 1], run.info.run_id)
+    return c["l2_hits"], c["l2_misses"], 100 * c["l2_hits"] / (c["l2_hits"] + c["l2_misses"])
 
 
 @pytest.mark.parametrize("profiler", ["ncu", "rocprofv3"])

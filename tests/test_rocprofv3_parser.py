@@ -2,11 +2,7 @@
 tool queries, and a full run through the stand-ins (tests/standins/rocprofv3*).  CPU only."""
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +10,7 @@ import pytest
 from harness.profilers.base import L2Reading
 from harness.profilers.rocprofv3 import (ROCPROF_COUNTERS, build_rocprofv3_command, check_counters,
                                          read_rocprofv3_output, rocprofv3_version)
+from tests.standin_workload import JOB, expected_counters, fake_worker, run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rocprofv3"
 STANDINS = Path(__file__).parent / "standins"
@@ -235,28 +232,12 @@ def test_rocprofv3_version_failure_raises(tmp_path):
 
 # %% the rocprofv3 stand-in, end to end
 
-# What the stand-in reports for a launch (its docstring states the same formulas).
-def expected_counters(grid: list[int], job: str) -> tuple[int, int, int]:
-    programs = grid[0] * grid[1] * grid[2]
-    salt = int(hashlib.sha256(job.encode()).hexdigest()[:8], 16)
-    return 100 * programs + salt % 1000, 10 * programs + salt % 97, 1000 + 3 * programs + salt % 500
+FAKE_WORKER = fake_worker(("zero_fill_kernel", [16, 1, 1], [256, 1, 1]), (CONV, [7, 3, 1], [128, 1, 1]))
 
 
-JOB = "conv2d/resnet50_l3/grouped_xcd"
-FAKE_WORKER = [sys.executable, "-c", f"""
-import json, os, sys
-print("worker: running {JOB}, 2 launches")
-with open(os.environ["SWIZZLEBENCH_DISPATCH_LOG"], "a") as log:
-    log.write(json.dumps({{"kernel_name": "zero_fill_kernel", "grid": [16, 1, 1],
-                          "block": [256, 1, 1], "job": "{JOB}"}}) + "\\n")
-    log.write(json.dumps({{"kernel_name": "{CONV}", "grid": [7, 3, 1],
-                          "block": [128, 1, 1], "job": "{JOB}"}}) + "\\n")
-sys.exit(int(os.environ.get("FAKE_WORKER_EXIT", "0")))
-"""]
-
-
-def run(cmd: list[str], **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+def _counters(grid: list[int]) -> tuple[int, int, int]:
+    c = expected_counters(grid, JOB)
+    return c["l2_hits"], c["l2_misses"], c["duration_ns"]
 
 
 def test_stand_in_output_parses(tmp_path):
@@ -267,7 +248,7 @@ def test_stand_in_output_parses(tmp_path):
     assert sorted(p.name for p in outdir.iterdir()) == ["job_counter_collection.csv", "job_kernel_trace.csv"]
     (dispatch,) = read_rocprofv3_output(outdir)         # only the conv dispatch was counted...
     assert len((outdir / "job_kernel_trace.csv").read_text().splitlines()) == 3   # ...both were traced
-    hits, misses, duration = expected_counters([7, 3, 1], JOB)
+    hits, misses, duration = _counters([7, 3, 1])
     assert dispatch.kernel_name == CONV and dispatch.dispatch_index == 0
     assert (dispatch.l2_hits, dispatch.l2_misses, dispatch.duration_ns) == (hits, misses, duration)
     assert dispatch.l2_hit_rate == pytest.approx(rate(hits, misses))
@@ -284,7 +265,7 @@ def test_stand_in_multi_pass_and_host_pid_layout(tmp_path):
     fill, conv = read_rocprofv3_output(tmp_path)
     assert (fill.kernel_name, conv.kernel_name) == ("zero_fill_kernel", CONV)
     for dispatch, grid in ((fill, [16, 1, 1]), (conv, [7, 3, 1])):
-        hits, misses, duration = expected_counters(grid, JOB)
+        hits, misses, duration = _counters(grid)
         assert (dispatch.l2_hits, dispatch.l2_misses, dispatch.duration_ns) == (hits, misses, duration)
         assert dispatch.extra == {"TCC_EA0_RDREQ_sum": misses}
 
