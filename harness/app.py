@@ -193,7 +193,8 @@ def _failed_entry(cfg: DictConfig, entry, params: dict[str, str], reason: str, g
     return JobResult(run_name=name, params=params).fail(reason, gate=gate)
 
 
-def _simulate_alongside(profiler, pcfg: DictConfig, target: dict, requests: list) -> dict[str, float]:
+def _simulate_alongside(profiler, pcfg: DictConfig, target: dict, requests: list,
+                        workdir: Path) -> dict[str, float]:
     """With ``profiler.simulate=true``, also predict each job's hit rate with the simulator
     configured as the target (logged as ``sim_l2_hit_rate``, for the report's simulated vs
     measured figure).  Returns run id -> predicted %."""
@@ -201,7 +202,7 @@ def _simulate_alongside(profiler, pcfg: DictConfig, target: dict, requests: list
         return {}
     from harness.profilers.sim import SimProfiler
 
-    outcomes = SimProfiler(target).profile(requests, Path(tempfile.mkdtemp()))
+    outcomes = SimProfiler(target).profile(requests, workdir)
     return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
 
 
@@ -215,7 +216,7 @@ def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list,
     outcomes = {}
     for n, batch in enumerate(batches):
         outcomes.update(profiler.profile(batch, workdir / "profiler" / f"launch{n:03d}"))
-    predicted = _simulate_alongside(profiler, pcfg, target, requests)
+    predicted = _simulate_alongside(profiler, pcfg, target, requests, workdir / "profiler" / "sim")
     for run_id, _, result, position in pending:
         outcome = outcomes[run_id]
         if run_id in predicted:
