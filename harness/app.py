@@ -17,6 +17,8 @@ from harness.device import GPU, DeviceInfo, describe_device, target_name_for
 from harness.faults import FaultPlan
 from harness.isolation import InProcessRunner, IsolatedRunner
 from harness.job import JobOptions
+from harness.paired import record_l2
+from harness.timing import PairedSettings
 from harness.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
 from harness.progress import progress_line
 from harness.provenance import git_commit, library_versions
@@ -56,26 +58,66 @@ def swizzle_choice(cfg: DictConfig) -> tuple[str, str | None]:
     name = str(cfg.swizzle.name)
     if name != "custom":
         return name, None
-    from swizzles.custom import load_formula_file, parse_formula
+    from swizzles.custom import load_formula_file
 
     expr, path = cfg.swizzle.get("expr"), cfg.swizzle.get("file")
     if (expr is None) == (path is None):
         raise ValueError("swizzle=custom needs exactly one of swizzle.expr=\"...\" or swizzle.file=PATH "
                          f"(got expr={expr!r}, file={path!r})")
-    formula = parse_formula(load_formula_file(path) if path is not None else str(expr)).text
-    label = cfg.swizzle.get("label") or "custom-" + hashlib.sha256(formula.encode()).hexdigest()[:8]
-    return str(label), formula
+    return _formula_choice(load_formula_file(path) if path is not None else str(expr), cfg.swizzle.get("label"))
+
+
+def baseline_choice(cfg: DictConfig) -> tuple[str | None, str | None]:
+    """(label, formula) of ``compare.baseline``: a built-in swizzle name, a formula, or
+    null (no baseline: the job is timed alone).  Raises ValueError naming what is valid."""
+    value = cfg.get("compare", {}).get("baseline")
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None, None
+    from swizzles import SWIZZLES
+    from swizzles.custom import FormulaError
+
+    value = str(value).strip()
+    if value in SWIZZLES:
+        return value, None
+    try:
+        return _formula_choice(value, None)
+    except FormulaError as exc:
+        raise ValueError(f"compare.baseline={value!r} is neither a built-in swizzle ({', '.join(sorted(SWIZZLES))}) "
+                         f"nor a valid formula: {exc}") from None
+
+
+def _formula_choice(text: str, label: str | None) -> tuple[str, str]:
+    from swizzles.custom import parse_formula
+
+    formula = parse_formula(text).text
+    return str(label or "custom-" + hashlib.sha256(formula.encode()).hexdigest()[:8]), formula
 
 
 def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") -> JobSpec:
     label, formula = swizzle_choice(cfg)
+    baseline, baseline_formula = baseline_choice(cfg)
     return JobSpec(
         kernel=str(cfg.kernel.name),
         tiles=tuple((str(k), int(v)) for k, v in cfg.kernel.tiles.items()),
         swizzle=label, swizzle_formula=formula, num_xcds=int(cfg.swizzle.num_xcds),
         group_size=int(cfg.swizzle.group_size), shape=shape, shape_preset=preset,
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
-        target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key)
+        target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key,
+        baseline=baseline, baseline_formula=baseline_formula)
+
+
+def job_options(cfg: DictConfig) -> JobOptions:
+    """The pipeline's knobs from the config (``compare`` for paired timing)."""
+    c = cfg.compare
+    paired = PairedSettings(
+        launches_per_round=int(c.launches_per_round), min_rounds=int(c.min_rounds),
+        max_rounds=int(c.max_rounds), check_every=int(c.check_every),
+        target_precision=float(c.target_precision), max_time_s=float(c.max_time_s),
+        warmup_ms=float(c.warmup_ms), method=str(c.ci_method))
+    if not 0 <= float(c.min_effect) < 1:
+        raise ValueError(f"compare.min_effect={c.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
+    return JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
+                      paired=paired, min_effect=float(c.min_effect), fault=fault_plan(cfg))
 
 
 def profiler_key(profiler, pcfg: DictConfig) -> str:
@@ -126,9 +168,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     parent = sweep_run_id()
     common_tags = {"git_commit": git_commit(), **library_versions(), "target": str(cfg.target.name)}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-    options = JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
-                         warmup_ms=float(cfg.timing.warmup_ms), rep_ms=float(cfg.timing.rep_ms),
-                         fault=fault_plan(cfg))
+    options = job_options(cfg)
     job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
 
     profiler = make_profiler(cfg.profiler, device, OmegaConf.to_container(cfg.target, resolve=True))  # fails fast when the chosen tool is missing
@@ -147,7 +187,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
         runner.close()
     if pending:
         _profile_and_finish(profiler, cfg.profiler, OmegaConf.to_container(cfg.target, resolve=True), pending,
-                            tracker)
+                            tracker, float(cfg.compare.min_l2_delta))
     return results
 
 
@@ -179,6 +219,8 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
     if result is None:
         result = runner.run(spec, options)
     result.artifacts["config.yaml"] = config_yaml
+    if profiler is None and spec is not None and _compared(spec, result):
+        result.tags["l2_verdict"] = "not profiled (profiler=none)"
     if profiler is not None and result.status == FINISHED:
         pending.append((run_id, spec, result, position))  # logged once profiled
         return result
@@ -206,12 +248,21 @@ def _simulate_alongside(profiler, pcfg: DictConfig, target: dict, requests: list
     return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
 
 
-def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list, tracker: Tracker) -> None:
+def _compared(spec: JobSpec, result: JobResult) -> bool:
+    """True when the job has a baseline that passed its gates: profile both, in pairs."""
+    return (spec.has_baseline and result.tags.get("compare.role") == "candidate"
+            and not result.tags.get("verdict", "").startswith("no comparison"))
+
+
+def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list, tracker: Tracker,
+                        min_l2_delta: float) -> None:
     """Profile the verified jobs (one profiler launch for all, or one each) and log them.
     A profiling failure fails the run with its reason but keeps its timing metrics."""
     workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
     repeats = int(pcfg.get("repeats", 5))
-    requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats) for run_id, spec, _, _ in pending]
+    requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats,
+                               baseline=spec.baseline_spec().to_dict() if _compared(spec, result) else None)
+                for run_id, spec, result, _ in pending]
     batches = [requests] if bool(pcfg.get("batch", True)) else [[r] for r in requests]
     outcomes = {}
     for n, batch in enumerate(batches):
@@ -229,5 +280,8 @@ def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list,
             result.metrics.update(outcome.reading.as_metrics())
             result.metrics.update(outcome.metrics)
             result.artifacts.update(outcome.artifacts)
+            if outcome.pairs:
+                record_l2(result, [c for c, _ in outcome.pairs], [b for _, b in outcome.pairs],
+                          min_l2_delta, profiler.name, deterministic=profiler.deterministic)
         tracker.finish_job(run_id, result)
         print(progress_line(position, result), flush=True)

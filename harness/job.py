@@ -1,5 +1,7 @@
 """One job, start to end: plan -> verify -> measure.  Nothing is measured unless both
-gates pass, and every failure says which gate and why."""
+gates pass, and every failure says which gate and why.  A job with a baseline swizzle
+(config ``compare.baseline``) gates the baseline the same way and times both in the same
+rounds (:mod:`harness.paired`)."""
 from __future__ import annotations
 
 import inspect
@@ -16,7 +18,8 @@ from harness.faults import FaultPlan, maybe_inject
 from harness.result import FINISHED, JobResult
 from harness.shapes import downscale
 from harness.spec import JobSpec
-from harness.timing import tflops, time_gpu, vendor_conv
+from harness.paired import NOT_TIMED, measure_paired
+from harness.timing import PairedSettings, vendor_conv
 from kernels import get_kernel
 from kernels.base import LaunchConfig, SwizzleBinding
 from swizzles import resolve_swizzle
@@ -32,14 +35,35 @@ class JobOptions:
     """Knobs of the pipeline that are not part of the measured spec."""
 
     interpret_tiles: dict[str, int]
-    warmup_ms: float = 25.0
-    rep_ms: float = 100.0
-    fault: FaultPlan | None = None   # deliberate fault (harness.faults), for robustness tests
-    isolated: bool = False           # running in an isolated worker process
+    paired: PairedSettings = PairedSettings()
+    min_effect: float = 0.01          # smallest speedup change called a verdict (fraction)
+    fault: FaultPlan | None = None    # deliberate fault (harness.faults), for robustness tests
+    isolated: bool = False            # running in an isolated worker process
+
+
+@dataclass
+class _Planned:
+    """A swizzle that passed the permutation gate, bound for launching."""
+
+    swizzle_fn: object
+    binding: SwizzleBinding
+    remap_hash: str      # remap_fingerprint of the table: equal iff same tile order
+    is_identity: bool    # the table is launch order
+    reason: str          # the permutation gate's verdict
+
+
+class _GateFailed(Exception):
+    """A gate rejected the job; ``gate`` names it."""
+
+    def __init__(self, reason: str, gate: str):
+        super().__init__(reason)
+        self.gate = gate
 
 
 def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult:
-    """Run one job; never raises for a problem of the job itself (it becomes a FAILED result)."""
+    """Run one job; never raises for a problem of the job itself (it becomes a FAILED result).
+    Steps: plan (permutation gate) -> verify (correctness gate) -> measure, for the job's
+    swizzle and, when it has one, its baseline beside it."""
     result = JobResult(run_name=spec.run_name, params=spec.as_params())
     result.tags.update({"spec_hash": spec.spec_hash, "mode": device.mode, "device": device.name})
     if device.uuid:
@@ -48,13 +72,8 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     try:
         maybe_inject(options.fault, spec, in_worker=options.isolated)
         kernel = get_kernel(spec.kernel)
-        swizzle_fn = resolve_swizzle(spec.swizzle, spec.swizzle_formula)
         tiles = kernel.check_tiles(spec.tiles_dict)
-        binding = SwizzleBinding(swizzle_fn, spec.num_xcds, spec.group_size)
         launch = LaunchConfig(spec.num_warps, spec.num_stages)
-        result.artifacts["kernel_source.py"] = _source_as_launched(kernel, swizzle_fn, spec, tiles)
-
-        # Gate 1: the remap over the job's real, full-size grid must be a permutation.
         grid = kernel.tile_grid(spec.shape, tiles)
         result.params.update({"grid.num_pid_m": str(grid.num_pid_m), "grid.num_pid_n": str(grid.num_pid_n),
                               "grid.num_pids": str(grid.num_pids)})
@@ -63,16 +82,21 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
                 f"shape {spec.shape.name!r}: grid of {grid.num_pid_m} x {grid.num_pid_n} = {grid.num_pids} programs "
                 f"exceeds {MAX_PIDS} (2**31 - 1, the int32 program ids of the kernels and swizzles); "
                 "use a smaller shape or larger tiles", gate="shape")
-        table = remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size,
-                            device.torch_device)
-        verdict = check_permutation(table)
-        result.tags["gate.permutation"] = verdict.reason
+
+        # Gate 1: the remap over the job's real, full-size grid must be a permutation.
+        swizzle_fn = resolve_swizzle(spec.swizzle, spec.swizzle_formula)
+        result.artifacts["kernel_source.py"] = _source_as_launched(kernel, swizzle_fn, spec, tiles)
+        try:
+            planned = _plan(spec, swizzle_fn, grid, device)
+        except _GateFailed as exc:
+            result.tags["gate.permutation"] = str(exc)
+            return result.fail(f"swizzle {spec.swizzle}: {exc}", gate=exc.gate)
+        result.tags["gate.permutation"] = planned.reason
         # Two swizzles with the same table launch the same kernel in the same order (e.g. xcd
         # with num_xcds=1): the report must not call their difference a speedup.
-        result.params["remap.hash"] = remap_fingerprint(table)
-        result.params["remap.is_identity"] = str(bool((table == np.arange(len(table))).all()))
-        if not verdict.ok:
-            return result.fail(f"swizzle {spec.swizzle}: {verdict.reason}", gate="permutation")
+        result.params["remap.hash"] = planned.remap_hash
+        result.params["remap.is_identity"] = str(planned.is_identity)
+        baseline = _plan_baseline(spec, grid, device, result)
 
         # Gate 2: the output must match conv2d.  On the CPU the interpreter runs a
         # down-scaled instance of the shape with small tiles (harness.shapes.downscale).
@@ -83,47 +107,92 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             check_shape, check_tiles = downscale(spec.shape), kernel.check_tiles(options.interpret_tiles)
             result.params["verified_shape"] = (f"N{check_shape.N} C{check_shape.C} H{check_shape.H} "
                                                f"W{check_shape.W} F{check_shape.F}")
-            small = kernel.tile_grid(check_shape, check_tiles)
-            small_verdict = check_permutation(remap_table(swizzle_fn, small.num_pid_m, small.num_pid_n,
-                                                          spec.num_xcds, spec.group_size, "cpu"))
-            if not small_verdict.ok:
-                return result.fail(
-                    f"unverifiable on CPU: swizzle {spec.swizzle} is a permutation of the full grid "
-                    f"({grid.num_pids} pids) but on the down-scaled grid used for the interpreter check "
-                    f"it is {small_verdict.reason}", gate="correctness")
         ops = make_operands(check_shape, kernel.has_bias, spec.input_seed, device.torch_device)
-        run, out = kernel.bind(ops, check_shape, check_tiles, binding, launch)
-        run()
-        if device.mode == GPU:
-            torch.cuda.synchronize()
-        check = compare(kernel.output_as_nchw(out), reference(ops, check_shape), check_shape.dtype)
+        try:
+            run, check = _verify(kernel, spec, planned, ops, check_shape, check_tiles, launch, device, grid)
+        except _GateFailed as exc:
+            return result.fail(str(exc), gate=exc.gate)
         result.metrics["max_rel_err"] = check.max_rel_err
         result.tags["gate.correctness"] = check.reason
-        if not check.ok:
-            return result.fail(f"kernel {spec.kernel} with swizzle {spec.swizzle}: {check.reason}",
-                               gate="correctness")
+        run_baseline = None
+        if baseline is not None:
+            try:
+                run_baseline, _ = _verify(kernel, spec.baseline_spec(), baseline, ops, check_shape, check_tiles,
+                                          launch, device, grid)
+            except _GateFailed as exc:
+                _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
 
-        # Measure: only a verified kernel is timed.
+        # Measure: only verified kernels are timed, candidate and baseline in the same rounds.
         stage = "measure"
         if device.mode == GPU:
-            t = time_gpu(run, options.warmup_ms, options.rep_ms)
-            v = time_gpu(vendor_conv(ops, spec.shape), options.warmup_ms, options.rep_ms)
-            result.metrics.update({
-                "time_ms_median": t.median_ms, "time_ms_p20": t.p20_ms, "time_ms_p80": t.p80_ms,
-                "tflops": tflops(spec.shape, t.median_ms),
-                "vendor_time_ms": v.median_ms, "vendor_time_ms_p20": v.p20_ms, "vendor_time_ms_p80": v.p80_ms,
-                "vendor_tflops": tflops(spec.shape, v.median_ms),
-                "ratio_to_vendor": t.median_ms / v.median_ms,
-            })
-            result.tags["timing"] = "measured: triton.testing.do_bench, L2 flushed between reps"
+            measure_paired(result, spec, run, run_baseline, vendor_conv(ops, spec.shape), options)
         else:
             result.tags["timing"] = "not measured: no GPU (correctness checked under the Triton interpreter)"
+            if spec.has_baseline:
+                result.tags.setdefault("verdict", NOT_TIMED)
         result.status = FINISHED
-        result.reason = f"verified: {verdict.reason}; {check.reason}"
+        result.reason = f"verified: {result.tags['gate.permutation']}; {check.reason}"
         return result
     except Exception as exc:  # a job's own failure must not stop the sweep
         result.artifacts["traceback.txt"] = traceback.format_exc()
         return result.fail(f"{stage} error: {type(exc).__name__}: {_first_line(exc)}", gate=stage)
+
+
+def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo) -> _Planned:
+    """The permutation gate for one swizzle over the job's full grid."""
+    table = remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size,
+                        device.torch_device)
+    verdict = check_permutation(table)
+    if not verdict.ok:
+        raise _GateFailed(verdict.reason, "permutation")
+    return _Planned(swizzle_fn, SwizzleBinding(swizzle_fn, spec.num_xcds, spec.group_size),
+                    remap_fingerprint(table), bool((table == np.arange(len(table))).all()), verdict.reason)
+
+
+def _plan_baseline(spec: JobSpec, grid, device: DeviceInfo, result: JobResult) -> _Planned | None:
+    """Plan the job's baseline, or None (no baseline, the job is the baseline, or the
+    baseline failed its gate: then the job says why it has no comparison)."""
+    if spec.baseline is None:
+        return None
+    if not spec.has_baseline:
+        result.tags["compare.role"] = "baseline"
+        return None
+    result.tags["compare.role"] = "candidate"
+    try:
+        planned = _plan(spec, resolve_swizzle(spec.baseline, spec.baseline_formula), grid, device)
+    except _GateFailed as exc:
+        _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
+        return None
+    result.params["baseline.remap.hash"] = planned.remap_hash
+    result.tags["compare.same_order"] = str(planned.remap_hash == result.params["remap.hash"]).lower()
+    return planned
+
+
+def _no_comparison(result: JobResult, why: str) -> None:
+    result.tags["verdict"] = f"no comparison: {why}"
+    result.tags["compare.role"] = "candidate"
+
+
+def _verify(kernel, spec: JobSpec, planned: _Planned, ops, check_shape, check_tiles, launch, device: DeviceInfo,
+            grid):
+    """The correctness gate for one swizzle: returns ``(run, verdict)`` or raises _GateFailed."""
+    if device.mode != GPU:
+        small = kernel.tile_grid(check_shape, check_tiles)
+        small_verdict = check_permutation(remap_table(planned.swizzle_fn, small.num_pid_m, small.num_pid_n,
+                                                      spec.num_xcds, spec.group_size, "cpu"))
+        if not small_verdict.ok:
+            raise _GateFailed(
+                f"unverifiable on CPU: swizzle {spec.swizzle} is a permutation of the full grid "
+                f"({grid.num_pids} pids) but on the down-scaled grid used for the interpreter check "
+                f"it is {small_verdict.reason}", "correctness")
+    run, out = kernel.bind(ops, check_shape, check_tiles, planned.binding, launch)
+    run()
+    if device.mode == GPU:
+        torch.cuda.synchronize()
+    check = compare(kernel.output_as_nchw(out), reference(ops, check_shape), check_shape.dtype)
+    if not check.ok:
+        raise _GateFailed(f"kernel {spec.kernel} with swizzle {spec.swizzle}: {check.reason}", "correctness")
+    return run, check
 
 
 def _first_line(exc: BaseException) -> str:

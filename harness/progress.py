@@ -19,4 +19,12 @@ def progress_line(position: str, result: JobResult) -> str:
     if "l2_hit_rate" in m:
         spread = f" ± {m['l2_hit_rate_std']:.2f}" if m.get("l2_samples", 1) > 1 else ""
         body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({result.tags.get('profiler', '?')})"
+    baseline = result.params.get("compare.baseline")
+    if "speedup" in m:
+        body += (f"  | vs {baseline}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
+                 f"{m.get('speedup_ci_hi', float('nan')):.4f}] {result.tags.get('verdict', '')}")
+    elif result.tags.get("verdict", "").startswith("no comparison"):
+        body += f"  | {result.tags['verdict']}"
+    if "l2_delta_pts" in m:
+        body += f"; L2 {m['l2_delta_pts']:+.2f} pts {result.tags.get('l2_verdict', '')}"
     return f"{head} {body}"

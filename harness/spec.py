@@ -1,6 +1,7 @@
 """JobSpec: every knob of one measurement, and the content hash that names it."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -26,6 +27,8 @@ class JobSpec:
     seed: int
     profiler: str = "none"   # e.g. "ncu/cache=all/r5": what was measured is part of the job
     swizzle_formula: str | None = None  # normalized user formula (swizzle=custom); swizzle is its label
+    baseline: str | None = None          # swizzle measured beside this one, in the same process (compare.baseline)
+    baseline_formula: str | None = None  # its normalized formula when the baseline is a formula
 
     @property
     def tiles_dict(self) -> dict[str, int]:
@@ -54,6 +57,19 @@ class JobSpec:
         return cls(**fields)
 
     @property
+    def has_baseline(self) -> bool:
+        """True when a baseline other than this job's own swizzle is to be measured beside it."""
+        return self.baseline is not None and (self.baseline, self.baseline_formula) != (
+            self.swizzle, self.swizzle_formula)
+
+    def baseline_spec(self) -> "JobSpec":
+        """This job with the baseline's swizzle (and no baseline of its own)."""
+        if self.baseline is None:
+            raise ValueError(f"job {self.run_name} has no baseline")
+        return dataclasses.replace(self, swizzle=self.baseline, swizzle_formula=self.baseline_formula,
+                                   baseline=None, baseline_formula=None)
+
+    @property
     def shape_label(self) -> str:
         return self.shape.name if self.shape_preset == self.shape.name else f"{self.shape_preset}-{self.shape.name}"
 
@@ -72,6 +88,8 @@ class JobSpec:
         }
         if self.swizzle_formula is not None:
             params["swizzle.formula"] = self.swizzle_formula
+        if self.baseline is not None:
+            params["compare.baseline"] = self.baseline_formula or self.baseline
         params.update({f"tile.{k}": v for k, v in self.tiles})
         params.update({f"shape.{k}": v for k, v in self.shape.as_params().items()})
         return {k: str(v) for k, v in params.items()}

@@ -1,33 +1,154 @@
-"""GPU timing: quantiles over repetitions with the L2 flushed between them."""
+"""GPU timing: paired, interleaved rounds with the L2 flushed before every launch.
+
+Why paired rounds
+-----------------
+Two numbers taken minutes apart (in two worker processes, say) differ by about 1 % on
+the same GPU even for a 14 ms kernel whose own [p20, p80] band is 0.1 % wide: clocks,
+temperature and neighbours drift.  A comparison must therefore be *paired*: the
+candidate, its baseline (and the vendor call) are launched alternately, round after
+round, in one process, each round in a fresh random order, so a drift hits all arms of a
+round alike and cancels in the per-round ratio (:mod:`harness.stats`).
+
+One round launches every arm ``launches_per_round`` times; each launch is preceded by a
+256 MiB clear (a cold L2, as ``triton.testing.do_bench`` does) and timed alone with CUDA
+events around the kernel only, so the clear is never counted.  The round's value for an
+arm is the median of its launches (one stray slow launch cannot move it).  Warm-up
+launches (compilation, autotuning of the vendor library, first-touch) are excluded.
+
+When to stop
+------------
+Rounds run in batches of ``check_every``; after ``min_rounds`` the harness stops as soon
+as the CI of the tracked ratio is narrower than ``target_precision`` (relative half-width)
+or ``max_time_s`` is spent.  The rule looks at the interval's *width*, never at whether
+it excludes 1, so stopping early cannot manufacture a verdict.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.stats import paired_ratio
 from kernels.base import Operands
 from kernels.problem import ConvShape
 
+#: Bytes cleared before every timed launch: well above the largest L2 in use (MI300X 4 MB
+#: per XCD + 256 MB Infinity Cache is the exception: its MALL is only partly flushed).
+FLUSH_BYTES = 256 * 1024 * 1024
+
 
 @dataclass(frozen=True)
-class Timing:
-    """Kernel time over repetitions, in ms."""
+class PairedSettings:
+    """How paired timing runs (config ``compare``)."""
 
-    median_ms: float
-    p20_ms: float
-    p80_ms: float
+    launches_per_round: int = 3
+    min_rounds: int = 20
+    max_rounds: int = 5000
+    check_every: int = 10
+    target_precision: float = 0.005   # relative CI half-width of the tracked ratio that ends the rounds
+    max_time_s: float = 3.0           # per shape, rounds only (warm-up excluded), s
+    warmup_ms: float = 25.0           # per arm, before the first round, ms
+    method: str = "t"                 # CI method, see harness.stats
+
+    def __post_init__(self) -> None:
+        for name in ("launches_per_round", "min_rounds", "max_rounds", "check_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"compare.{name}={getattr(self, name)!r} must be a whole number >= 1")
+        if not 0 < self.target_precision < 1:
+            raise ValueError(f"compare.target_precision={self.target_precision!r} must be a fraction in (0, 1), "
+                             "e.g. 0.005 for ±0.5 %")
+        if self.max_time_s <= 0:
+            raise ValueError(f"compare.max_time_s={self.max_time_s!r} must be > 0 (seconds per shape)")
 
 
-def time_gpu(fn: Callable[[], None], warmup_ms: float, rep_ms: float) -> Timing:
-    """Time ``fn`` with ``triton.testing.do_bench``: warm-up launches are excluded, and a
-    256 MiB buffer is cleared before every repetition so each one starts with a cold L2."""
-    import triton.testing
+@dataclass
+class RoundSamples:
+    """Kernel times of interleaved rounds, in ms: ``times_ms[arm][round][launch]``,
+    the order the arms ran in each round, and the rounds' wall time in s."""
 
-    median, p20, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms,
-                                               quantiles=[0.5, 0.2, 0.8])
-    return Timing(float(median), float(p20), float(p80))
+    times_ms: dict[str, list[list[float]]]
+    orders: list[list[str]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def rounds(self) -> int:
+        return len(self.orders)
+
+    def per_round(self, arm: str) -> np.ndarray:
+        """Each round's value for ``arm``: the median of its launches, ms."""
+        return np.median(np.asarray(self.times_ms[arm], dtype=float), axis=1)
+
+    def launches(self, arm: str) -> np.ndarray:
+        """Every timed launch of ``arm``, ms."""
+        return np.asarray(self.times_ms[arm], dtype=float).ravel()
+
+    def quantiles(self, arm: str) -> tuple[float, float, float]:
+        """(median, p20, p80) over every launch of ``arm``, ms."""
+        median, p20, p80 = np.quantile(self.launches(arm), [0.5, 0.2, 0.8])
+        return float(median), float(p20), float(p80)
+
+    def to_json(self) -> dict:
+        return {"times_ms": self.times_ms, "orders": self.orders, "wall_s": self.wall_s}
+
+
+def _warm_up(fn: Callable[[], None], warmup_ms: float) -> None:
+    """Launch ``fn`` until ``warmup_ms`` of GPU time has passed (at least 3 launches)."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    launches = 0
+    while launches < 3 or (time.perf_counter() - start) * 1e3 < warmup_ms:
+        fn()
+        launches += 1
+        if launches % 8 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+
+
+def time_interleaved(arms: dict[str, Callable[[], None]], settings: PairedSettings, seed: int,
+                     tracked: tuple[str, str] | None = None) -> RoundSamples:
+    """Time every arm in interleaved rounds (see the module doc).  ``tracked`` =
+    (baseline arm, candidate arm) whose speedup CI decides when to stop; None: run
+    ``min_rounds`` rounds."""
+    names = list(arms)
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    rng = np.random.default_rng(seed)
+    for fn in arms.values():
+        _warm_up(fn, settings.warmup_ms)
+    samples = RoundSamples(times_ms={name: [] for name in names})
+    k = int(settings.launches_per_round)
+    start = time.perf_counter()
+    while True:
+        batch = []   # (arm, [(start event, end event)] * k) in launch order
+        for _ in range(int(settings.check_every)):
+            order = [names[i] for i in rng.permutation(len(names))]
+            samples.orders.append(order)
+            for name in order:
+                events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                          for _ in range(k)]
+                for begin, end in events:
+                    flush.zero_()
+                    begin.record()
+                    arms[name]()
+                    end.record()
+                batch.append((name, events))
+        torch.cuda.synchronize()
+        for name, events in batch:
+            samples.times_ms[name].append([begin.elapsed_time(end) for begin, end in events])
+        samples.wall_s = time.perf_counter() - start
+        if samples.rounds >= settings.min_rounds:
+            if samples.wall_s >= settings.max_time_s or samples.rounds >= settings.max_rounds:
+                break
+            if tracked is None:
+                break
+            est = paired_ratio(samples.per_round(tracked[0]), samples.per_round(tracked[1]), settings.method)
+            if est.relative_half_width <= settings.target_precision:
+                break
+    return samples
 
 
 def vendor_conv(ops: Operands, shape: ConvShape) -> Callable[[], None]:
@@ -44,4 +165,5 @@ def vendor_conv(ops: Operands, shape: ConvShape) -> Callable[[], None]:
 
 
 def tflops(shape: ConvShape, ms: float) -> float:
+    """Throughput of one conv of ``shape`` taking ``ms`` milliseconds, in TFLOP/s."""
     return shape.flops / (ms * 1e-3) / 1e12

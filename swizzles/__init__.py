@@ -13,8 +13,10 @@ the kernel can never disagree.
 """
 from __future__ import annotations
 
+from swizzles.colmajor import remap as colmajor
 from swizzles.grouped import remap as grouped
 from swizzles.identity import remap as identity
+from swizzles.scatter import remap as scatter
 from swizzles.seed import seed_attempt1, seed_attempt2, seed_patch, seed_xcd
 from swizzles.xcd import remap as xcd
 from swizzles.xcd_grouped import remap as xcd_grouped
@@ -25,6 +27,9 @@ SWIZZLES = {
     "grouped": grouped,
     "xcd": xcd,
     "xcd_grouped": xcd_grouped,
+    # Calibration controls: known-bad orders a trustworthy harness must detect.
+    "colmajor": colmajor,
+    "scatter": scatter,
     "seed_xcd": seed_xcd,
     "seed_attempt1": seed_attempt1,
     "seed_attempt2": seed_attempt2,

@@ -5,6 +5,7 @@ from harness.device import describe_device
 from harness.job import JobOptions, run_job
 from harness.result import FAILED, FINISHED
 from harness.spec import JobSpec
+from harness.timing import PairedSettings
 from kernels.problem import ConvShape
 
 pytestmark = pytest.mark.gpu
@@ -27,9 +28,9 @@ SHAPES = [
 def test_gpu_gates_and_timing(kernel, swizzle, shape):
     spec = JobSpec(kernel=kernel, tiles=tuple(TILES[kernel].items()), swizzle=swizzle, num_xcds=8,
                    group_size=4, shape=shape, shape_preset="gpu", num_warps=4, num_stages=2,
-                   target="gpu", seed=0)
-    result = run_job(spec, describe_device("gpu"), JobOptions(interpret_tiles=TILES[kernel],
-                                                              warmup_ms=5, rep_ms=20))
+                   target="gpu", seed=0, baseline="identity")
+    result = run_job(spec, describe_device("gpu"), JobOptions(
+        interpret_tiles=TILES[kernel], paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
     if swizzle == "seed_patch":
         assert result.status == FAILED and result.tags["failed_gate"] == "permutation"
         return
@@ -37,6 +38,13 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
     m = result.metrics
     assert 0 < m["time_ms_p20"] <= m["time_ms_median"] <= m["time_ms_p80"]
     assert m["vendor_time_ms"] > 0 and m["max_rel_err"] < 3e-2
+    assert m["paired_rounds"] >= 10
+    if swizzle == "identity":   # the job is its own baseline: timed, not compared with itself
+        assert result.tags["compare.role"] == "baseline" and "speedup" not in m
+    else:
+        assert result.tags["compare.role"] == "candidate" and m["baseline_time_ms"] > 0
+        assert m["speedup_ci_lo"] <= m["speedup"] <= m["speedup_ci_hi"]
+        assert result.tags["verdict"].split()[0] in ("faster", "slower", "no")
 
 
 def test_ncu_profiles_real_dispatches(tmp_path):
@@ -52,10 +60,16 @@ def test_ncu_profiles_real_dispatches(tmp_path):
              for sw in ("identity", "grouped")]
     profiler = NcuProfiler(exe, cache_control="all", clock_control="base", timeout_s=300)
     requests = [ProfileRequest(key=s.swizzle, spec=s.to_dict(), repeats=3) for s in specs]
+    # the third job is profiled in ABBA pairs with its baseline (identity) in the same session
+    requests.append(ProfileRequest(key="paired", spec=specs[1].to_dict(), repeats=4, baseline=specs[0].to_dict()))
     outcomes = profiler.profile(requests, tmp_path)
-    for key in ("identity", "grouped"):
+    for key in ("identity", "grouped", "paired"):
         reading = outcomes[key].reading
         assert reading is not None, outcomes[key].error
-        assert 0 <= reading.l2_hit_rate <= 100 and reading.l2_hit_rate_std >= 0 and reading.samples == 3
+        assert 0 <= reading.l2_hit_rate <= 100 and reading.l2_hit_rate_std >= 0
+        assert reading.samples == (4 if key == "paired" else 3)
         assert reading.profiled_time_ms > 0 and reading.l2_hits + reading.l2_misses > 0
+    paired = outcomes["paired"]
+    assert paired.baseline_reading is not None and paired.baseline_reading.samples == 4
+    assert len(paired.pairs) == 4
     assert profiler.version()[0].isdigit() and (tmp_path / "ncu.csv").exists()

@@ -7,7 +7,7 @@ from swizzles.permutation import check_permutation, remap_table
 
 # (num_pid_m, num_pid_n): multiples of 8, grids that are not, degenerate ones.
 GRIDS = [(1, 1), (1, 7), (3, 7), (5, 5), (4, 2), (8, 8), (13, 11), (125, 8), (9, 1), (64, 1)]
-VALID = ["identity", "grouped", "xcd", "xcd_grouped"]
+VALID = ["identity", "grouped", "xcd", "xcd_grouped", "colmajor", "scatter"]
 
 
 def _oracle(name, pid, m, n, nx=8):
@@ -92,6 +92,26 @@ def test_grouped_walks_columns_of_group_size_rows():
 
 
 def test_unknown_swizzle_lists_valid_names():
-    with pytest.raises(ValueError, match="valid swizzles: grouped, identity"):
+    with pytest.raises(ValueError, match="valid swizzles: colmajor, grouped, identity"):
         get_swizzle("zigzag")
     assert set(VALID) <= set(SWIZZLES)
+
+
+def _scatter_oracle(n: int) -> list[int]:
+    """Independent transcription of swizzles/scatter.py: a = first integer >= 0.618 n coprime to n."""
+    import math
+    a = max(n * 40503 // 65536, 1)
+    while math.gcd(a, n) != 1:
+        a += 1
+    return [(pid * a) % n for pid in range(n)]
+
+
+@pytest.mark.parametrize("grid", [(1, 2), (2, 2), (16, 16), (8, 32), (3, 7), (97, 1), (128, 3), (1, 1000), (7, 143)])
+def test_controls_match_oracles_and_scatter_is_never_identity(grid):
+    m, n = grid
+    col = remap_table(get_swizzle("colmajor"), m, n, num_xcds=1, group_size=8)
+    assert col.tolist() == [(p % m) * n + p // m for p in range(m * n)]
+    sc = remap_table(get_swizzle("scatter"), m, n, num_xcds=1, group_size=8)
+    assert sc.tolist() == _scatter_oracle(m * n)
+    if m * n > 2:  # powers of two included: a fixed multiplier like 65537 would be the identity there
+        assert sc.tolist() != list(range(m * n))

@@ -345,6 +345,7 @@ class SimProfiler(Profiler):
     """Predicted L2 hit rates from the trace-driven model of the target's L2s."""
 
     name = "sim"
+    deterministic = True
 
     def __init__(self, target: Mapping[str, Any], occupancy: int | None = None, line_bytes: int | None = None):
         self.target = dict(target)
@@ -360,23 +361,32 @@ class SimProfiler(Profiler):
     def profile(self, requests, workdir) -> dict:
         from harness.profilers.wrapped import ProfileOutcome
         from harness.spec import JobSpec
-        from kernels import get_kernel
-        from swizzles import resolve_swizzle
 
         outcomes = {}
         for req in requests:
             spec = JobSpec.from_dict(req.spec)
             try:
-                result = simulate_job(get_kernel(spec.kernel), spec.shape, spec.tiles_dict,
-                                      resolve_swizzle(spec.swizzle, spec.swizzle_formula), spec.num_xcds,
-                                      spec.group_size, self.target, self.occupancy, line_bytes=self.line_bytes)
+                result = self._simulate(spec)
+                baseline = self._simulate(JobSpec.from_dict(req.baseline)) if req.baseline is not None else None
             except (ValueError, MemoryError) as exc:
                 outcomes[req.key] = ProfileOutcome(None, f"simulation failed: {exc}")
                 continue
             rows = ["xcd,hits,misses,hit_rate_pct"] + [
                 f"{x},{h},{m},{r:.4f}" for x, (h, m, r) in
                 enumerate(zip(result.xcd_hits, result.xcd_misses, result.xcd_hit_rates))]
-            outcomes[req.key] = ProfileOutcome(result.as_reading(), None, [],
-                                               artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
-                                               metrics=result.as_metrics(prefix="sim."))
+            outcome = ProfileOutcome(result.as_reading(), None, [],
+                                     artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
+                                     metrics=result.as_metrics(prefix="sim."))
+            if baseline is not None:   # deterministic: one pair is the exact difference
+                outcome.baseline_reading = baseline.as_reading()
+                outcome.pairs = [(outcome.reading.l2_hit_rate, outcome.baseline_reading.l2_hit_rate)]
+            outcomes[req.key] = outcome
         return outcomes
+
+    def _simulate(self, spec) -> SimResult:
+        from kernels import get_kernel
+        from swizzles import resolve_swizzle
+
+        return simulate_job(get_kernel(spec.kernel), spec.shape, spec.tiles_dict,
+                            resolve_swizzle(spec.swizzle, spec.swizzle_formula), spec.num_xcds,
+                            spec.group_size, self.target, self.occupancy, line_bytes=self.line_bytes)

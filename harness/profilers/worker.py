@@ -1,9 +1,11 @@
 """The process a profiler wraps: ``python -m harness.profilers.worker REQUESTS.json``.
 
-It launches each requested job's (already verified) kernel ``repeats`` times, in the
-order of the request file and nothing else that matches the kernel-name filter, so the
-profiler's dispatches can be attributed to jobs by dispatch order: job j owns dispatches
-``j*repeats .. (j+1)*repeats - 1``.  Batching many jobs into one worker saves a profiler
+It launches each requested job's (already verified) kernel ``repeats`` times, following
+:func:`launch_schedule` and launching nothing else that matches the kernel-name filter,
+so the profiler's dispatches can be attributed to jobs by dispatch order.  A job with a
+baseline is launched in ABBA pairs (candidate, baseline, baseline, candidate, ...): both
+are profiled alternately in the same profiler session, so the paired hit-rate
+differences cancel what drifts.  Batching many jobs into one worker saves a profiler
 start-up per job.
 
 When ``SWIZZLEBENCH_DISPATCH_LOG`` is set, every launch is also appended to that file as
@@ -28,6 +30,26 @@ class ProfileRequest:
     key: str
     spec: dict
     repeats: int
+    baseline: dict | None = None   # spec of the baseline profiled in pairs with this job
+
+
+#: The two arms of a paired request, as named in the schedule.
+CANDIDATE, BASELINE = "candidate", "baseline"
+
+
+def launch_schedule(requests: list[ProfileRequest]) -> list[tuple[str, str]]:
+    """Every launch the worker makes, in order, as (request key, arm): a request's
+    ``repeats`` candidate launches, or with a baseline ``repeats`` pairs in ABBA order
+    (pair i runs the candidate first when i is even)."""
+    schedule: list[tuple[str, str]] = []
+    for req in requests:
+        for i in range(req.repeats):
+            if req.baseline is None:
+                schedule.append((req.key, CANDIDATE))
+            else:
+                pair = [CANDIDATE, BASELINE] if i % 2 == 0 else [BASELINE, CANDIDATE]
+                schedule.extend((req.key, arm) for arm in pair)
+    return schedule
 
 
 def write_requests(path: Path, requests: list[ProfileRequest]) -> None:
@@ -49,23 +71,34 @@ def main(argv: list[str]) -> int:
     device = describe_device(mode)
     requests = [ProfileRequest(**r) for r in json.loads(Path(argv[0]).read_text())]
     log_path = os.environ.get(DISPATCH_LOG_ENV)
+    launchers = {}   # (key, arm) -> (run, kernel name, grid, block, run name)
     for req in requests:
-        spec = JobSpec.from_dict(req.spec)
+        specs = {CANDIDATE: JobSpec.from_dict(req.spec)}
+        if req.baseline is not None:
+            specs[BASELINE] = JobSpec.from_dict(req.baseline)
+        spec = specs[CANDIDATE]
         kernel = get_kernel(spec.kernel)
-        binding = SwizzleBinding(resolve_swizzle(spec.swizzle, spec.swizzle_formula), spec.num_xcds, spec.group_size)
-        launch = LaunchConfig(spec.num_warps, spec.num_stages)
         ops = make_operands(spec.shape, kernel.has_bias, spec.input_seed, device.torch_device)
-        run, _ = kernel.bind(ops, spec.shape, spec.tiles_dict, binding, launch)
-        grid = kernel.tile_grid(spec.shape, spec.tiles_dict).num_pids
-        for _ in range(req.repeats):
-            run()
-            if log_path:
-                with open(log_path, "a") as f:
-                    f.write(json.dumps({"kernel_name": kernel.jit_kernel.__name__, "grid": [grid, 1, 1],
-                                        "block": [spec.num_warps * 32, 1, 1], "job": req.key}) + "\n")
+        for arm, arm_spec in specs.items():
+            binding = SwizzleBinding(resolve_swizzle(arm_spec.swizzle, arm_spec.swizzle_formula),
+                                     arm_spec.num_xcds, arm_spec.group_size)
+            run, _ = kernel.bind(ops, arm_spec.shape, arm_spec.tiles_dict, binding,
+                                 LaunchConfig(arm_spec.num_warps, arm_spec.num_stages))
+            grid = kernel.tile_grid(arm_spec.shape, arm_spec.tiles_dict).num_pids
+            launchers[(req.key, arm)] = (run, kernel.jit_kernel.__name__, grid, arm_spec.num_warps * 32,
+                                         arm_spec.run_name)
+    for key, arm in launch_schedule(requests):
+        run, name, grid, block, run_name = launchers[(key, arm)]
+        run()
         if mode == GPU:
             torch.cuda.synchronize()
-        print(f"[worker] {spec.run_name}: {req.repeats} launches", file=sys.stderr, flush=True)
+        if log_path:
+            with open(log_path, "a") as f:
+                f.write(json.dumps({"kernel_name": name, "grid": [grid, 1, 1], "block": [block, 1, 1],
+                                    "job": key, "arm": arm}) + "\n")
+    for req in requests:
+        print(f"[worker] {JobSpec.from_dict(req.spec).run_name}: {req.repeats} launches"
+              + (" (+ as many of its baseline, ABBA)" if req.baseline else ""), file=sys.stderr, flush=True)
     return 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.pinning import DevicePin
 from harness.profilers.base import DispatchCounters, L2Reading
-from harness.profilers.worker import ProfileRequest, write_requests
+from harness.profilers.worker import BASELINE, CANDIDATE, ProfileRequest, launch_schedule, write_requests
 
 
 class ProfilerUnavailable(RuntimeError):
@@ -28,6 +28,8 @@ class ProfileOutcome:
     reading: L2Reading | None = None
     error: str | None = None
     raw_files: list[Path] = field(default_factory=list)
+    baseline_reading: L2Reading | None = None   # the baseline's, profiled in pairs with the job
+    pairs: list[tuple[float, float]] = field(default_factory=list)  # (candidate, baseline) hit rate %, per pair
     artifacts: dict[str, str] = field(default_factory=dict)  # extra text artifacts (e.g. per-XCD table)
     metrics: dict[str, float] = field(default_factory=dict)  # extra metrics beyond the reading's
 
@@ -45,6 +47,8 @@ class Profiler(ABC):
     """A source of L2 readings for verified jobs."""
 
     name: str
+    #: True when a reading has no noise (the simulator): a paired difference is then exact.
+    deterministic: bool = False
 
     @abstractmethod
     def tags(self) -> dict[str, str]:
@@ -138,19 +142,27 @@ class ProcessWrappingProfiler(Profiler):
 
 def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list[DispatchCounters],
                                 raw_files: list[Path]) -> dict[str, ProfileOutcome]:
-    """Give job j the dispatches ``j*k .. (j+1)*k - 1`` (k its repeats), after checking the
-    profiler saw exactly as many dispatches as the worker launched."""
-    expected = sum(r.repeats for r in requests)
-    if len(dispatches) != expected:
+    """Give every dispatch to the (job, arm) the worker's :func:`launch_schedule` launched
+    at that position, after checking the profiler saw exactly as many dispatches as the
+    worker launched.  A paired job's i-th candidate and i-th baseline dispatch form pair i."""
+    schedule = launch_schedule(requests)
+    if len(dispatches) != len(schedule):
         return _all_failed(requests, f"profiler reported {len(dispatches)} conv dispatches, the worker "
-                                     f"launched {expected} ({len(requests)} jobs x repeats): cannot attribute",
-                           raw_files)
-    outcomes, start = {}, 0
+                                     f"launched {len(schedule)} ({len(requests)} jobs x repeats, baselines "
+                                     "included): cannot attribute", raw_files)
+    mine: dict[tuple[str, str], list[DispatchCounters]] = {}
+    for (key, arm), dispatch in zip(schedule, dispatches):
+        mine.setdefault((key, arm), []).append(dispatch)
+    outcomes = {}
     for req in requests:
-        mine = dispatches[start:start + req.repeats]
-        start += req.repeats
         try:
-            outcomes[req.key] = ProfileOutcome(L2Reading.from_dispatches(mine), None, raw_files)
+            outcome = ProfileOutcome(L2Reading.from_dispatches(mine[(req.key, CANDIDATE)]), None, raw_files)
+            if req.baseline is not None:
+                base = mine[(req.key, BASELINE)]
+                outcome.baseline_reading = L2Reading.from_dispatches(base)
+                outcome.pairs = [(c.l2_hit_rate, b.l2_hit_rate) for c, b in zip(mine[(req.key, CANDIDATE)], base)
+                                 if c.l2_hit_rate is not None and b.l2_hit_rate is not None]
+            outcomes[req.key] = outcome
         except ValueError as exc:
             outcomes[req.key] = ProfileOutcome(None, str(exc), raw_files)
     return outcomes
