@@ -27,7 +27,10 @@ SWIZZLES = {
     "grouped": grouped,
     "xcd": xcd,
     "xcd_grouped": xcd_grouped,
-    # Calibration controls: known-bad orders a trustworthy harness must detect.
+    # Calibration controls.  identity_copy: the identity function object itself under another
+    # name, so the very same compiled kernel (A/A: any verdict against identity is a false
+    # positive); colmajor and scatter: known-bad orders a trustworthy harness must detect.
+    "identity_copy": identity,
     "colmajor": colmajor,
     "scatter": scatter,
     "seed_xcd": seed_xcd,

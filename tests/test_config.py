@@ -22,7 +22,7 @@ def _compose(*overrides):
 
 def test_groups_have_the_documented_options():
     assert _options("kernel") == ["direct", "igemm", "patch"]
-    assert _options("swizzle") == ["colmajor", "custom", "grouped", "identity", "scatter", "seed_attempt1",
+    assert _options("swizzle") == ["colmajor", "custom", "grouped", "identity", "identity_copy", "scatter", "seed_attempt1",
                                    "seed_attempt2", "seed_patch", "seed_xcd", "xcd", "xcd_grouped"]
     assert _options("shape") == ["calibrate", "resnet", "seed", "tiny"]
     assert _options("study") == ["calibrate"]

@@ -7,7 +7,7 @@ from swizzles.permutation import check_permutation, remap_table
 
 # (num_pid_m, num_pid_n): multiples of 8, grids that are not, degenerate ones.
 GRIDS = [(1, 1), (1, 7), (3, 7), (5, 5), (4, 2), (8, 8), (13, 11), (125, 8), (9, 1), (64, 1)]
-VALID = ["identity", "grouped", "xcd", "xcd_grouped", "colmajor", "scatter"]
+VALID = ["identity", "grouped", "xcd", "xcd_grouped", "colmajor", "scatter", "identity_copy"]
 
 
 def _oracle(name, pid, m, n, nx=8):
