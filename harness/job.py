@@ -116,9 +116,9 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
         result.tags["gate.correctness"] = check.reason
         run_baseline = None
         if baseline is not None:
-            try:
+            try:   # on the candidate's own buffers: the same addresses for both (kernels.base.bind)
                 run_baseline, _ = _verify(kernel, spec.baseline_spec(), baseline, ops, check_shape, check_tiles,
-                                          launch, device, grid)
+                                          launch, device, grid, share=run.bound)
             except _GateFailed as exc:
                 _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
 
@@ -174,8 +174,9 @@ def _no_comparison(result: JobResult, why: str) -> None:
 
 
 def _verify(kernel, spec: JobSpec, planned: _Planned, ops, check_shape, check_tiles, launch, device: DeviceInfo,
-            grid):
-    """The correctness gate for one swizzle: returns ``(run, verdict)`` or raises _GateFailed."""
+            grid, share=None):
+    """The correctness gate for one swizzle: returns ``(run, verdict)`` or raises _GateFailed.
+    ``share``: run on the buffers of an earlier binding (re-poisoned first)."""
     if device.mode != GPU:
         small = kernel.tile_grid(check_shape, check_tiles)
         small_verdict = check_permutation(remap_table(planned.swizzle_fn, small.num_pid_m, small.num_pid_n,
@@ -185,7 +186,7 @@ def _verify(kernel, spec: JobSpec, planned: _Planned, ops, check_shape, check_ti
                 f"unverifiable on CPU: swizzle {spec.swizzle} is a permutation of the full grid "
                 f"({grid.num_pids} pids) but on the down-scaled grid used for the interpreter check "
                 f"it is {small_verdict.reason}", "correctness")
-    run, out = kernel.bind(ops, check_shape, check_tiles, planned.binding, launch)
+    run, out = kernel.bind(ops, check_shape, check_tiles, planned.binding, launch, share=share)
     run()
     if device.mode == GPU:
         torch.cuda.synchronize()

@@ -40,6 +40,14 @@ class SwizzleBinding:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """The buffers a launcher runs on: operands in the family's layout, and the output."""
+
+    operands: tuple
+    out: torch.Tensor
+
+
+@dataclass(frozen=True)
 class LaunchConfig:
     num_warps: int = 4
     num_stages: int = 2
@@ -100,18 +108,28 @@ class ConvKernel(ABC):
         """Launch the kernel once, writing ``out``."""
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
-             launch: LaunchConfig) -> tuple[Callable[[], None], torch.Tensor]:
+             launch: LaunchConfig, share: "Bound | None" = None) -> tuple[Callable[[], None], torch.Tensor]:
         """Return ``(run, out)``: a zero-argument launcher for timing, and its output buffer,
-        poisoned with NaN so that an element the kernel never writes cannot pass the check."""
+        poisoned with NaN so that an element the kernel never writes cannot pass the check.
+
+        ``share``: launch on the operand and output buffers of an earlier binding (see
+        :meth:`prepare`).  Two swizzles compared in one process must run on the *same*
+        buffers: measured on an H100, the very same kernel ran a steady 1.7 % slower on one of
+        two equal copies of its operands (other addresses, other DRAM channels), an effect
+        as large as the swizzles being compared."""
         tiles = self.check_tiles(tiles)
-        operands = self.to_layout(ops)
-        out = self.empty_output(shape, ops.x.device)
-        out.fill_(math.nan)
+        bound = share if share is not None else self.prepare(ops, shape)
+        bound.out.fill_(math.nan)
 
         def run() -> None:
-            self.launch(operands, out, shape, tiles, swizzle, launch)
+            self.launch(bound.operands, bound.out, shape, tiles, swizzle, launch)
 
-        return run, out
+        run.bound = bound  # type: ignore[attr-defined]  (for share= of a later binding)
+        return run, bound.out
+
+    def prepare(self, ops: Operands, shape: ConvShape) -> "Bound":
+        """Operands in this family's layout and an output buffer, on the operands' device."""
+        return Bound(self.to_layout(ops), self.empty_output(shape, ops.x.device))
 
     # -----------------------------------------------------------
     # The address model (for the simulated L2).  A family implements ``load_plan``;
