@@ -131,6 +131,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--no-extras", action="store_true")
     ap.add_argument("--cache", default=None, help="tuning cache folder (default: OUT/tuning-cache)")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="start no new shape after this many seconds (results so far are kept)")
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +164,11 @@ def main() -> None:
     cache_dir = Path(args.cache) if args.cache else out_dir / "tuning-cache"
     cache = TuneCache(cache_dir)
     rows = []
+    started = time.perf_counter()
     for shape in shapes:
+        if args.deadline_s and time.perf_counter() - started > args.deadline_s:
+            print(f"deadline: {shape.name} and later shapes not run", flush=True)
+            break
         try:
             rows.append(measure_shape(kernel, shape, spaces[shape.name], cache))
         except Exception as exc:   # one shape's failure must not lose the others
