@@ -31,13 +31,15 @@ SHAPE_FIELDS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
 
 def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: int, swizzle: str = "identity"):
     fn = igemm_fast_kernel
-    ints = {"N": shape.N, "C": shape.C, "H": shape.H, "W": shape.W, "F": shape.F, "P": shape.P, "Q": shape.Q,
+    ints = {"N": shape.N, "C": shape.C, "H": shape.H, "W": shape.W, "F": shape.F, "P": shape.P, "Q": shape.Q, "PQ": shape.P * shape.Q,
             "R": shape.R, "S": shape.S, "stride": shape.stride, "padding": shape.padding,
             "K_PAD": k_pad(shape, tiles), "num_programs": 132}
-    a_tma = bool(tiles["TMA"] and is_matrix_layer(shape) and shape.C % 8 == 0 and not tiles["PACK_K"])
+    a_tma = bool(tiles["TMA"] and is_matrix_layer(shape) and shape.C % 8 == 0 and not tiles["PACK_K"]
+                 and not tiles["NCHW_IN"])
     constexprs = {"SWIZZLE": SWIZZLES[swizzle], "NUM_XCDS": 8, "GROUP_SIZE": 8,
                   "BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_K": tiles["BLOCK_K"],
-                  "SPLIT_K": tiles["SPLIT_K"], "PACK_K": tiles["PACK_K"], "TMA": tiles["TMA"], "A_TMA": a_tma,
+                  "SPLIT_K": tiles["SPLIT_K"], "PACK_K": tiles["PACK_K"], "NCHW_IN": tiles["NCHW_IN"],
+                  "TMA": tiles["TMA"], "A_TMA": a_tma,
                   "DOT_IN_FP32": False}
     dtype = {"float16": "*fp16", "bfloat16": "*bf16"}[shape.dtype]
     signature, attrs = {}, {}

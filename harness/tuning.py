@@ -125,13 +125,17 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
 
     * the packed K order only where the channels are few (C <= 32: the tap order's zero
       padding would cost more than the gather) and the tap order only where C >= 16;
+    * on 1x1 stride-1 layers, the NCHW input read in place (no layout copy) beside both;
     * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
       of at least 4 K steps each;
     * TMA on where the device has it, plus a TMA-off and a persistent twin of each base
       tile shape, so that the measurements, not a guess, decide both.
     """
     M = shape.N * shape.P * shape.Q
-    orders = [p for p, ok in ((0, shape.C >= 16), (1, shape.C <= 32)) if ok]
+    matrix = shape.R == shape.S == shape.stride == 1 and shape.padding == 0
+    # (PACK_K, NCHW_IN): tap order, packed order, and (1x1 stride 1) the NCHW input read in place
+    orders = [o for o, ok in (((0, 0), shape.C >= 16), ((1, 0), shape.C <= 32), ((0, 1), matrix and shape.C >= 16))
+              if ok]
     tma = 1 if traits.tma else 0
     seen, out = set(), []
 
@@ -141,17 +145,18 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
             seen.add(cfg)
             out.append(cfg)
 
-    for pack in orders:
+    for pack, nchw in orders:
         ks = (32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, _pow2_at_least(shape.C)))[-2:]
         steps_of = (lambda bk: -(-shape.R * shape.S * shape.C // bk)) if pack else (
             lambda bk: shape.R * shape.S * -(-shape.C // bk))
         for bm in (64, 128):
             for bn in _filter_tiles(shape.F):
-                tiles_mn = -(-M // bm) * -(-shape.F // bn)
+                rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
+                tiles_mn = rows * -(-shape.F // bn)
                 for warps in _warps_for(bm, bn):
                     for bk in ks:
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
-                                "PACK_K": pack, "PERSISTENT": 0, "TMA": tma}
+                                "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma}
                         for stages in (3, 4):
                             add(base, warps, stages)
                         if bk != ks[-1]:

@@ -14,7 +14,7 @@ from swizzles import SWIZZLES
 from swizzles.permutation import check_permutation, remap_table
 
 KERNEL = KERNELS["igemm_fast"]
-BASE = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "PERSISTENT": 0, "TMA": 0}
+BASE = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0}
 # Each variant on a shape that exercises it; every grid is odd (not a multiple of 8 or of
 # the 3 persistent programs' stride pattern).
 VARIANTS = {
@@ -27,6 +27,11 @@ VARIANTS = {
                          {"SPLIT_K": 2, "PERSISTENT": 1}),
     # 1x1 stride 1: the input is the M x C matrix, read through a tensor descriptor: grid 7 x 2
     "tma_matrix": (ConvShape("mat", N=2, C=24, H=7, W=7, F=20, R=1, S=1), {"TMA": 1}),
+    # 1x1 stride 1 read from NCHW in place (tiles never straddle images): grid 5 x cdiv(25, 16)
+    # = 10 x 2; then with split-K over a persistent grid
+    "nchw_in": (ConvShape("nchw", N=5, C=24, H=5, W=5, F=20, R=1, S=1), {"NCHW_IN": 1, "TMA": 1}),
+    "nchw_in_split": (ConvShape("nchw", N=5, C=40, H=5, W=5, F=20, R=1, S=1),
+                      {"NCHW_IN": 1, "SPLIT_K": 2, "PERSISTENT": 1}),
     # tensor descriptor for the weights of a strided 1x1, packed order: grid 5 x 2
     "tma_packed_s2": (ConvShape("s2", N=3, C=8, H=9, W=9, F=20, R=1, S=1, stride=2), {"TMA": 1, "PACK_K": 1}),
 }
@@ -83,6 +88,15 @@ def test_tile_grid_is_what_the_swizzle_sees():
     cpu = torch.device("cpu")
     assert KERNEL.num_programs(shape, BASE, cpu) == 10
     assert KERNEL.num_programs(shape, {**BASE, "SPLIT_K": 2, "PERSISTENT": 1}, cpu) == 3
+
+
+def test_nchw_in_needs_a_matrix_layer():
+    shape, _ = VARIANTS["tap"]
+    with pytest.raises(ValueError, match="NCHW_IN=1 needs a 1x1, stride-1, unpadded layer"):
+        KERNEL.tile_grid(shape, {**BASE, "NCHW_IN": 1})
+    nchw, _ = VARIANTS["nchw_in"]
+    assert KERNEL.tile_grid(nchw, {**BASE, "NCHW_IN": 1}).num_pid_m == 5 * 2   # per image: cdiv(25, 16)
+    assert KERNEL.tile_grid(nchw, BASE).num_pid_m == 8                          # cdiv(125, 16)
 
 
 def test_input_copy_is_inside_the_timed_call():
