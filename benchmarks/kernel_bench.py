@@ -8,7 +8,7 @@ Per shape:
 1. every candidate of ``harness.tuning.candidates('igemm_fast', ...)`` is compiled first, in
    ``--jobs`` worker processes (Triton's on-disk cache then serves the tuner);
 2. ``harness.tuning.tune_kernel`` verifies each candidate against conv2d (fp32 reference,
-   TF32 off) and times it (do_bench, median, L2 flushed, 5 ms warm-up / 25 ms reps), with
+   TF32 off) and times it (do_bench, median, L2 flushed, 3 ms warm-up / 12 ms reps), with
    the identity swizzle; the choice goes to a tuning cache under --out, and a second call
    must come back from that cache;
 3. the chosen config alone is timed as the harness times (do_bench, 25 ms / 100 ms, median
@@ -55,6 +55,8 @@ EXTRA = [
     ConvShape("mbv2", N=32, C=144, H=56, W=56, F=24, R=1, S=1, stride=1, padding=0),
     ConvShape("odd", N=3, C=37, H=29, W=29, F=45, R=5, S=5, stride=2, padding=2),
 ]
+#: do_bench budget of one tuning trial (ms): short; the chosen config is re-timed at 25 / 100.
+TUNE_WARMUP_MS, TUNE_REP_MS = 3, 12
 IGEMM_DEFAULT = Config.make({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, 8, 3)
 
 
@@ -186,7 +188,7 @@ def measure_shape(kernel, shape: ConvShape, space, cache: TuneCache) -> dict:
     """Tune, then time the chosen config, the vendor call, igemm's default and two swizzles."""
     identity = SwizzleBinding(SWIZZLES["identity"], 1, 8)
     ops = make_operands(shape, False, 0, "cuda")
-    tune_time = lambda run: bench(run, 5, 25)[0]  # noqa: E731
+    tune_time = lambda run: bench(run, TUNE_WARMUP_MS, TUNE_REP_MS)[0]  # noqa: E731
     t0 = time.perf_counter()
     tuned = tune_kernel(kernel, shape, ops, identity, tune_time, configs=space, cache=cache)
     tune_s = time.perf_counter() - t0
