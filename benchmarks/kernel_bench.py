@@ -39,7 +39,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.correctness import compare, make_operands, reference  # noqa: E402
-from harness.tuning import Config, DeviceTraits, TuneCache, candidates, tune_kernel  # noqa: E402
+from harness.tuning import Config, DeviceTraits, TuneCache, candidates, igemm_fast_space, tune_kernel  # noqa: E402
 from kernels import KERNELS  # noqa: E402
 from kernels.base import LaunchConfig, Operands, SwizzleBinding  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402
@@ -132,6 +132,7 @@ def main() -> None:
     ap.add_argument("--shapes", default=None, help="comma-separated names (default: ResNet-50 + extras)")
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--no-extras", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="narrower space: 4 stages, the largest BLOCK_K only")
     ap.add_argument("--cache", default=None, help="tuning cache folder (default: OUT/tuning-cache)")
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no new shape after this many seconds (results so far are kept)")
@@ -151,7 +152,10 @@ def main() -> None:
     print(json.dumps(meta), flush=True)
 
     # 1. Compile every candidate in parallel (the tuner's timings then exclude compiles).
-    spaces = {s.name: candidates(kernel.name, s, traits) for s in shapes}
+    if args.quick:
+        spaces = {s.name: igemm_fast_space(s, traits, stages_options=(4,), k_options=1) for s in shapes}
+    else:
+        spaces = {s.name: candidates(kernel.name, s, traits) for s in shapes}
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         errors = [e for errs in pool.imap_unordered(_compile_worker, [(s, spaces[s.name]) for s in shapes])

@@ -120,7 +120,8 @@ def igemm_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
     return out
 
 
-def igemm_fast_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tuple[int, ...] = (3, 4),
+                     k_options: int = 2) -> list[Config]:
     """igemm_fast: tiles x warps x stages around wgmma-friendly shapes, with
 
     * the packed K order only where the channels are few (C <= 32: the tap order's zero
@@ -146,7 +147,8 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
             out.append(cfg)
 
     for pack, nchw in orders:
-        ks = (32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, _pow2_at_least(shape.C)))[-2:]
+        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, _pow2_at_least(shape.C))))
+        ks = ks[-k_options:]
         steps_of = (lambda bk: -(-shape.R * shape.S * shape.C // bk)) if pack else (
             lambda bk: shape.R * shape.S * -(-shape.C // bk))
         for bm in (64, 128):
@@ -157,19 +159,20 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
                     for bk in ks:
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
                                 "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma}
-                        for stages in (3, 4):
+                        for stages in stages_options:
                             add(base, warps, stages)
                         if bk != ks[-1]:
                             continue
                         # Twins of the deepest-K base: TMA off, persistent, split-K.
+                        deep = stages_options[-1]
                         if tma:
-                            add({**base, "TMA": 0}, warps, 4)
+                            add({**base, "TMA": 0}, warps, deep)
                         if tiles_mn > traits.num_sms:
-                            add({**base, "PERSISTENT": 1}, warps, 4)
+                            add({**base, "PERSISTENT": 1}, warps, deep)
                         else:
                             for split in (2, 4):
                                 if steps_of(bk) >= 4 * split:
-                                    add({**base, "SPLIT_K": split}, warps, 4)
+                                    add({**base, "SPLIT_K": split}, warps, deep)
     return out
 
 
