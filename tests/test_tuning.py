@@ -176,8 +176,8 @@ def test_tune_config_group_composes():
     from hydra import compose, initialize_config_module
 
     with initialize_config_module("swizzlebench_conf", version_base="1.3"):
-        on = compose("config", overrides=["+tune=on", "kernel=igemm_fast"])
-        off = compose("config", overrides=["+tune=off"])
-    assert on.tune.enabled is True and on.tune.name == "on" and on.tune.rep_ms == 25
-    assert off.tune.enabled is False and off.tune.name == "off"
+        on = compose("config", overrides=["+tune=fastest", "kernel=igemm_fast"])
+        off = compose("config", overrides=["+tune=none"])
+    assert on.tune.enabled is True and on.tune.name == "fastest" and on.tune.rep_ms == 25
+    assert off.tune.enabled is False and off.tune.name == "none"
     assert KERNELS[on.kernel.name].check_tiles(on.kernel.tiles)
