@@ -4,9 +4,11 @@ from __future__ import annotations
 from kernels.base import ConvKernel
 from kernels.direct import DirectConv
 from kernels.igemm import ImplicitGemmConv
+from kernels.igemm_fast import FastImplicitGemmConv
 from kernels.patch import PatchConv
 
-KERNELS: dict[str, ConvKernel] = {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv())}
+KERNELS: dict[str, ConvKernel] = {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(),
+                                                       FastImplicitGemmConv())}
 
 
 def get_kernel(name: str) -> ConvKernel:

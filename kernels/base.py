@@ -72,14 +72,19 @@ class ConvKernel(ABC):
     tile_names: ClassVar[tuple[str, ...]]
     has_bias: ClassVar[bool] = False
 
-    def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
-        """Return the tiles as a dict, or raise naming the missing, unknown or bad entry."""
+    def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
+        """The tiles as a dict, or raise naming the missing and unknown names."""
         given = dict(tiles)
         missing = [t for t in self.tile_names if t not in given]
         unknown = [t for t in given if t not in self.tile_names]
         if missing or unknown:
             raise ValueError(f"kernel {self.name!r}: tiles must be exactly {list(self.tile_names)}; "
                              f"missing {missing}, unknown {unknown}")
+        return given
+
+    def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
+        """Return the tiles as a dict, or raise naming the missing, unknown or bad entry."""
+        given = self.tile_entries(tiles)
         for key, value in given.items():
             if not isinstance(value, int) or value <= 0 or value & (value - 1):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be a power of two >= 1")

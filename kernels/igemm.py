@@ -22,7 +22,32 @@ import triton.language as tl
 
 from kernels.access import LoadPlan, OperandLoads, element_bytes, step_grid, tensor_bases
 from kernels.base import ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
+from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
 from kernels.problem import ConvShape
+
+
+def input_runs(shape: ConvShape, block_m: int, x_base: int, eb: int, r: np.ndarray, s: np.ndarray,
+               c: np.ndarray, nbytes: np.ndarray):
+    """The input loads of an NHWC implicit GEMM, as a :class:`~kernels.access.OperandLoads` runs
+    function over pixel tiles.  ``r, s, c, nbytes`` are ``(steps, runs)`` arrays: at each step
+    every output pixel of the tile reads, for each run, ``nbytes`` bytes starting at channel
+    ``c`` of its tap ``(r, s)`` (nothing where the tap falls in the padding, or ``nbytes`` is 0)."""
+    N, C, H, W, P, Q = shape.N, shape.C, shape.H, shape.W, shape.P, shape.Q
+
+    def runs(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = pid_m[:, None] * block_m + np.arange(block_m)  # (rows, BLOCK_M) output pixel index
+        q, p, n = m % Q, (m // Q) % P, m // (P * Q)
+        # axes: (rows, steps, pixels, runs)
+        ih = (p * shape.stride - shape.padding)[:, None, :, None] + r[None, :, None, :]
+        iw = (q * shape.stride - shape.padding)[:, None, :, None] + s[None, :, None, :]
+        on = ((m < N * P * Q)[:, None, :, None] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+              & (nbytes > 0)[None, :, None, :])
+        start = x_base + (((n[:, None, :, None] * H + ih) * W + iw) * C + c[None, :, None, :]) * eb
+        length = np.broadcast_to(nbytes[None, :, None, :], on.shape)
+        shape_out = (len(pid_m), r.shape[0], -1)
+        return np.where(on, start, 0).reshape(shape_out), np.where(on, length, 0).reshape(shape_out)
+
+    return runs
 
 
 @triton.jit
@@ -49,11 +74,7 @@ def igemm_conv2d_kernel(
     offs_f = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_m = offs_m < N * P * Q
     mask_f = offs_f < F
-    q = offs_m % Q
-    p = (offs_m // Q) % P
-    n = offs_m // (P * Q)
-    ih0 = p * stride - padding
-    iw0 = q * stride - padding
+    n, ih0, iw0 = output_pixels(offs_m, P, Q, stride, padding)
     offs_k = tl.arange(0, BLOCK_K)
 
     # -----------------------------------------------------------
@@ -73,10 +94,7 @@ def igemm_conv2d_kernel(
                             mask=in_image[:, None] & (c[None, :] < C), other=0.0)
                 b = tl.load(w_ptr + w_col[None, :] + c[:, None],
                             mask=(c[:, None] < C) & mask_f[None, :], other=0.0)
-                if DOT_IN_FP32:  # CPU interpreter only: see ImplicitGemmConv.launch
-                    acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
-                else:
-                    acc = tl.dot(a, b, acc)
+                acc = mma(a, b, acc, DOT_IN_FP32)  # DOT_IN_FP32: CPU interpreter only (gemm_parts.mma)
 
     # -----------------------------------------------------------
     # The output is the row-major M x F matrix (NHWC).
@@ -109,16 +127,12 @@ class ImplicitGemmConv(ConvKernel):
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w = operands
         grid = (self.tile_grid(shape, tiles).num_pids,)
-        # The Triton interpreter's tl.dot returns garbage for bf16 operands (errors ~1e10
-        # with Triton 3.9); on the CPU path only, bf16 tiles are multiplied as fp32, which
-        # is what the tensor cores compute anyway (bf16 products are exact in fp32).
-        dot_in_fp32 = x.device.type == "cpu" and shape.dtype == "bfloat16"
         igemm_conv2d_kernel[grid](
             x, w, out,
             shape.N, shape.C, shape.H, shape.W, shape.F, shape.R, shape.S, shape.P, shape.Q,
             shape.stride, shape.padding,
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
-            DOT_IN_FP32=dot_in_fp32,
+            DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages, **tiles)
 
     def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
@@ -143,15 +157,7 @@ class ImplicitGemmConv(ConvKernel):
         r, s, cb = step_grid(R, S, num_cb)
         c0 = cb * bk
         run_bytes = np.minimum(bk, C - c0) * eb            # (steps,) channels in this block
-
-        def x_runs(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            m = pid_m[:, None] * bm + np.arange(bm)        # (rows, BLOCK_M) output pixel index
-            q, p, n = m % Q, (m // Q) % P, m // (P * Q)
-            ih = (p * shape.stride - shape.padding)[:, None, :] + r[None, :, None]
-            iw = (q * shape.stride - shape.padding)[:, None, :] + s[None, :, None]
-            on = ((m < N * P * Q)[:, None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
-            start = bases["x"] + (((n[:, None, :] * H + ih) * W + iw) * C + c0[None, :, None]) * eb
-            return np.where(on, start, 0), np.where(on, run_bytes[None, :, None], 0)
+        x_runs = input_runs(shape, bm, bases["x"], eb, r[:, None], s[:, None], c0[:, None], run_bytes[:, None])
 
         def w_runs(pid_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             f = pid_n[:, None] * bn + np.arange(bn)         # (rows, BLOCK_N) filter index

@@ -21,7 +21,7 @@ from swizzles.permutation import remap_table
 
 # Loads a program issues before its loop (the patch kernel's bias); they belong to step 0.
 # Every family then issues two loads per step: input, then weights.
-PROLOGUE_LOADS = {"igemm": 0, "direct": 0, "patch": 1}
+PROLOGUE_LOADS = {"igemm": 0, "igemm_fast": 0, "direct": 0, "patch": 1}
 LOADS_PER_STEP = 2
 
 ODD = ConvShape("odd", N=2, C=5, H=7, W=8, F=10, R=3, S=2, stride=2, padding=1)   # P=4, Q=5
@@ -36,6 +36,13 @@ CASES = [
     ("igemm", ODD, {"BLOCK_M": 16, "BLOCK_N": 8, "BLOCK_K": 4}, "xcd_grouped", 8, 2),
     ("igemm", T1, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}, "xcd", 8, 8),
     ("igemm", T3, {"BLOCK_M": 8, "BLOCK_N": 4, "BLOCK_K": 4}, "grouped", 8, 3),
+    ("igemm_fast", ODD, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0,
+                         "TMA": 0}, "xcd_grouped", 8, 2),
+    ("igemm_fast", T1, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 1, "NCHW_IN": 0, "PERSISTENT": 0,
+                        "TMA": 0}, "grouped", 8, 3),
+    ("igemm_fast", ConvShape("nchw", N=3, C=20, H=5, W=3, F=10, R=1, S=1),
+     {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 1, "PERSISTENT": 0,
+      "TMA": 0}, "xcd", 8, 8),
     ("direct", ODD, {"BLOCK_N": 2, "BLOCK_F": 4, "BLOCK_H": 2, "BLOCK_W": 4, "BLOCK_C": 2}, "xcd_grouped", 8, 2),
     ("direct", T2, {"BLOCK_N": 1, "BLOCK_F": 2, "BLOCK_H": 4, "BLOCK_W": 2, "BLOCK_C": 8}, "grouped", 8, 2),
     ("patch", SMALL, {"BLOCK_Q": 2, "BLOCK_C": 2}, "xcd_grouped", 8, 2),

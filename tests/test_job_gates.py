@@ -19,12 +19,14 @@ CPU = describe_device("interpreter")
 # Small tiles so the full-size grids of tiny shapes are neither trivial nor multiples of 8.
 TILES = {
     "igemm": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16},
+    "igemm_fast": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 2, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 1, "TMA": 0},
     "direct": {"BLOCK_N": 1, "BLOCK_F": 4, "BLOCK_H": 4, "BLOCK_W": 4, "BLOCK_C": 4},
     "patch": {"BLOCK_Q": 4, "BLOCK_C": 4},
 }
 SHAPES = {
     # padding, odd sizes; grids: igemm 5x2=10, direct 12x3=36, patch 5x3=15 (none a multiple of 8)
     "igemm": ConvShape("odd", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
+    "igemm_fast": ConvShape("odd", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
     "direct": ConvShape("odd", N=2, C=9, H=9, W=6, F=10, R=3, S=3, stride=1, padding=1),
     "patch": ConvShape("odd", N=1, C=5, H=9, W=9, F=3, R=3, S=3, stride=2, padding=1),
 }

@@ -1,0 +1,396 @@
+"""Tune mode: pick the fastest *verified* launch config of a kernel for one problem, once,
+remember it, and hand back that one config for everything that follows.
+
+A config is the kernel's tile sizes and flags plus ``num_warps`` and ``num_stages``.  For a
+(kernel, shape, dtype, device) the tuner
+
+1. looks the problem up in a cache keyed on the device name, the Triton version and a hash
+   of the kernel's source (so a new GPU, compiler or kernel re-tunes; nothing else does);
+2. otherwise runs every candidate of the kernel's space (:func:`candidates`): a candidate is
+   first verified (its output against conv2d; a wrong or failing config is a *trial*, never
+   a choice), then timed; the fastest verified one wins and is written to the cache with
+   every trial;
+3. returns a :class:`TuneResult` whose ``config`` the job then gates, measures and profiles.
+   Trials are never measured or profiled by anything else: profilers see the chosen config
+   only.
+
+The swizzle is fixed while tuning (the job's baseline, identity by default): the config
+must not be chosen for, or against, the swizzle under test.
+
+Everything here is pure Python over callables (``verify``, ``measure``), so it is tested on
+the CPU with stand-ins; :func:`tune_kernel` builds the real callables from a kernel.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from kernels.problem import ConvShape
+
+
+# -----------------------------------------------------------
+# Configs and the device traits a candidate space depends on.
+
+@dataclass(frozen=True)
+class Config:
+    """One launch config: the kernel's tiles (sizes and flags), warps and pipeline stages."""
+
+    tiles: tuple[tuple[str, int], ...]
+    num_warps: int
+    num_stages: int
+
+    @classmethod
+    def make(cls, tiles: Mapping[str, int], num_warps: int, num_stages: int) -> "Config":
+        return cls(tuple((str(k), int(v)) for k, v in tiles.items()), int(num_warps), int(num_stages))
+
+    @property
+    def tiles_dict(self) -> dict[str, int]:
+        return dict(self.tiles)
+
+    @property
+    def label(self) -> str:
+        """Short and stable, e.g. ``M128 N64 K64 SPLIT_K1 TMA1 w4 s4``."""
+        short = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
+        parts = [f"{short.get(k, k)}{v}" for k, v in self.tiles]
+        return " ".join(parts + [f"w{self.num_warps}", f"s{self.num_stages}"])
+
+    def as_dict(self) -> dict:
+        return {"tiles": self.tiles_dict, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Config":
+        return cls.make(d["tiles"], d["num_warps"], d["num_stages"])
+
+
+@dataclass(frozen=True)
+class DeviceTraits:
+    """What the candidate space needs to know about the device."""
+
+    name: str                 # e.g. "NVIDIA H200" ("interpreter" on the CPU)
+    num_sms: int              # streaming multiprocessors / compute units
+    tma: bool                 # tensor descriptors (NVIDIA compute capability >= 9.0)
+
+    @classmethod
+    def of(cls, device) -> "DeviceTraits":
+        import torch
+
+        device = torch.device(device)
+        if device.type == "cpu":
+            return cls("interpreter", 4, False)
+        props = torch.cuda.get_device_properties(device)
+        tma = torch.version.hip is None and (props.major, props.minor) >= (9, 0)
+        return cls(props.name, props.multi_processor_count, tma)
+
+
+# -----------------------------------------------------------
+# Candidate spaces, one per kernel family.
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _warps_for(block_m: int, block_n: int) -> tuple[int, ...]:
+    """4 warps (one warpgroup) up to 64x128 outputs, 8 from 128x256; both in between."""
+    area = block_m * block_n
+    return (4,) if area <= 8192 else (8,) if area >= 32768 else (4, 8)
+
+
+def _filter_tiles(F: int) -> tuple[int, ...]:
+    """BLOCK_N no wider than the filters need (F=64 -> 64 only; F=24 -> 32)."""
+    cap = max(32, _pow2_at_least(F))
+    return tuple(b for b in (32, 64, 128, 256) if b <= cap and (b >= 64 or F <= 32))
+
+
+def igemm_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+    """igemm: the tile sizes and launch settings it takes today."""
+    out = []
+    for bm in (64, 128):
+        for bn in _filter_tiles(shape.F):
+            for bk in (32, 64):
+                for warps in _warps_for(bm, bn):
+                    for stages in (2, 3, 4):
+                        out.append(Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, warps, stages))
+    return out
+
+
+def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tuple[int, ...] = (3, 4),
+                     k_options: int = 2) -> list[Config]:
+    """igemm_fast: tiles x warps x stages around wgmma-friendly shapes, with
+
+    * the packed K order only where the channels are few (C <= 32: the tap order's zero
+      padding would cost more than the gather) and the tap order only where C >= 16;
+    * on 1x1 stride-1 layers, the NCHW input read in place (no layout copy) beside both;
+    * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
+      of at least 4 K steps each;
+    * TMA on where the device has it, plus a TMA-off and a persistent twin of each base
+      tile shape, so that the measurements, not a guess, decide both.
+    """
+    M = shape.N * shape.P * shape.Q
+    matrix = shape.R == shape.S == shape.stride == 1 and shape.padding == 0
+    # (PACK_K, NCHW_IN): tap order, packed order, and (1x1 stride 1) the NCHW input read in place
+    orders = [o for o, ok in (((0, 0), shape.C >= 16), ((1, 0), shape.C <= 32), ((0, 1), matrix and shape.C >= 16))
+              if ok]
+    tma = 1 if traits.tma else 0
+    seen, out = set(), []
+
+    def add(tiles: dict, warps: int, stages: int) -> None:
+        cfg = Config.make(tiles, warps, stages)
+        if cfg not in seen:
+            seen.add(cfg)
+            out.append(cfg)
+
+    for pack, nchw in orders:
+        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, _pow2_at_least(shape.C))))
+        ks = ks[-k_options:]
+        steps_of = (lambda bk: -(-shape.R * shape.S * shape.C // bk)) if pack else (
+            lambda bk: shape.R * shape.S * -(-shape.C // bk))
+        for bm in (64, 128):
+            for bn in _filter_tiles(shape.F):
+                rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
+                tiles_mn = rows * -(-shape.F // bn)
+                for warps in _warps_for(bm, bn):
+                    for bk in ks:
+                        base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
+                                "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma}
+                        for stages in stages_options:
+                            add(base, warps, stages)
+                        if bk != ks[-1]:
+                            continue
+                        # Twins of the deepest-K base: TMA off, persistent, split-K.
+                        deep = stages_options[-1]
+                        if tma:
+                            add({**base, "TMA": 0}, warps, deep)
+                        if tiles_mn > traits.num_sms:
+                            add({**base, "PERSISTENT": 1}, warps, deep)
+                        else:
+                            for split in (2, 4):
+                                if steps_of(bk) >= 4 * split:
+                                    add({**base, "SPLIT_K": split}, warps, deep)
+    return out
+
+
+#: kernel name -> candidate space.  A kernel without one is tuned over its given config only.
+SPACES: dict[str, Callable[[ConvShape, DeviceTraits], list[Config]]] = {
+    "igemm": igemm_space,
+    "igemm_fast": igemm_fast_space,
+}
+
+
+def candidates(kernel: str, shape: ConvShape, traits: DeviceTraits, default: Config | None = None) -> list[Config]:
+    """The configs tune mode tries for ``kernel`` on ``shape`` (``[default]`` without a space)."""
+    space = SPACES.get(kernel)
+    if space is None:
+        if default is None:
+            raise ValueError(f"kernel {kernel!r} has no candidate space; give its config")
+        return [default]
+    return space(shape, traits)
+
+
+# -----------------------------------------------------------
+# The cache.
+
+def kernel_source_hash(kernel) -> str:
+    """SHA-256 (16 hex digits) of the source of the kernel's module and of every module of
+    the ``kernels`` package it imports from: any edit to what is compiled re-tunes."""
+    module = sys.modules[type(kernel).__module__]
+    names = {module.__name__}
+    for value in vars(module).values():
+        mod = getattr(value, "__module__", None) or getattr(value, "__name__", None)
+        if isinstance(mod, str) and mod.startswith("kernels.") and mod in sys.modules:
+            names.add(mod)
+    digest = hashlib.sha256()
+    for name in sorted(names):
+        digest.update(name.encode())
+        digest.update(inspect.getsource(sys.modules[name]).encode())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """What a tuned choice depends on.  The candidate space is part of the key too: a
+    choice made among other candidates is not reused."""
+
+    kernel: str
+    shape: tuple[tuple[str, object], ...]   # every ConvShape field except its name, dtype included
+    device: str
+    triton_version: str
+    kernel_source: str
+    swizzle: str                            # the fixed swizzle the trials ran with
+    space: str                              # hash of the candidate list
+
+    @classmethod
+    def make(cls, kernel: str, shape: ConvShape, device: str, triton_version: str, kernel_source: str,
+             swizzle: str, space: Sequence[Config]) -> "CacheKey":
+        fields = tuple((k, v) for k, v in sorted(asdict(shape).items()) if k != "name")
+        space_hash = hashlib.sha256(json.dumps([c.as_dict() for c in space], sort_keys=True).encode()).hexdigest()[:16]
+        return cls(kernel, fields, device, triton_version, kernel_source, swizzle, space_hash)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=list).encode()).hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """``$SWIZZLEBENCH_CACHE/tuning`` (default ``~/.cache/swizzlebench/tuning``)."""
+    root = os.environ.get("SWIZZLEBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "swizzlebench")
+    return Path(root) / "tuning"
+
+
+class TuneCache:
+    """One JSON file per key, named by the key's digest; the key is stored inside and checked."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+
+    def _path(self, key: CacheKey) -> Path:
+        return self.directory / f"{key.digest}.json"
+
+    def get(self, key: CacheKey) -> dict | None:
+        path = self._path(key)
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return entry if entry.get("key") == json.loads(json.dumps(asdict(key), default=list)) else None
+
+    def put(self, key: CacheKey, entry: dict) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self._path(key)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({**entry, "key": asdict(key)}, indent=1, default=list))
+        os.replace(tmp, path)   # atomic: concurrent tuners never see half a file
+        return path
+
+
+# -----------------------------------------------------------
+# The tuner.
+
+@dataclass(frozen=True)
+class Trial:
+    config: Config
+    time_ms: float | None = None      # None: not timed (failed verification or raised)
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"config": self.config.as_dict(), "time_ms": self.time_ms, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Trial":
+        return cls(Config.from_dict(d["config"]), d.get("time_ms"), d.get("error"))
+
+
+@dataclass
+class TuneResult:
+    config: Config
+    time_ms: float                    # the winner's time during tuning
+    trials: list[Trial] = field(default_factory=list)
+    from_cache: bool = False
+    cost_s: float = 0.0               # wall time of this tuning (0 for a cache hit)
+    key: CacheKey | None = None
+
+    @property
+    def summary(self) -> str:
+        ok = sum(t.time_ms is not None for t in self.trials)
+        origin = "cache" if self.from_cache else f"{len(self.trials)} trials ({ok} verified), {self.cost_s:.1f} s"
+        return f"tuned: {self.config.label} ({self.time_ms:.4f} ms; {origin})"
+
+    def as_params(self) -> dict[str, str]:
+        """For the job's run: the chosen config and how it was chosen."""
+        return {"tune.config": self.config.label, "tune.time_ms": f"{self.time_ms:.6f}",
+                "tune.trials": str(len(self.trials)), "tune.from_cache": str(self.from_cache),
+                "tune.cost_s": f"{self.cost_s:.2f}"}
+
+
+class TuneError(RuntimeError):
+    """No candidate passed verification."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def tune(configs: Iterable[Config], measure: Callable[[Config], float],
+         verify: Callable[[Config], str | None] | None = None, cache: TuneCache | None = None,
+         key: CacheKey | None = None, log: Callable[[str], None] | None = None,
+         clock: Callable[[], float] = time.perf_counter) -> TuneResult:
+    """Return the fastest verified config among ``configs``.
+
+    ``verify(cfg)`` returns None when the config computes the right output, else why not;
+    ``measure(cfg)`` returns its time in ms.  Both may raise (a config that does not compile):
+    that config becomes a failed trial.  With ``cache`` and ``key`` a stored choice is
+    returned without running anything, and a new choice is stored.
+    """
+    say = log or (lambda _msg: None)
+    if cache is not None and key is not None:
+        entry = cache.get(key)
+        if entry is not None:
+            result = TuneResult(Config.from_dict(entry["config"]), float(entry["time_ms"]),
+                                [Trial.from_dict(t) for t in entry.get("trials", [])], True, 0.0, key)
+            say(f"{result.summary}")
+            return result
+    start = clock()
+    trials = []
+    for cfg in configs:
+        try:
+            problem = verify(cfg) if verify is not None else None
+            trial = Trial(cfg, error=problem) if problem else Trial(cfg, time_ms=float(measure(cfg)))
+        except Exception as exc:   # a config that fails to compile or launch is a failed trial
+            trial = Trial(cfg, error=_first_line(exc))
+        trials.append(trial)
+    timed = [t for t in trials if t.time_ms is not None]
+    if not timed:
+        reasons = "; ".join(f"{t.config.label}: {t.error}" for t in trials[:5])
+        raise TuneError(f"no verified config among {len(trials)} candidates ({reasons})")
+    best = min(timed, key=lambda t: t.time_ms)
+    result = TuneResult(best.config, best.time_ms, trials, False, clock() - start, key)
+    if cache is not None and key is not None:
+        cache.put(key, {"config": best.config.as_dict(), "time_ms": best.time_ms, "cost_s": result.cost_s,
+                        "trials": [t.as_dict() for t in trials]})
+    say(result.summary)
+    return result
+
+
+def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Callable[[], None]], float],
+                configs: Sequence[Config] | None = None, cache: TuneCache | None = None,
+                swizzle_name: str = "identity", log: Callable[[str], None] | None = None) -> TuneResult:
+    """Tune ``kernel`` on ``shape`` with real launches: each candidate is bound to ``ops``
+    (the job's operands, on the device) with the fixed ``swizzle`` binding, verified against
+    conv2d exactly as the correctness gate does, then timed by ``time_fn(run) -> ms``."""
+    import torch
+    import triton
+
+    from harness.correctness import compare, reference
+    from kernels.base import LaunchConfig
+
+    traits = DeviceTraits.of(ops.x.device)
+    configs = list(configs) if configs is not None else candidates(kernel.name, shape, traits)
+    key = CacheKey.make(kernel.name, shape, traits.name, triton.__version__, kernel_source_hash(kernel),
+                        swizzle_name, configs)
+    expected = reference(ops, shape)
+    bound: dict[Config, Callable[[], None]] = {}
+
+    def launch_of(cfg: Config) -> Callable[[], None]:
+        run, out = kernel.bind(ops, shape, cfg.tiles_dict, swizzle, LaunchConfig(cfg.num_warps, cfg.num_stages))
+        bound[cfg] = run
+        return run, out
+
+    def verify(cfg: Config) -> str | None:
+        run, out = launch_of(cfg)
+        run()
+        if ops.x.device.type == "cuda":
+            torch.cuda.synchronize()
+        verdict = compare(kernel.output_as_nchw(out), expected, shape.dtype)
+        return None if verdict.ok else verdict.reason
+
+    def measure(cfg: Config) -> float:
+        return time_fn(bound.pop(cfg))
+
+    return tune(configs, measure, verify, cache, key, log)

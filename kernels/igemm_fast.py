@@ -1,0 +1,431 @@
+"""Implicit-GEMM conv2d, fast: the matrix product of :mod:`kernels.igemm`, arranged so the
+tensor cores stay fed on every layer of a CNN, with the launch choices left to the tuner
+(:mod:`harness.tuning`).
+
+The product is the same as igemm's, never materialised:
+
+* rows    M = N * P * Q   output pixels (n, p, q), NHWC input,
+* columns   F             filters,
+* depth   K               filter taps (r, s) times input channels c.
+
+What changes, and why (the measurements are in benchmarks/kernel_notes.md):
+
+1. **One flat loop over K steps.**  igemm nests ``for r: for s: for c0``; Triton
+   software-pipelines the innermost loop only, so where C = BLOCK_K (the 64-channel 3x3
+   layers of a ResNet's first stage) that loop has one iteration and every step waits for
+   its own loads.  Here step ``k`` decodes to a tap and a channel block with a few scalar
+   operations, and the whole reduction is one loop that ``num_stages`` pipelines.
+2. **Weights packed once** as a zero-padded ``[F_pad, K_pad]`` matrix (outside the timed
+   closure: weights are constants of a layer).  B tiles then need no mask at all, and on
+   Hopper they come through a tensor descriptor (TMA, ``TMA=1``).
+3. **Two orders of K.**  ``PACK_K=0`` ("tap"): step = (tap, channel block), channels padded
+   per tap up to BLOCK_K, so each pixel's slice of A is a contiguous run of channels (16-byte
+   loads).  ``PACK_K=1`` ("packed"): k runs over (r, s, c) with no padding between taps.
+   For the 3-channel stem that is 147 -> 160 columns of K instead of 49 x BLOCK_K: the tap
+   order would spend 95% of its tensor-core work on zeros.  A is then a gather.
+4. **Split-K** (``SPLIT_K > 1``): layers with fewer tiles than the GPU has SMs (the 7x7 and
+   14x14 stages of a ResNet at batch 32) split the reduction; each split writes its fp32
+   partial sums and a second small kernel adds them in a fixed order (deterministic).
+5. **Persistent grid** (``PERSISTENT=1``): one program per SM walks the work items
+   ``pid, pid + num_programs, ...``.  The swizzle maps each item's launch-order tile index
+   exactly as it maps a program id in the one-tile-per-program launch, so the permutation
+   gate over ``tile_grid`` checks what the programs walk.
+6. **1x1, stride 1, no padding**: the input *is* the M x C matrix; with ``TMA=1`` (and C a
+   multiple of 8, the descriptor's 16-byte stride rule) A comes through a descriptor too, so
+   that layer is a plain TMA GEMM.  Out-of-bounds rows and channels read as zeros.
+
+7. **NCHW in** (``NCHW_IN=1``, 1x1 stride-1 layers): per image the NCHW input already *is*
+   the matrix A^T (channels x pixels, contiguous along pixels), so the kernel reads it where
+   it lies, pixel tiles never straddling two images, and skips the layout copy below.
+
+The input is otherwise NHWC.  The NCHW -> NHWC copy runs *inside* the timed closure
+(``bind``): the harness builds the vendor's channels_last input outside its timing, and a
+transform the vendor is not charged for must not be free for us either.  If the caller's
+tensor is already channels_last, the copy is a no-op view.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from kernels.access import LoadPlan, OperandLoads, element_bytes, tensor_bases
+from kernels.base import LaunchConfig, Operands, SwizzleBinding, TileGrid
+from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
+from kernels.igemm import ImplicitGemmConv, input_runs
+from kernels.problem import ConvShape
+
+
+@triton.jit
+def _a_tile_tap(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K: tl.constexpr):
+    """A for step = (tap, channel block): each pixel's in-image tap reads BLOCK_K channels."""
+    num_cb = tl.cdiv(C, BLOCK_K)
+    tap = step // num_cb
+    c = (step - tap * num_cb) * BLOCK_K + offs_k
+    r = tap // S
+    s = tap - r * S
+    ih = ih0 + r
+    iw = iw0 + s
+    in_image = mask_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    # x_row is channel 0 of the receptive field's top-left corner; the tap moves it by (r, s).
+    ptrs = x_ptr + (x_row + (r * W + s) * C)[:, None] + c[None, :]
+    return tl.load(ptrs, mask=in_image[:, None] & (c < C)[None, :], other=0.0)
+
+
+@triton.jit
+def _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, BLOCK_K: tl.constexpr):
+    """A for step = BLOCK_K consecutive columns of K = (r, s, c) with no padding between taps:
+    every column has its own tap, so every element is its own gather."""
+    k = step * BLOCK_K + offs_k
+    tap = k // C
+    c = k - tap * C
+    r = tap // S
+    s = tap - r * S
+    ih = ih0[:, None] + r[None, :]
+    iw = iw0[:, None] + s[None, :]
+    ok = (mask_m[:, None] & (tap < R * S)[None, :]
+          & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
+    return tl.load(x_ptr + x_row[:, None] + ((r * W + s) * C + c)[None, :], mask=ok, other=0.0)
+
+
+@triton.jit
+def _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K: tl.constexpr):
+    """A for a 1x1, stride-1 layer read straight from NCHW: per image the input is the
+    C x (P*Q) matrix A^T, contiguous along pixels.  Load a BLOCK_K x BLOCK_M slab and
+    transpose it (the tensor cores take either major order from shared memory)."""
+    c = step * BLOCK_K + offs_k
+    a_t = tl.load(x_ptr + x_img + c[:, None] * PQ + offs_hw[None, :],
+                  mask=(c < C)[:, None] & mask_m[None, :], other=0.0)
+    return tl.trans(a_t)
+
+
+@triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "stride", "padding", "num_programs"])
+def igemm_fast_kernel(
+    x_ptr, w_ptr, y_ptr, ws_ptr,
+    N, C, H, W, F, P, Q, PQ, R, S, stride, padding, K_PAD, num_programs,
+    SWIZZLE: tl.constexpr, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, PACK_K: tl.constexpr, NCHW_IN: tl.constexpr, TMA: tl.constexpr,
+    A_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr = False,
+):
+    # -----------------------------------------------------------
+    # The work: num_pid_m x num_pid_n output tiles (the grid the swizzle sees), each
+    # reduced in SPLIT_K slices of the K steps.  Work item w is slice w // num_tiles of
+    # launch-order tile w % num_tiles.  Without PERSISTENT the launch has one program per
+    # work item and the loop below runs once; with it, num_programs programs share them.
+    # With NCHW_IN, pixel tiles never straddle two images (each image is its own matrix).
+    M = N * PQ
+    tiles_per_image = tl.cdiv(PQ, BLOCK_M)
+    if NCHW_IN:
+        num_pid_m = N * tiles_per_image
+    else:
+        num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(F, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    num_steps = K_PAD // BLOCK_K
+    steps_per_split = tl.cdiv(num_steps, SPLIT_K)
+    offs_k = tl.arange(0, BLOCK_K)
+
+    # Tensor descriptors (Hopper's TMA unit): built once per program.  The weights are
+    # padded to whole tiles, so their boxes never leave the matrix; the input matrix of a
+    # 1x1 layer is not, and the descriptor fills rows >= M and channels >= C with zeros.
+    if TMA:
+        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[num_pid_n * BLOCK_N, K_PAD], strides=[K_PAD, 1],
+                                           block_shape=[BLOCK_N, BLOCK_K])
+    if A_TMA:
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, C], strides=[C, 1], block_shape=[BLOCK_M, BLOCK_K])
+
+    for work in range(tl.program_id(0), num_tiles * SPLIT_K, num_programs):
+        # ---------------------------------------------------------
+        # Which tile and which slice of K.  The swizzle maps the launch-order tile index to
+        # the tile computed; tiles are numbered row-major over (pixel tile, filter tile).
+        split = work // num_tiles
+        tile = SWIZZLE(work - split * num_tiles, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
+        pid_m = tile // num_pid_n
+        pid_n = tile % num_pid_n
+
+        # Rows -> output pixels and the top-left input position of each receptive field
+        # (NCHW_IN: image n_img and its pixels offs_hw).
+        offs_f = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        if NCHW_IN:
+            n_img = pid_m // tiles_per_image
+            offs_hw = (pid_m - n_img * tiles_per_image) * BLOCK_M + tl.arange(0, BLOCK_M)
+            mask_m = offs_hw < PQ
+            offs_m = n_img * PQ + offs_hw
+            x_img = n_img * C * PQ
+        else:
+            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            mask_m = offs_m < M
+            n, ih0, iw0 = output_pixels(offs_m, P, Q, stride, padding)
+            x_row = ((n * H + ih0) * W + iw0) * C
+
+        # ---------------------------------------------------------
+        # The reduction: one flat, pipelined loop over this slice's K steps.  Out-of-image
+        # taps load zeros, which is exactly what zero padding means.
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        first = split * steps_per_split
+        for step in range(first, tl.minimum(first + steps_per_split, num_steps)):
+            if A_TMA:
+                a = x_desc.load([pid_m * BLOCK_M, step * BLOCK_K])
+            elif NCHW_IN:
+                a = _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K)
+            elif PACK_K:
+                a = _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, BLOCK_K)
+            else:
+                a = _a_tile_tap(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K)
+            if TMA:
+                b = w_desc.load([pid_n * BLOCK_N, step * BLOCK_K])
+            else:
+                b = tl.load(w_ptr + offs_f[:, None] * K_PAD + (step * BLOCK_K + offs_k)[None, :])
+            acc = mma(a, tl.trans(b), acc, DOT_IN_FP32)
+
+        # ---------------------------------------------------------
+        # The output is the row-major M x F matrix (NHWC); a split writes fp32 partials
+        # to its own slice of the workspace instead.
+        mask = mask_m[:, None] & (offs_f < F)[None, :]
+        if SPLIT_K == 1:
+            tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+        else:
+            tl.store(ws_ptr + (split * M + offs_m)[:, None] * F + offs_f[None, :], acc, mask=mask)
+
+
+@triton.jit
+def split_k_sum_kernel(ws_ptr, y_ptr, numel, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    """y = sum of the SPLIT_K fp32 partial outputs, added in split order, cast to y's dtype."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < numel
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for split in range(SPLIT_K):
+        total += tl.load(ws_ptr + split * numel + offs, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, total.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+#: The config knobs beside the three tile sizes, and the values each may take.
+FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA")
+#: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
+#: number, so every program walks several tiles and the walk is tested.
+INTERPRETER_PROGRAMS = 3
+
+
+def is_matrix_layer(shape: ConvShape) -> bool:
+    """1x1, stride 1, no padding: the NHWC input is the M x C matrix of the product."""
+    return shape.R == 1 and shape.S == 1 and shape.stride == 1 and shape.padding == 0
+
+
+def k_pad(shape: ConvShape, tiles: Mapping[str, int]) -> int:
+    """Columns of the packed weights: whole BLOCK_K steps over (tap, padded channels) or
+    over the packed (r, s, c) run."""
+    bk = tiles["BLOCK_K"]
+    if tiles["PACK_K"]:
+        return triton.cdiv(shape.R * shape.S * shape.C, bk) * bk
+    return shape.R * shape.S * triton.cdiv(shape.C, bk) * bk
+
+
+def pack_weights(w: torch.Tensor, shape: ConvShape, tiles: Mapping[str, int]) -> torch.Tensor:
+    """F,C,R,S weights -> the zero-padded ``[F_pad, K_pad]`` matrix the kernel reads: rows are
+    filters (padded to whole BLOCK_N tiles), columns follow the kernel's K order."""
+    F, C, R, S = shape.F, shape.C, shape.R, shape.S
+    bk, bn = tiles["BLOCK_K"], tiles["BLOCK_N"]
+    ohwi = w.permute(0, 2, 3, 1)                                   # F, R, S, C
+    packed = torch.zeros((triton.cdiv(F, bn) * bn, k_pad(shape, tiles)), dtype=w.dtype, device=w.device)
+    if tiles["PACK_K"]:
+        packed[:F, :R * S * C] = ohwi.reshape(F, R * S * C)
+    else:
+        c_pad = triton.cdiv(C, bk) * bk
+        packed[:F].view(F, R, S, c_pad)[..., :C] = ohwi
+    return packed
+
+
+def nhwc(x: torch.Tensor) -> torch.Tensor:
+    """N,C,H,W -> contiguous NHWC; free (a view) when ``x`` is already channels_last."""
+    return x.permute(0, 2, 3, 1).contiguous()
+
+
+def _set_descriptor_scratch(device: torch.device) -> None:
+    """In-kernel tensor descriptors live in a global scratch buffer Triton asks for."""
+
+    def alloc(size: int, alignment: int, stream) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device=device)
+
+    triton.set_allocator(alloc)
+
+
+def check_tma_supported(device: torch.device) -> None:
+    """TMA=1 needs tensor descriptors: a Hopper-or-newer NVIDIA GPU, or the CPU interpreter
+    (which emulates them).  Anywhere else, say so instead of failing inside the compiler."""
+    if device.type == "cpu":
+        return
+    if torch.version.hip is not None:
+        raise ValueError("kernel 'igemm_fast': TMA=1 needs NVIDIA tensor descriptors (compute capability >= 9.0, "
+                         "Hopper); this is an AMD GPU: use TMA=0")
+    cap = torch.cuda.get_device_capability(device)
+    if cap < (9, 0):
+        raise ValueError(f"kernel 'igemm_fast': TMA=1 needs compute capability >= 9.0 (Hopper); "
+                         f"{torch.cuda.get_device_name(device)} is {cap[0]}.{cap[1]}: use TMA=0")
+
+
+def _nchw_input_runs(shape: ConvShape, block_m: int, block_k: int, x_base: int, eb: int):
+    """NCHW_IN loads: at step k, pixel tile (n, hw0) reads, for each channel of the block,
+    one run of its in-image pixels ``hw0 .. min(hw0 + BLOCK_M, P*Q)``."""
+    pq, C = shape.P * shape.Q, shape.C
+    per_image = triton.cdiv(pq, block_m)
+    num_steps = triton.cdiv(C, block_k)
+
+    def runs(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n, hw0 = pid_m // per_image, (pid_m % per_image) * block_m          # (rows,)
+        c = np.arange(num_steps)[:, None] * block_k + np.arange(block_k)   # (steps, BLOCK_K)
+        start = x_base + ((n[:, None, None] * C + c[None]) * pq + hw0[:, None, None]) * eb
+        length = np.broadcast_to((np.minimum(block_m, pq - hw0) * eb)[:, None, None], start.shape)
+        on = np.broadcast_to((c < C)[None], start.shape)
+        return np.where(on, start, 0), np.where(on, length, 0)
+
+    return runs
+
+
+class FastImplicitGemmConv(ImplicitGemmConv):
+    """igemm's product, tuned: see the module docstring.  Output layout (NHWC) and the
+    ``num_pid_m x num_pid_n`` tile grid are igemm's."""
+
+    name = "igemm_fast"
+    jit_kernel = igemm_fast_kernel
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K") + FLAGS
+
+    def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
+        """Tile sizes: powers of two, >= 16 (the tensor-core minimum on every axis of
+        ``tl.dot``); SPLIT_K a power of two; flags 0 or 1."""
+        given = self.tile_entries(tiles)
+        for key, value in given.items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be an integer")
+            if key in FLAGS:
+                ok, rule = value in (0, 1), "0 or 1"
+            elif key == "SPLIT_K":
+                ok, rule = value >= 1 and not value & (value - 1), "a power of two >= 1"
+            else:
+                ok, rule = value >= 16 and not value & (value - 1), "a power of two >= 16"
+            if not ok:
+                raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be {rule}")
+        return {t: int(given[t]) for t in self.tile_names}
+
+    def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
+        """igemm's grid, except with NCHW_IN: pixel tiles per image, ``N * cdiv(P*Q, BLOCK_M)``."""
+        if not tiles.get("NCHW_IN"):
+            return super().tile_grid(shape, tiles)
+        if not is_matrix_layer(shape):
+            raise ValueError(f"kernel {self.name!r}: NCHW_IN=1 needs a 1x1, stride-1, unpadded layer; "
+                             f"{shape.name!r} is {shape.R}x{shape.S} stride {shape.stride} padding {shape.padding}")
+        return TileGrid(shape.N * triton.cdiv(shape.P * shape.Q, tiles["BLOCK_M"]),
+                        triton.cdiv(shape.F, tiles["BLOCK_N"]))
+
+    def to_layout(self, ops: Operands, tiles: Mapping[str, int] | None = None) -> tuple:
+        """The input in the layout the kernel reads, made inside ``run()`` (timed): NHWC, or
+        NCHW itself with NCHW_IN (a no-op for the reference layout)."""
+        if tiles is not None and tiles["NCHW_IN"]:
+            return (ops.x.contiguous(),)
+        return (nhwc(ops.x),)
+
+    def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
+             launch: LaunchConfig) -> tuple[Callable[[], None], torch.Tensor]:
+        tiles = self.check_tiles(tiles)
+        self.tile_grid(shape, tiles)                     # NCHW_IN on a layer it cannot read: say so now
+        device = ops.x.device
+        if tiles["TMA"]:
+            check_tma_supported(device)
+            _set_descriptor_scratch(device)
+        w_packed = pack_weights(ops.w, shape, tiles)      # once: weights are constants of the layer
+        out = self.empty_output(shape, device)
+        out.fill_(math.nan)
+        split = tiles["SPLIT_K"]
+        workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32, device=device)
+                     if split > 1 else out)
+
+        def run() -> None:
+            (x,) = self.to_layout(ops, tiles)           # timed: see the module docstring
+            self.launch((x, w_packed, workspace), out, shape, tiles, swizzle, launch)
+
+        return run, out
+
+    def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
+        """Programs launched: one per work item, or (PERSISTENT) at most one per SM."""
+        work = self.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
+        if not tiles["PERSISTENT"]:
+            return work
+        slots = (INTERPRETER_PROGRAMS if device.type == "cpu"
+                 else torch.cuda.get_device_properties(device).multi_processor_count)
+        return min(work, slots)
+
+    def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
+        x, w_packed, workspace = operands
+        split = tiles["SPLIT_K"]
+        if split > 1 and split * out.numel() >= 2**31:
+            raise ValueError(f"kernel {self.name!r}: SPLIT_K={split} workspace of {split * out.numel()} "
+                             "elements exceeds int32 offsets; use a smaller SPLIT_K")
+        programs = self.num_programs(shape, tiles, x.device)
+        a_tma = bool(tiles["TMA"] and is_matrix_layer(shape) and shape.C % 8 == 0
+                     and not tiles["PACK_K"] and not tiles["NCHW_IN"])
+        igemm_fast_kernel[(programs,)](
+            x, w_packed, out, workspace,
+            shape.N, shape.C, shape.H, shape.W, shape.F, shape.P, shape.Q, shape.P * shape.Q, shape.R, shape.S,
+            shape.stride, shape.padding, w_packed.shape[1], programs,
+            swizzle.fn, swizzle.num_xcds, swizzle.group_size,
+            BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
+            SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"], A_TMA=a_tma,
+            DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
+            num_warps=launch.num_warps, num_stages=launch.num_stages)
+        if split > 1:
+            block = 1024
+            split_k_sum_kernel[(triton.cdiv(out.numel(), block),)](workspace, out, out.numel(),
+                                                                  SPLIT_K=split, BLOCK=block, num_warps=4)
+
+    def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
+        """Step ``k`` is iteration ``k`` of the kernel's flat K loop.  In tap order that is
+        igemm's ``(r, s, channel block)``, and a pixel reads one run of channels; in packed
+        order a step's BLOCK_K columns are each their own (r, s, c), one element each.  The
+        weights are the packed matrix: every one of a tile's BLOCK_N rows (padding included)
+        reads BLOCK_K contiguous elements.
+
+        The simulated L2 dispatches one program per tile; a persistent or split-K launch
+        is not that, so it has no address model (use ``profiler=ncu``)."""
+        tiles = self.check_tiles(tiles)
+        if tiles["PERSISTENT"] or tiles["SPLIT_K"] > 1:
+            raise NotImplementedError(
+                f"kernel {self.name!r}: no address model for PERSISTENT={tiles['PERSISTENT']} "
+                f"SPLIT_K={tiles['SPLIT_K']}: the simulated L2 assumes one program per tile; "
+                "use PERSISTENT=0 SPLIT_K=1 with profiler=sim, or a hardware profiler")
+        bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+        eb = elem_bytes or element_bytes(shape)
+        bases = tensor_bases(shape, with_bias=False, elem_bytes=eb)
+        C, S = shape.C, shape.S
+        kp = k_pad(shape, tiles)
+        steps = np.arange(kp // bk, dtype=np.int64)
+        if tiles["NCHW_IN"]:
+            x_runs = _nchw_input_runs(shape, bm, bk, bases["x"], eb)
+            x_runs_per_step = bk
+        elif tiles["PACK_K"]:
+            k = steps[:, None] * bk + np.arange(bk)                  # (steps, BLOCK_K) column of K
+            tap, c = k // C, k % C
+            nbytes = np.where(tap < shape.R * S, eb, 0)
+            x_runs = input_runs(shape, bm, bases["x"], eb, tap // S, tap % S, c, nbytes)
+            x_runs_per_step = bm * bk
+        else:
+            num_cb = triton.cdiv(C, bk)
+            tap, c0 = steps // num_cb, (steps % num_cb) * bk
+            x_runs = input_runs(shape, bm, bases["x"], eb, (tap // S)[:, None], (tap % S)[:, None],
+                                c0[:, None], (np.minimum(bk, C - c0) * eb)[:, None])
+            x_runs_per_step = bm
+
+        def w_runs(pid_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            f = pid_n[:, None] * bn + np.arange(bn)                  # (rows, BLOCK_N) packed row
+            start = bases["w"] + (f[:, None, :] * kp + steps[None, :, None] * bk) * eb
+            return start, np.full(start.shape, bk * eb, dtype=np.int64)
+
+        grid = self.tile_grid(shape, tiles)
+        tile_ids = np.arange(grid.num_pids, dtype=np.int64)
+        return LoadPlan(num_steps=len(steps), elem_bytes=eb, operands=(
+            OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, x_runs_per_step, x_runs),
+            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs),
+        ))
