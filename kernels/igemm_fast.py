@@ -54,7 +54,7 @@ import triton
 import triton.language as tl
 
 from kernels.access import LoadPlan, OperandLoads, element_bytes, tensor_bases
-from kernels.base import LaunchConfig, Operands, SwizzleBinding, TileGrid
+from kernels.base import Bound, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
 from kernels.igemm import ImplicitGemmConv, input_runs
 from kernels.problem import ConvShape
@@ -329,25 +329,32 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         return (nhwc(ops.x),)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
-             launch: LaunchConfig) -> tuple[Callable[[], None], torch.Tensor]:
+             launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
+        """As :meth:`ConvKernel.bind`; the input transform runs inside ``run()`` (timed), the
+        packed weights and the split-K workspace are made once (``share``: reuse another
+        binding's, so compared swizzles run on the same buffers)."""
         tiles = self.check_tiles(tiles)
         self.tile_grid(shape, tiles)                     # NCHW_IN on a layer it cannot read: say so now
         device = ops.x.device
         if tiles["TMA"]:
             check_tma_supported(device)
             _set_descriptor_scratch(device)
-        w_packed = pack_weights(ops.w, shape, tiles)      # once: weights are constants of the layer
-        out = self.empty_output(shape, device)
-        out.fill_(math.nan)
-        split = tiles["SPLIT_K"]
-        workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32, device=device)
-                     if split > 1 else out)
+        if share is None:
+            w_packed = pack_weights(ops.w, shape, tiles)      # once: weights are constants of the layer
+            out = self.empty_output(shape, device)
+            split = tiles["SPLIT_K"]
+            workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32,
+                                     device=device) if split > 1 else out)
+            share = Bound((w_packed, workspace), out)
+        bound = share
+        bound.out.fill_(math.nan)
 
         def run() -> None:
             (x,) = self.to_layout(ops, tiles)           # timed: see the module docstring
-            self.launch((x, w_packed, workspace), out, shape, tiles, swizzle, launch)
+            self.launch((x, *bound.operands), bound.out, shape, tiles, swizzle, launch)
 
-        return run, out
+        run.bound = bound  # type: ignore[attr-defined]
+        return run, bound.out
 
     def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
         """Programs launched: one per work item, or (PERSISTENT) at most one per SM."""
