@@ -892,7 +892,7 @@ def verdicts_per_swizzle(comparison: Comparison) -> pd.DataFrame:
     """One row per swizzle variant: its baseline(s), cells, and time and L2 verdict counts
     over the groups (e.g. ``0 faster, 0 slower, 6 no difference detected``)."""
     t = comparison.candidates.assign(variant=lambda f: comparison.variant_label(f))
-    rows = [{"swizzle": variant, "baseline": _names(grp["baseline"]) or "none", "cells": len(grp),
+    rows = [{"swizzle": variant, "baseline": _names(grp["baseline"]), "cells": len(grp),
              "time": verdict_counts(grp["verdict"]),
              "l2": verdict_counts(grp["l2_verdict"], (L2_HIGHER, L2_LOWER), NOT_PROFILED)}
             for variant, grp in t.groupby("variant", sort=False)]
@@ -905,8 +905,8 @@ def _verdict_summary_html(comparison: Comparison) -> str:
         return '<p class="skip">No swizzle other than a baseline finished: nothing was compared.</p>'
     time_part = verdict_counts(t["verdict"])
     l2_part = verdict_counts(t["l2_verdict"], (L2_HIGHER, L2_LOWER), NOT_PROFILED)
-    items = "".join(f"<li>{esc(r.swizzle)}: {esc(r.time)} (vs {esc(r.baseline)}, {r.cells} "
-                    f"cell{'s' if r.cells != 1 else ''}); L2: {esc(r.l2)}</li>"
+    items = "".join(f"<li>{esc(r.swizzle)}: {esc(r.time)} ({esc('vs ' + r.baseline if r.baseline else 'no baseline')}, "
+                    f"{r.cells} cell{'s' if r.cells != 1 else ''}); L2: {esc(r.l2)}</li>"
                     for r in verdicts_per_swizzle(comparison).itertuples(index=False))
     return (f"<p>Time verdicts over {len(t)} compared cells: {esc(time_part)}. L2 verdicts: {esc(l2_part)}.</p>"
             f'<ul class="verdicts">{items}</ul>')
