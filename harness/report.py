@@ -1,10 +1,13 @@
-"""Comparison report of one sweep: every swizzle against the identity swizzle of its group.
+"""Comparison report: every swizzle against its baseline, for one sweep, several sweeps,
+the whole experiment, or named runs.
 
-    python -m harness.report --experiment swizzlebench [--sweep RUN_ID] [--out DIR]
-                             [--tracking-uri sqlite:///mlflow.db]
+    python -m harness.report --experiment swizzlebench [--sweep RUN_ID ...] [--out DIR]
+    python -m harness.report --experiment swizzlebench --experiment-view
+    python -m harness.report --experiment swizzlebench --run RUN_ID [--run RUN_ID ...]
+    python -m harness.report --experiment swizzlebench --list-sweeps
 
-Reads the sweep's job runs from MLflow (one ``search_runs`` query per 1,000 runs), and
-writes into the output folder:
+Which runs each form covers is :mod:`harness.report_views`.  The report is written into
+the output folder:
 
 * ``index.html``: ONE self-contained page (figures are base64 PNGs, the CSS is inline,
   there is no JavaScript and nothing is fetched), every shown text HTML-escaped;
@@ -12,23 +15,25 @@ writes into the output folder:
 * ``failed.csv``: the runs that did not finish, with their reasons (header only if none).
 
 A *group* is one kernel x shape x num_warps (plus any other launch knob that varies
-in the sweep, e.g. num_stages or tiles); a *cell* is one swizzle in a group.  Rules:
+in the report, e.g. num_stages or tiles); a *cell* is one swizzle in a group.  Rules:
 
-* speedup = identity median time / swizzle median time (> 1: the swizzle is faster);
-* its interval treats each run's [p20, p80] band of repetition times as a noise band
-  and takes the extreme ratios, ``[identity p20 / swizzle p80, identity p80 /
-  swizzle p20]``; the verdict is "faster" only when the whole interval is above 1,
-  "slower" only when it is wholly below 1, otherwise "within noise" ("not timed" when
-  either side has no time, e.g. CPU-only runs);
-* a swizzle whose remap table equals identity's (``params.remap.hash``) gets the
-  verdict "same order as identity": same kernel, same order, any difference is noise;
-* L2: delta = swizzle hit rate - identity hit rate, in percentage points; noise band
-  = max(2 * sqrt(std_swizzle^2 + std_identity^2), 0.5 points), where std is the
-  standard deviation of the hit rate over profiled repeats; "higher" / "lower" only
-  beyond the band.
+* **paired** (a run tagged ``compare.role``: the job timed its baseline ``compare.baseline``
+  itself, in the same process, in interleaved rounds): the run's own ``speedup`` (baseline
+  time / swizzle time) with its 95 % CI, ``verdict``, ``l2_delta_pts`` with its CI and
+  ``l2_verdict`` are shown as logged; no identity job is needed.  A run tagged
+  ``compare.same_order=true`` launches its baseline's tile order: "same order as baseline";
+* **identity run** (older runs without paired results): speedup = identity median time /
+  swizzle median time of the same group; its interval treats each run's [p20, p80] band
+  of repetition times as a noise band and takes the extreme ratios, ``[identity p20 /
+  swizzle p80, identity p80 / swizzle p20]``; "faster" only when the whole interval is
+  above 1, "slower" only when wholly below 1, otherwise "within noise" ("not timed" when
+  either side has no time, e.g. CPU-only runs); a remap table equal to identity's
+  (``params.remap.hash``) is "same order as baseline".  L2: delta = swizzle hit rate -
+  identity hit rate, in percentage points; noise band = max(2 * sqrt(std_swizzle^2 +
+  std_identity^2), 0.5 points); "higher" / "lower" only beyond the band.
 
-When a sweep run id exists the report is also attached to that parent run as the
-artifacts ``report/index.html``, ``report/table.csv`` and ``report/failed.csv``.
+A report of one sweep is also attached to that sweep's parent run as the artifacts
+``report/index.html``, ``report/table.csv`` and ``report/failed.csv``.
 """
 from __future__ import annotations
 
@@ -37,37 +42,52 @@ import base64
 import html
 import io
 import logging
-import re
 import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import STATUS_REASON_TAG, SWEEP_TAG
+from harness.report_views import ReportRuns, Selection, list_sweeps, load_runs, utc
+from harness.tracking import STATUS_REASON_TAG
 
 log = logging.getLogger(__name__)
 
-KIND_TAG = "swizzlebench.kind"
 IDENTITY = "identity"
 
-# Verdicts on time (speedup interval vs 1).
+# Verdicts on time.  Paired runs: the first words of their ``verdict`` tag (harness.stats);
+# identity-run comparisons: speedup interval vs 1.
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
+NO_DIFFERENCE = "no difference detected"
 NOT_TIMED, NO_BASELINE, BASELINE = "not timed", "no identity baseline", "baseline"
-#: The swizzle's remap table equals identity's (e.g. ``xcd`` with num_xcds=1): same kernel,
-#: same order, so any measured difference is run-to-run noise, never a result.
-SAME_ORDER = "same order as identity"
-# Verdicts on the L2 hit rate (delta vs its noise band).
+#: A paired job whose baseline failed a gate (tag ``verdict`` = ``no comparison: <why>``).
+NO_COMPARISON = "no comparison"
+#: A paired run that carries no verdict tag, or one this report does not know.
+NO_VERDICT, OTHER = "no verdict recorded", "unrecognised verdict"
+#: The swizzle's remap table equals its baseline's (e.g. ``xcd`` with num_xcds=1): same
+#: kernel, same order, so any measured difference is noise, never a result.
+SAME_ORDER = "same order as baseline"
+# Verdicts on the L2 hit rate.
 L2_HIGHER, L2_LOWER, NOT_PROFILED = "higher", "lower", "not profiled"
+
+#: The words a paired ``verdict`` / ``l2_verdict`` tag starts with.
+TIME_VERDICT_WORDS = (FASTER, SLOWER, NO_DIFFERENCE, SAME_ORDER, NOT_TIMED, NO_COMPARISON)
+L2_VERDICT_WORDS = (L2_HIGHER, L2_LOWER, NO_DIFFERENCE, SAME_ORDER, NOT_PROFILED)
+#: Order of the words in verdict counts.
+COUNT_ORDER = (FASTER, L2_HIGHER, SLOWER, L2_LOWER, NO_DIFFERENCE, NOISE, SAME_ORDER, NO_COMPARISON,
+               NO_BASELINE, NOT_TIMED, NOT_PROFILED, NO_VERDICT, OTHER)
+
+# Paired runs (tag ``compare.role``, param ``compare.baseline``).
+ROLE_TAG, CANDIDATE = "compare.role", "candidate"
+PAIRED, BY_IDENTITY_RUN = "paired", "identity run"
 
 #: The L2 noise band is this many combined standard deviations of the hit rate ...
 L2_BAND_SIGMAS = 2.0
@@ -84,97 +104,23 @@ FIGURE_DPI = 100
 OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
 GROUP_KEYS = ("kernel", "shape", "num_warps")
 
+#: Text columns of a cell: column -> the run's param or tag it is read from.
+CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_stages": "params.num_stages",
+             "num_xcds": "params.num_xcds", "dtype": "params.shape.dtype", "target": "params.target",
+             "seed": "params.seed", "swizzle": "params.swizzle", "group_size": "params.group_size"}
+#: Tags of a paired run: cell column -> tag.
+CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
+             "same_order": "compare.same_order"}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
 RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor_time_ms",
                "ratio_to_vendor", "max_rel_err", "l2_hit_rate", "l2_hit_rate_std", "l2_hits",
-               "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate")
-
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-# --------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SweepRuns:
-    """What the report is about: the job runs (one row each) and the sweep parent."""
-
-    experiment: str
-    experiment_id: str
-    sweep_run: Run | None   # None when the experiment has no sweep run ("all job runs")
-    runs: pd.DataFrame      # columns run_id, run_name, status, start_ms, end_ms,
-                            # params.<k>, tags.<k>, metrics.<k>
-
-    @property
-    def sweep_run_id(self) -> str | None:
-        return self.sweep_run.info.run_id if self.sweep_run else None
-
-
-def _quote_filter_value(value: str) -> str:
-    """A run id for an MLflow filter string; rejects anything but id characters so a
-    value can never change the filter's meaning."""
-    if not _RUN_ID_RE.match(value):
-        raise ValueError(f"not a valid MLflow run id: {value!r}")
-    return f"'{value}'"
-
-
-def search_all_runs(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
-    """Every active run of the experiment matching ``filter_string``, 1,000 per query."""
-    runs: list[Run] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs([experiment_id], filter_string=filter_string,
-                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=1000,
-                                  page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
-
-
-def runs_to_frame(runs: Iterable[Run]) -> pd.DataFrame:
-    """One row per run: run_id, run_name, status, start_ms / end_ms (epoch ms), then
-    ``params.<key>``, ``tags.<key>``, ``metrics.<key>`` (latest value)."""
-    rows = []
-    for run in runs:
-        row: dict[str, object] = {
-            "run_id": run.info.run_id, "run_name": run.info.run_name or "",
-            "status": run.info.status, "start_ms": run.info.start_time, "end_ms": run.info.end_time,
-        }
-        row.update({f"params.{k}": v for k, v in run.data.params.items()})
-        row.update({f"tags.{k}": v for k, v in run.data.tags.items()})
-        row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=None if rows else ["run_id", "run_name", "status", "start_ms", "end_ms"])
-    for col in ("start_ms", "end_ms"):
-        frame[col] = pd.to_numeric(frame[col], errors="coerce")
-    return frame
-
-
-def load_sweep(client: MlflowClient, experiment: str, sweep_run_id: str | None = None) -> SweepRuns:
-    """The job runs of ``sweep_run_id``; without it, of the latest sweep run of the
-    experiment, or every job run when the experiment has no sweep run."""
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        raise LookupError(f"no MLflow experiment named {experiment!r}")
-    sweep_run: Run | None = None
-    if sweep_run_id is None:
-        latest = client.search_runs([exp.experiment_id], filter_string=f"tags.`{KIND_TAG}` = 'sweep'",
-                                    run_view_type=ViewType.ACTIVE_ONLY, max_results=1,
-                                    order_by=["attributes.start_time DESC"])
-        sweep_run = latest[0] if latest else None
-    else:
-        _quote_filter_value(sweep_run_id)
-        sweep_run = client.get_run(sweep_run_id)
-        if sweep_run.info.experiment_id != exp.experiment_id:
-            raise LookupError(f"run {sweep_run_id} belongs to experiment {sweep_run.info.experiment_id}, "
-                              f"not to {experiment!r} ({exp.experiment_id})")
-    if sweep_run is not None:
-        flt = f"tags.`{SWEEP_TAG}` = {_quote_filter_value(sweep_run.info.run_id)}"
-    else:
-        flt = f"tags.`{KIND_TAG}` = 'job'"
-    frame = runs_to_frame(search_all_runs(client, exp.experiment_id, flt))
-    return SweepRuns(experiment, exp.experiment_id, sweep_run, frame)
+               "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate",
+               "paired_rounds", "paired_time_s", "l2_pairs")
+#: A paired run's own comparison metrics -> the table column they become.
+PAIRED_METRICS = {"speedup": "speedup", "speedup_ci_lo": "speedup_lo", "speedup_ci_hi": "speedup_hi",
+                  "baseline_time_ms": "baseline_time_ms", "l2_delta_pts": "l2_delta_pts",
+                  "l2_delta_ci_lo": "l2_delta_lo", "l2_delta_ci_hi": "l2_delta_hi",
+                  "baseline_l2_hit_rate": "baseline_l2_hit_rate"}
 
 
 # --------------------------------------------------------------------------------------
@@ -256,11 +202,18 @@ class Comparison:
         return _join_labels(frame, self.group_cols)
 
     def variant_label(self, frame: pd.DataFrame) -> pd.Series:
+        """``xcd`` (plus the group size and ``vs <baseline>`` when they vary)."""
         return _join_labels(frame, self.variant_cols)
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        """The cells compared with a baseline (every row but the baselines themselves)."""
+        return self.table[self.table["verdict"] != BASELINE]
 
 
 def _join_labels(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
-    prefixes = {"num_warps": "w", "num_stages": "s", "group_size": "g", "num_xcds": "xcd", "seed": "seed "}
+    prefixes = {"num_warps": "w", "num_stages": "s", "group_size": "g", "num_xcds": "xcd", "seed": "seed ",
+                "baseline": "vs "}
     out = pd.Series("", index=frame.index, dtype=object)
     for i, col in enumerate(cols):
         part = prefixes.get(col, "") + frame[col].astype(str)
@@ -268,53 +221,37 @@ def _join_labels(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
     return out
 
 
-def build_comparison(runs: pd.DataFrame) -> Comparison:
-    """Join every finished job run to the identity run of its group and judge it."""
+def _cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per FINISHED run: its group and variant keys, metrics and paired fields."""
     finished = runs[runs["status"] == "FINISHED"] if "status" in runs else runs.iloc[0:0]
-    cells = pd.DataFrame(index=finished.index)
-    cells["run_id"] = finished["run_id"]
-    cells["run_name"] = finished["run_name"]
-    cells["start_ms"] = finished["start_ms"]
-    cells["kernel"] = _col(finished, "params.kernel", "?").fillna("?").astype(str)
+    cells = finished[["run_id", "run_name", "start_ms"]].copy()
+    for name, source in CELL_TEXT.items():
+        cells[name] = _col(finished, source, "?").fillna("?").astype(str)
     cells["shape"] = _shape_label(finished)
-    cells["num_warps"] = _col(finished, "params.num_warps", "?").fillna("?").astype(str)
-    cells["num_stages"] = _col(finished, "params.num_stages", "?").fillna("?").astype(str)
     cells["tiles"] = _tiles_label(finished)
-    cells["num_xcds"] = _col(finished, "params.num_xcds", "?").fillna("?").astype(str)
-    cells["dtype"] = _col(finished, "params.shape.dtype", "?").fillna("?").astype(str)
-    cells["target"] = _col(finished, "params.target", "?").fillna("?").astype(str)
-    cells["seed"] = _col(finished, "params.seed", "?").fillna("?").astype(str)
-    cells["swizzle"] = _col(finished, "params.swizzle", "?").fillna("?").astype(str)
-    cells["group_size"] = _col(finished, "params.group_size", "?").fillna("?").astype(str)
     cells["remap_hash"] = _col(finished, "params.remap.hash")
+    cells["compare_baseline"] = _col(finished, "params.compare.baseline", "").fillna("").astype(str)
+    for name, tag in CELL_TAGS.items():
+        cells[name] = _col(finished, f"tags.{tag}", "").fillna("").astype(str)
     for name in RUN_METRICS:
         cells[name] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+    for name, column in PAIRED_METRICS.items():
+        cells[f"paired_{column}"] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+    return cells
 
-    # A launch knob joins the group key only if it varies *within* a kernel family (tiles
-    # always differ between families, which the kernel column already separates).
-    group_cols = list(GROUP_KEYS) + [k for k in OPTIONAL_GROUP_KEYS
-                                     if len(cells) and cells.groupby("kernel")[k].nunique().max() > 1]
-    variant_cols = ["swizzle"] + (["group_size"] if cells["group_size"].nunique() > 1 else [])
-    notes: list[str] = []
 
-    # One row per cell: a later run of the same cell supersedes an earlier one.
-    key = group_cols + ["swizzle", "group_size"]
-    cells = cells.sort_values("start_ms", kind="stable")
-    before = len(cells)
-    cells = cells.drop_duplicates(subset=key, keep="last")
-    superseded = before - len(cells)
-    if superseded:
-        notes.append(f"{superseded} finished run(s) were superseded by a later run of the same "
-                     "configuration; the table shows the latest.")
-
-    # Identity baseline: same group, same group_size if there is one, else any identity
-    # run of the group (identity ignores group_size).
+def _judge_by_identity(cells: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
+    """Every cell joined to the identity run of its group and judged against it (the rule
+    for runs without paired results; paired rows are overwritten by ``_apply_paired``)."""
+    # Same group and group_size if there is one, else any identity run of the group
+    # (identity ignores group_size).
     base_cols = ["run_id", "time_ms_median", "time_ms_p20", "time_ms_p80", "l2_hit_rate", "l2_hit_rate_std",
                  "remap_hash"]
+    renamed = {c: f"id_{c}" for c in base_cols}
     ident = cells[cells["swizzle"] == IDENTITY]
-    exact = ident[group_cols + ["group_size"] + base_cols].rename(columns={c: f"id_{c}" for c in base_cols})
-    anyg = (ident.drop_duplicates(subset=group_cols, keep="last")[group_cols + base_cols]
-            .rename(columns={c: f"id_{c}" for c in base_cols}))
+    exact = ident[group_cols + ["group_size"] + base_cols].rename(columns=renamed)
+    anyg = ident.drop_duplicates(subset=group_cols, keep="last")[group_cols + base_cols].rename(columns=renamed)
+    exact = exact.drop_duplicates(subset=group_cols + ["group_size"], keep="last")
     table = cells.merge(exact, on=group_cols + ["group_size"], how="left")   # keeps row order
     fallback = cells[group_cols].merge(anyg, on=group_cols, how="left")
     has_exact = table["id_run_id"].notna()
@@ -324,14 +261,18 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     table["speedup"] = table["id_time_ms_median"] / table["time_ms_median"]
     table["speedup_lo"], table["speedup_hi"] = speedup_interval(
         table["id_time_ms_p20"], table["id_time_ms_p80"], table["time_ms_p20"], table["time_ms_p80"])
+    table["baseline_time_ms"] = table["id_time_ms_median"]
+    table["baseline_l2_hit_rate"] = table["id_l2_hit_rate"]
     table["l2_delta_pts"] = table["l2_hit_rate"] - table["id_l2_hit_rate"]
     table["l2_band_pts"] = l2_band(table["l2_hit_rate_std"], table["id_l2_hit_rate_std"])
+    table["l2_delta_lo"] = table["l2_delta_hi"] = np.nan
     is_identity = table["swizzle"] == IDENTITY
     no_base = table["id_run_id"].isna()
+    table["baseline"] = np.where(no_base, "", IDENTITY)
+    table["comparison"] = np.where(no_base | is_identity, "", BY_IDENTITY_RUN)
 
-    verdicts = [time_verdict(s, lo, hi) for s, lo, hi in
-                zip(table["speedup"], table["speedup_lo"], table["speedup_hi"])]
-    table["verdict"] = verdicts
+    table["verdict"] = [time_verdict(s, lo, hi) for s, lo, hi in
+                        zip(table["speedup"], table["speedup_lo"], table["speedup_hi"])]
     table.loc[no_base, "verdict"] = NO_BASELINE
     table.loc[table["time_ms_median"].isna(), "verdict"] = NOT_TIMED
     table.loc[is_identity, "verdict"] = BASELINE
@@ -340,17 +281,110 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     table.loc[is_identity, "l2_verdict"] = BASELINE
     same = (~is_identity) & table["remap_hash"].notna() & (table["remap_hash"] == table["id_remap_hash"])
     table.loc[same, ["verdict", "l2_verdict"]] = SAME_ORDER
-    timed_same = table[same & table["speedup"].notna()]
+    table["same_order_cell"] = same
+    return table
+
+
+def paired_verdict(tag: str, words: tuple[str, ...], absent: str) -> str:
+    """The verdict word a paired run's tag starts with; ``absent`` when it has no tag."""
+    if not tag:
+        return absent
+    return next((w for w in words if tag.startswith(w)), OTHER)
+
+
+def _apply_paired(table: pd.DataFrame) -> pd.Series:
+    """Overwrite the rows of paired runs (tag ``compare.role``) with the comparison the job
+    made itself; returns the mask of those rows."""
+    paired = table["role"].isin([CANDIDATE, BASELINE])
+    cand = paired & (table["role"] == CANDIDATE)
+    for column in PAIRED_METRICS.values():
+        table[column] = table[column].where(~paired, table[f"paired_{column}"])
+    table["l2_band_pts"] = table["l2_band_pts"].where(~paired)
+    table.loc[paired, "baseline"] = table.loc[paired, "compare_baseline"]
+    table.loc[paired, "comparison"] = np.where(cand[paired], PAIRED, "")
+
+    time_absent = np.where(table["time_ms_median"].isna(), NOT_TIMED,
+                           np.where(table["speedup"].isna(), NO_COMPARISON, NO_VERDICT))
+    l2_absent = np.where(table["l2_delta_pts"].notna(), NO_VERDICT,
+                         np.where(table["l2_hit_rate"].notna(), NO_COMPARISON, NOT_PROFILED))
+    rows = cand.to_numpy()
+    table.loc[cand, "verdict"] = [paired_verdict(t, TIME_VERDICT_WORDS, a)
+                                  for t, a in zip(table.loc[cand, "verdict_tag"], time_absent[rows])]
+    table.loc[cand, "l2_verdict"] = [paired_verdict(t, L2_VERDICT_WORDS, a)
+                                     for t, a in zip(table.loc[cand, "l2_verdict_tag"], l2_absent[rows])]
+    same = cand & (table["same_order"] == "true")
+    table.loc[same & ~table["verdict"].isin([NOT_TIMED, NO_COMPARISON]), "verdict"] = SAME_ORDER
+    table.loc[same & (table["l2_verdict"] != NOT_PROFILED), "l2_verdict"] = SAME_ORDER
+    table.loc[paired & ~cand, ["verdict", "l2_verdict"]] = BASELINE
+    table["same_order_cell"] = table["same_order_cell"].where(~paired, same)
+    return paired
+
+
+def _verdict_details(table: pd.DataFrame, paired: pd.Series) -> None:
+    """``verdict_detail`` / ``l2_verdict_detail``: a paired run's own verdict text (e.g.
+    ``no difference detected (CI [0.994, 1.003])``) where its word stands, else the word."""
+    for word_col, tag_col in (("verdict", "verdict_tag"), ("l2_verdict", "l2_verdict_tag")):
+        own = paired & (table[tag_col] != "") & (table[word_col] != SAME_ORDER) & (table[word_col] != BASELINE)
+        table[f"{word_col}_detail"] = table[tag_col].where(own, table[word_col])
+
+
+def _comparison_notes(table: pd.DataFrame, paired: pd.Series) -> list[str]:
+    """What a reader must know about how the cells were compared."""
+    notes: list[str] = []
+    cand = table["verdict"] != BASELINE
+    n_paired = int((paired & cand).sum())
+    by_identity = cand & ~paired
+    if n_paired:
+        notes.append(f"{n_paired} cell(s) carry a paired comparison: the job timed its baseline itself, in the "
+                     "same process (interleaved rounds); speedup and L2 delta are shown with their 95 % CIs.")
+    if by_identity.any() and n_paired:
+        notes.append(f"{int(by_identity.sum())} cell(s) have no paired results (older runs): they are compared "
+                     "with the identity run of their group, with [p20, p80] noise bands.")
+    timed_same = table[table["same_order_cell"] & ~paired & table["speedup"].notna()]
     if len(timed_same):
         notes.append(
             f"{len(timed_same)} cell(s) launch exactly the tile order of identity ({SAME_ORDER}); their "
             f"measured 'speedups' range {timed_same['speedup'].min():.3f} to {timed_same['speedup'].max():.3f}: "
             "that spread is run-to-run noise between separate runs, which the [p20, p80] intervals "
             "(noise within one run) do not contain.  Read verdicts with it in mind.")
-    if no_base.any() and not is_identity.any():
-        notes.append("No identity run in this sweep: no speedup or L2 delta can be computed.")
+    paired_same = table[table["same_order_cell"] & paired & table["speedup"].notna()]
+    if len(paired_same):
+        notes.append(f"{len(paired_same)} paired cell(s) launch exactly their baseline's tile order "
+                     f"({SAME_ORDER}): their paired speedups, {paired_same['speedup'].min():.4f} to "
+                     f"{paired_same['speedup'].max():.4f}, are an A/A check of the measurement.")
+    no_base = by_identity & ((table["verdict"] == NO_BASELINE) | (table["l2_verdict"] == NO_BASELINE))
+    if no_base.any() and not (table["swizzle"] == IDENTITY).any():
+        notes.append("No identity run and no paired results in these runs: no speedup or L2 delta can be computed.")
     elif no_base.any():
-        notes.append(f"{int(no_base.sum())} cell(s) have no identity run in their group.")
+        notes.append(f"{int(no_base.sum())} cell(s) have neither paired results nor an identity run in their group.")
+    return notes
+
+
+def build_comparison(runs: pd.DataFrame) -> Comparison:
+    """Judge every finished job run: by its own paired comparison when it has one, else
+    against the identity run of its group."""
+    cells = _cells(runs)
+    # A launch knob joins the group key only if it varies *within* a kernel family (tiles
+    # always differ between families, which the kernel column already separates).
+    group_cols = list(GROUP_KEYS) + [k for k in OPTIONAL_GROUP_KEYS
+                                     if len(cells) and cells.groupby("kernel")[k].nunique().max() > 1]
+    variant_cols = ["swizzle"] + (["group_size"] if cells["group_size"].nunique() > 1 else [])
+    if cells.loc[cells["compare_baseline"] != "", "compare_baseline"].nunique() > 1:
+        variant_cols.append("baseline")
+
+    # One row per cell: a later run of the same cell supersedes an earlier one.
+    key = group_cols + ["swizzle", "group_size", "compare_baseline"]
+    cells = cells.sort_values("start_ms", kind="stable")
+    before = len(cells)
+    cells = cells.drop_duplicates(subset=key, keep="last")
+    superseded = before - len(cells)
+    notes = [f"{superseded} finished run(s) were superseded by a later run of the same configuration; the "
+             "table shows the latest."] if superseded else []
+
+    table = _judge_by_identity(cells, group_cols)
+    paired = _apply_paired(table)
+    _verdict_details(table, paired)
+    notes += _comparison_notes(table, paired)
 
     table["best"] = False
     faster = table[table["verdict"] == FASTER]
@@ -358,30 +392,32 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
         best_idx = faster.groupby(group_cols, sort=False)["speedup"].idxmax()
         table.loc[best_idx.to_numpy(), "best"] = True
 
-    table = _sort_cells(table, group_cols, variant_cols)
+    table = _sort_cells(table, group_cols)
     return Comparison(table=table, group_cols=group_cols, variant_cols=variant_cols,
                       superseded=superseded, notes=notes)
 
 
-def _sort_cells(table: pd.DataFrame, group_cols: list[str], variant_cols: list[str]) -> pd.DataFrame:
-    """Groups in natural order (numbers as numbers), identity first inside each group."""
+def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
+    """Groups in natural order (numbers as numbers), baselines first inside each group."""
     order = table.assign(
         _warps=pd.to_numeric(table["num_warps"], errors="coerce"),
         _gsize=pd.to_numeric(table["group_size"], errors="coerce"),
-        _not_identity=table["swizzle"] != IDENTITY)
-    by = [("_warps" if c == "num_warps" else c) for c in group_cols] + ["_not_identity", "swizzle", "_gsize"]
-    return order.sort_values(by, kind="stable").drop(columns=["_warps", "_gsize", "_not_identity"]).reset_index(drop=True)
+        _not_baseline=table["verdict"] != BASELINE)
+    by = [("_warps" if c == "num_warps" else c) for c in group_cols] + ["_not_baseline", "swizzle", "_gsize"]
+    return order.sort_values(by, kind="stable").drop(columns=["_warps", "_gsize", "_not_baseline"]).reset_index(drop=True)
 
 
-#: Columns of table.csv, in order (times in ms, rates and deltas in % / points).
+#: Columns of table.csv, in order (times in ms, rates and deltas in % / points).  speedup_lo /
+#: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others.
 TABLE_COLUMNS = [
     "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
-    "swizzle", "group_size", "run_id", "run_name",
-    "time_ms_median", "time_ms_p20", "time_ms_p80",
+    "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
+    "time_ms_median", "time_ms_p20", "time_ms_p80", "baseline_time_ms", "paired_rounds", "paired_time_s",
     "id_run_id", "id_time_ms_median", "id_time_ms_p20", "id_time_ms_p80",
-    "speedup", "speedup_lo", "speedup_hi", "verdict",
-    "l2_hit_rate", "l2_hit_rate_std", "id_l2_hit_rate", "id_l2_hit_rate_std",
-    "l2_delta_pts", "l2_band_pts", "l2_verdict",
+    "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",
+    "l2_hit_rate", "l2_hit_rate_std", "baseline_l2_hit_rate", "id_l2_hit_rate", "id_l2_hit_rate_std",
+    "l2_delta_pts", "l2_delta_lo", "l2_delta_hi", "l2_band_pts", "l2_pairs", "l2_source", "l2_verdict",
+    "l2_verdict_detail",
     "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms",
     "ratio_to_vendor", "vendor_time_ms", "tflops", "max_rel_err", "best",
 ]
@@ -420,10 +456,6 @@ def _distinct(runs: pd.DataFrame, tag: str, absent: str = "not recorded") -> str
     return values[0] if len(values) == 1 else "MIXED: " + "; ".join(values)
 
 
-def _utc(ms: float) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
@@ -431,19 +463,10 @@ def _duration(seconds: float) -> str:
     return f"{h} h {m:02d} min {s:02d} s" if h else f"{m} min {s:02d} s"
 
 
-def header_facts(data: SweepRuns, comparison: Comparison, failed: pd.DataFrame) -> list[tuple[str, str]]:
-    """(label, value) pairs describing where and when the sweep ran."""
+def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, value) pairs describing which runs the report covers, where and when they ran."""
     runs = data.runs
-    facts = [("Experiment", data.experiment)]
-    if data.sweep_run is not None:
-        sweep = data.sweep_run
-        facts.append(("Sweep run", f"{sweep.info.run_id} ({sweep.info.run_name or 'unnamed'}, "
-                                   f"status {sweep.info.status})"))
-        overrides = sweep.data.params.get("sweep.overrides")
-        if overrides is not None:
-            facts.append(("Sweep overrides", overrides or "(none)"))
-    else:
-        facts.append(("Sweep run", "none in this experiment: the report covers every job run"))
+    facts = [("Experiment", data.experiment), *data.facts]
     facts += [
         ("Device", _distinct(runs, "device")),
         ("Target", _distinct(runs, "target")),
@@ -458,19 +481,20 @@ def header_facts(data: SweepRuns, comparison: Comparison, failed: pd.DataFrame) 
     n = len(runs)
     n_finished = int((runs["status"] == "FINISHED").sum()) if n else 0
     n_failed = int((runs["status"] == "FAILED").sum()) if n else 0
-    facts.append(("Sweep size", f"{n} job runs: {n_finished} finished, {n_failed} failed, "
+    facts.append(("Runs", f"{n} job runs: {n_finished} finished, {n_failed} failed, "
                                 f"{n - n_finished - n_failed} unfinished; {len(comparison.table)} cells in "
                                 f"{comparison.table.groupby(comparison.group_cols).ngroups if len(comparison.table) else 0} groups"))
+    # One sweep ran from its first start to its last end; other views only span that interval.
+    took = "Time taken" if data.attach_run_id else "Runs span"
     if n and runs["start_ms"].notna().any():
         start = float(runs["start_ms"].min())
         end = runs["end_ms"].max()
         if pd.notna(end):
             open_runs = int(runs["end_ms"].isna().sum())
             note = f" ({open_runs} run(s) without an end time)" if open_runs else ""
-            facts.append(("Time taken", f"{_duration((float(end) - start) / 1000)}: {_utc(start)} "
-                                        f"to {_utc(float(end))}{note}"))
+            facts.append((took, f"{_duration((float(end) - start) / 1000)}: {utc(start)} to {utc(float(end))}{note}"))
         else:
-            facts.append(("Time taken", f"started {_utc(start)}; no run has ended"))
+            facts.append((took, f"started {utc(start)}; no run has ended"))
     return facts
 
 
@@ -486,7 +510,8 @@ class FigureBlock:
     caption: str
 
 
-VERDICT_COLOURS = {FASTER: "#1a9850", SLOWER: "#d73027", NOISE: "#8c8c8c"}
+VERDICT_COLOURS = {FASTER: "#1a9850", SLOWER: "#d73027", NOISE: "#8c8c8c", NO_DIFFERENCE: "#8c8c8c",
+                   SAME_ORDER: "#c7c7c7"}
 
 
 def _render(fig: Figure) -> str:
@@ -497,26 +522,27 @@ def _render(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _non_identity(comparison: Comparison) -> pd.DataFrame:
-    t = comparison.table
-    t = t[t["swizzle"] != IDENTITY].copy()
+def _labelled_candidates(comparison: Comparison) -> pd.DataFrame:
+    """The compared cells with ``group_label`` and ``variant_label`` columns."""
+    t = comparison.candidates.copy()
     t["group_label"] = comparison.group_label(t)
     t["variant_label"] = comparison.variant_label(t)
     return t
 
 
 def figure_l2_heatmap(comparison: Comparison) -> FigureBlock:
-    """Heatmap of the L2 hit-rate delta vs identity (points): groups x swizzles."""
+    """Heatmap of the L2 hit-rate delta vs the baseline (points): groups x swizzles."""
     import seaborn as sns
 
-    title = "L2 hit-rate delta vs identity (percentage points)"
-    t = _non_identity(comparison).dropna(subset=["l2_delta_pts"])
+    title = "L2 hit-rate delta vs baseline (percentage points)"
+    t = _labelled_candidates(comparison).dropna(subset=["l2_delta_pts"])
     if t.empty:
-        return FigureBlock(title, None, "Skipped: no swizzle has both its own and its identity's L2 hit rate "
-                                        "(the sweep ran without an L2 profiler, or without identity).")
+        return FigureBlock(title, None, "Skipped: not profiled: no swizzle has an L2 hit-rate delta to its "
+                                        "baseline (no L2 profiler, or no baseline).")
     grid = t.pivot_table(index="group_label", columns="variant_label", values="l2_delta_pts",
                          aggfunc="mean", sort=False)
-    caption = "Each cell: swizzle hit rate minus identity hit rate of the same group; red = more L2 hits."
+    caption = ("Each cell: swizzle hit rate minus its baseline's hit rate in the same group (paired cells: the "
+               "mean over profiled pairs); red = more L2 hits.")
     if len(grid) > MAX_FIGURE_ROWS:
         keep = grid.abs().max(axis=1).nlargest(MAX_FIGURE_ROWS).index
         grid = grid.loc[[i for i in grid.index if i in set(keep)]]
@@ -534,34 +560,50 @@ def figure_l2_heatmap(comparison: Comparison) -> FigureBlock:
 
 
 def figure_speedup(comparison: Comparison) -> FigureBlock:
-    """Speedup vs identity per cell with its noise-band interval as error bars."""
-    title = "Speedup vs identity (identity time / swizzle time)"
-    t = _non_identity(comparison).dropna(subset=["speedup"])
+    """Speedup vs the baseline per cell, with its CI (paired) or noise-band interval as error bars."""
+    import seaborn as sns
+
+    title = "Speedup vs baseline (baseline time / swizzle time)"
+    t = _labelled_candidates(comparison).dropna(subset=["speedup"])
     if t.empty:
-        return FigureBlock(title, None, "Skipped: no timed swizzle with a timed identity baseline "
-                                        "(CPU-only runs are verified but not timed).")
-    caption = ("Bars: the conservative interval [identity p20 / swizzle p80, identity p80 / swizzle p20]; "
-               "green = faster, red = slower, grey = within noise.")
+        return FigureBlock(title, None, "Skipped: not timed: no cell has a measured speedup (CPU-only runs are "
+                                        "verified under the Triton interpreter, not timed).")
+    kinds = set(t["comparison"])
+    caption = "Bars: " + "; ".join(
+        text for kind, text in ((PAIRED, "the 95 % CI of the paired speedup (speedup_ci_lo, speedup_ci_hi)"),
+                                (BY_IDENTITY_RUN, "for cells compared with a separate identity run, the "
+                                 "conservative interval [identity p20 / swizzle p80, identity p80 / swizzle p20]"))
+        if kind in kinds) + "; green = faster, red = slower, grey = no difference detected / within noise."
     if len(t) > MAX_FIGURE_ROWS:
         keep = np.log(t["speedup"]).abs().nlargest(MAX_FIGURE_ROWS).index
         caption += f" Showing the {MAX_FIGURE_ROWS} cells with the largest effect of {len(t)}."
         t = t.loc[sorted(keep)]
-    labels = (t["group_label"] + " · " + t["variant_label"]).tolist()
-    y = np.arange(len(t))[::-1]
+    t = t.assign(y=np.arange(len(t))[::-1], label=t["group_label"] + " · " + t["variant_label"])
     fig = Figure(figsize=(9.0, max(2.5, 0.26 * len(t) + 1.2)))
     ax = fig.add_subplot()
-    colours = [VERDICT_COLOURS.get(v, "#444444") for v in t["verdict"]]
-    lo = t["speedup_lo"].fillna(t["speedup"]).to_numpy()
-    hi = t["speedup_hi"].fillna(t["speedup"]).to_numpy()
-    ax.hlines(y, lo, hi, colors=colours, linewidth=2)
-    ax.scatter(np.concatenate([lo, hi]), np.concatenate([y, y]), c=colours + colours, marker="|", s=60)
-    ax.scatter(t["speedup"], y, c=colours, s=22, zorder=3)
+    palette = {v: VERDICT_COLOURS.get(v, "#444444") for v in t["verdict"].unique()}
+    for verdict, part in t.groupby("verdict", sort=False):
+        below = part["speedup"] - part["speedup_lo"].fillna(part["speedup"])
+        above = part["speedup_hi"].fillna(part["speedup"]) - part["speedup"]
+        ax.errorbar(part["speedup"], part["y"], xerr=[below.to_numpy(), above.to_numpy()], fmt="none",
+                    ecolor=palette[verdict], elinewidth=2, capsize=3)
+    sns.scatterplot(data=t, x="speedup", y="y", hue="verdict", hue_order=_ordered(t["verdict"]), palette=palette,
+                    ax=ax, s=30, zorder=3)
     ax.axvline(1.0, color="black", linewidth=1, linestyle="--")
-    ax.set_yticks(y, labels, fontsize=8)
-    ax.set_xlabel("speedup (> 1: faster than identity)")
+    ax.set_yticks(t["y"], t["label"].tolist(), fontsize=8)
+    ax.set_ylabel("")
+    ax.set_xlabel("speedup (> 1: faster than the baseline)")
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
+    if ax.get_legend() is not None:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return FigureBlock(title, _render(fig), caption)
+
+
+def _ordered(verdicts: pd.Series) -> list[str]:
+    """The distinct verdict words of ``verdicts`` in COUNT_ORDER (unknown ones last)."""
+    present = list(dict.fromkeys(verdicts))
+    return [v for v in COUNT_ORDER if v in present] + [v for v in present if v not in COUNT_ORDER]
 
 
 def _rank_correlation(x: pd.Series, y: pd.Series) -> float:
@@ -576,21 +618,21 @@ def figure_l2_vs_speedup(comparison: Comparison) -> FigureBlock:
     import seaborn as sns
 
     title = "Does L2 predict speed? Hit-rate delta vs speedup"
-    t = _non_identity(comparison).dropna(subset=["speedup", "l2_delta_pts"])
+    t = _labelled_candidates(comparison).dropna(subset=["speedup", "l2_delta_pts"])
     if t.empty:
-        return FigureBlock(title, None, "Skipped: no cell has both a speedup and an L2 hit-rate delta "
-                                        "(needs timed GPU runs profiled for L2, and identity runs).")
+        return FigureBlock(title, None, "Skipped: no cell has both a speedup and an L2 hit-rate delta (needs "
+                                        "runs timed on a GPU (CPU runs are not timed) and profiled for L2).")
     rho = _rank_correlation(t["l2_delta_pts"], t["speedup"])
     points = pd.DataFrame({"l2_delta_pts": t["l2_delta_pts"], "speedup": t["speedup"],
                            "swizzle": t["variant_label"], "verdict": t["verdict"]})
     fig = Figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
     sns.scatterplot(data=points, x="l2_delta_pts", y="speedup", hue="swizzle", style="verdict",
-                    style_order=[v for v in (FASTER, NOISE, SLOWER) if v in set(points["verdict"])], ax=ax, s=40)
+                    style_order=_ordered(points["verdict"]), ax=ax, s=40)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     ax.axvline(0.0, color="black", linewidth=1, linestyle=":")
-    ax.set_xlabel("L2 hit-rate delta vs identity (points)")
-    ax.set_ylabel("speedup vs identity")
+    ax.set_xlabel("L2 hit-rate delta vs baseline (points)")
+    ax.set_ylabel("speedup vs baseline")
     ax.set_title(title)
     if ax.get_legend() is not None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -678,19 +720,30 @@ img { max-width: 100%; height: auto; border: 1px solid #eee; }
 .reason { font-family: "DejaVu Sans Mono", monospace; white-space: pre-wrap; word-break: break-word; }
 """
 
-METHODS = [
-    "Speedup = identity median time / swizzle median time, within the same group "
-    "(kernel, shape, num_warps and any other launch knob that varies); > 1 means the swizzle is faster.",
-    "Interval: each run's [p20, p80] of the timed repetitions (triton.testing.do_bench, L2 flushed "
-    "between repetitions) is treated as a noise band; the interval is the extreme ratio of the two bands, "
-    "[identity p20 / swizzle p80, identity p80 / swizzle p20]. This is wider than a confidence interval "
-    "of the median, i.e. conservative.",
-    "Verdict: faster only if the whole interval is above 1, slower only if it is wholly below 1, "
-    "otherwise within noise; not timed when the swizzle or its identity has no time (CPU-only runs); "
-    "same order as identity when the swizzle's remap table equals identity's (any difference is noise).",
-    f"L2: delta = swizzle hit rate - identity hit rate (percentage points); noise band = "
+PAIRED_METHODS = [
+    "Paired comparison (runs tagged compare.role): the job timed its swizzle and its baseline "
+    "(compare.baseline, shown in the Baseline column) itself, in the same process, in interleaved rounds. "
+    "Speedup = baseline time / swizzle time (> 1: the swizzle is faster), with its 95 % confidence interval; "
+    "the verdict is the job's own: faster / slower only when the CI excludes 1 and the effect is at least "
+    "compare.min_effect, otherwise 'no difference detected' with the CI. L2: delta = swizzle hit rate - "
+    "baseline hit rate per profiled pair (percentage points), with its 95 % CI and the job's l2_verdict. "
+    "No identity job is needed.",
+]
+IDENTITY_METHODS = [
+    "Runs without paired results (older stores) are compared with the identity run of their group "
+    "(kernel, shape, num_warps and any other launch knob that varies): speedup = identity median time / "
+    "swizzle median time; interval: each run's [p20, p80] of the timed repetitions is treated as a noise "
+    "band and the interval is the extreme ratio of the two bands, [identity p20 / swizzle p80, identity p80 / "
+    "swizzle p20], wider than a confidence interval of the median, i.e. conservative; faster only if the whole "
+    "interval is above 1, slower only if wholly below 1, otherwise within noise.",
+    f"L2 of those runs: delta = swizzle hit rate - identity hit rate (percentage points); noise band = "
     f"max({L2_BAND_SIGMAS:g} x sqrt(std_swizzle^2 + std_identity^2), {L2_BAND_FLOOR_POINTS:g} points), "
     "std being the spread of the hit rate over profiled repeats; higher / lower only beyond the band.",
+]
+METHODS = [
+    "Not timed: CPU-only runs are verified under the Triton interpreter but have no GPU time, so no speedup. "
+    "Same order as baseline: the swizzle's remap table equals its baseline's (same kernel, same order), so any "
+    "difference is noise, never a result.",
     "Ratio to vendor = swizzle median time / vendor conv2d (cuDNN / MIOpen) median time; < 1 beats the vendor.",
     "Best swizzle per group: the highest speedup among the verdict-faster cells (marked with a star).",
 ]
@@ -702,12 +755,37 @@ def _facts_html(facts: list[tuple[str, str]]) -> str:
 
 
 def _verdict_class(verdict: str) -> str:
-    return {FASTER: "v-faster", SLOWER: "v-slower", NOISE: "v-noise", L2_HIGHER: "v-faster",
-            L2_LOWER: "v-slower", BASELINE: "v-baseline"}.get(verdict, "")
+    return {FASTER: "v-faster", SLOWER: "v-slower", NOISE: "v-noise", NO_DIFFERENCE: "v-noise",
+            SAME_ORDER: "v-noise", L2_HIGHER: "v-faster", L2_LOWER: "v-slower", BASELINE: "v-baseline"}.get(verdict, "")
 
 
 EXTRA_GROUP_HEADS = {"num_stages": "Stages", "tiles": "Tiles", "num_xcds": "XCDs", "dtype": "Dtype",
                      "target": "Target", "seed": "Seed"}
+
+
+def _interval(value: float, lo: float, hi: float, fmt: str) -> str:
+    """``1.250 [1.210, 1.291]``; the bracket is left out when both bounds are unknown."""
+    if not np.isfinite(value):
+        return "–"
+    bounds = f" [{_num(lo, fmt)}, {_num(hi, fmt)}]" if np.isfinite(lo) or np.isfinite(hi) else ""
+    return format(value, fmt) + bounds
+
+
+def _compared_text(r: dict) -> str:
+    """How a cell was compared: ``paired, 40 rounds`` / ``identity run, [p20, p80] bands``."""
+    if r["comparison"] == PAIRED:
+        rounds = f", {r['paired_rounds']:.0f} rounds" if np.isfinite(r["paired_rounds"]) else ""
+        pairs = f", {r['l2_pairs']:.0f} L2 pairs" if np.isfinite(r["l2_pairs"]) else ""
+        return f"paired{rounds}{pairs}"
+    return f"{BY_IDENTITY_RUN}, [p20, p80] bands" if r["comparison"] == BY_IDENTITY_RUN else ""
+
+
+def _delta_l2_text(r: dict) -> str:
+    if r["verdict"] == BASELINE or not np.isfinite(r["l2_delta_pts"]):
+        return "–"
+    if r["comparison"] == PAIRED:
+        return _interval(r["l2_delta_pts"], r["l2_delta_lo"], r["l2_delta_hi"], "+.2f")
+    return f"{r['l2_delta_pts']:+.2f} ± {_num(r['l2_band_pts'], '.2f')}"
 
 
 def _cell_table_html(comparison: Comparison) -> str:
@@ -717,9 +795,10 @@ def _cell_table_html(comparison: Comparison) -> str:
     extra_group = [c for c in comparison.group_cols if c not in GROUP_KEYS]
     show_gsize = "group_size" in comparison.variant_cols
     show_sim = t["sim_l2_hit_rate"].notna().any()
-    heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle", *(["Group size"] if show_gsize else []),
-             "Time ms: median [p20, p80]", "Speedup vs identity [interval]", "Verdict",
-             "L2 hit % ± std", "ΔL2 vs identity (points) ± band", "L2 verdict",
+    heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
+             *(["Group size"] if show_gsize else []), "Baseline", "Compared",
+             "Time ms: median [p20, p80]", "Baseline time ms", "Speedup vs baseline [95 % CI or band interval]",
+             "Verdict", "L2 hit % ± std", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
              *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s"]
     out = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in heads) + "</tr>"]
     previous_group = None
@@ -729,19 +808,17 @@ def _cell_table_html(comparison: Comparison) -> str:
         classes = (["best"] if r["best"] else []) + (["group-start"] if group != previous_group else [])
         previous_group = group
         speed = ("1 (baseline)" if r["verdict"] == BASELINE else
-                 f"{_num(r['speedup'], '.3f')} [{_num(r['speedup_lo'], '.3f')}, {_num(r['speedup_hi'], '.3f')}]"
-                 if np.isfinite(r["speedup"]) else "–")
+                 _interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], ".3f"))
         l2 = ("–" if not np.isfinite(r["l2_hit_rate"]) else
               f"{_num(r['l2_hit_rate'], '.2f')} ± {_num(r['l2_hit_rate_std'], '.2f')}")
-        dl2 = ("–" if not np.isfinite(r["l2_delta_pts"]) or r["swizzle"] == IDENTITY else
-               f"{r['l2_delta_pts']:+.2f} ± {_num(r['l2_band_pts'], '.2f')}")
         cells = [("", r["kernel"]), ("", r["shape"]), ("num", r["num_warps"]),
                  *[("", r[c]) for c in extra_group], ("sw", r["swizzle"]),
                  *([("num", r["group_size"])] if show_gsize else []),
-                 ("num", f"{_num(r['time_ms_median'], '.4f')} [{_num(r['time_ms_p20'], '.4f')}, "
-                         f"{_num(r['time_ms_p80'], '.4f')}]" if np.isfinite(r["time_ms_median"]) else "–"),
-                 ("num", speed), (_verdict_class(r["verdict"]), r["verdict"]),
-                 ("num", l2), ("num", dl2), (_verdict_class(r["l2_verdict"]), r["l2_verdict"]),
+                 ("", r["baseline"] or "–"), ("", _compared_text(r) or "–"),
+                 ("num", _interval(r["time_ms_median"], r["time_ms_p20"], r["time_ms_p80"], ".4f")),
+                 ("num", _num(r["baseline_time_ms"], ".4f")),
+                 ("num", speed), (_verdict_class(r["verdict"]), r["verdict_detail"]),
+                 ("num", l2), ("num", _delta_l2_text(r)), (_verdict_class(r["l2_verdict"]), r["l2_verdict_detail"]),
                  *([("num", _num(r["sim_l2_hit_rate"], ".2f"))] if show_sim else []),
                  ("num", _num(r["ratio_to_vendor"], ".3f")), ("num", _num(r["tflops"], ".1f"))]
         tds = "".join(f'<td class="{esc(cls)}">{esc(text)}</td>' if cls else f"<td>{esc(text)}</td>"
@@ -751,49 +828,88 @@ def _cell_table_html(comparison: Comparison) -> str:
     return "".join(out)
 
 
+def verdict_counts(verdicts: pd.Series, always: tuple[str, str] = (FASTER, SLOWER),
+                   nothing: str = NOT_TIMED) -> str:
+    """``0 faster, 0 slower, 6 no difference detected``; just ``not timed`` when every verdict
+    is ``nothing`` (for L2: ``(L2_HIGHER, L2_LOWER)`` and NOT_PROFILED)."""
+    if len(verdicts) and (verdicts == nothing).all():
+        return nothing
+    counts = verdicts.value_counts()
+    return ", ".join(f"{counts.get(v, 0)} {v}" for v in dict.fromkeys([*always, *_ordered(verdicts)]))
+
+
+def _names(values: pd.Series) -> str:
+    """The distinct non-empty values, in order, joined by ``, ``."""
+    return ", ".join(dict.fromkeys(v for v in values.astype(str) if v))
+
+
+def _no_best_reason(grp: pd.DataFrame) -> str:
+    """Why a group has no best swizzle, in one phrase."""
+    cands = grp[grp["verdict"] != BASELINE]
+    if cands.empty:
+        return f"only {_names(grp['swizzle'])} ran in this group: nothing to compare"
+    if cands["speedup"].notna().any():
+        return f"none beats {_names(cands['baseline']) or 'its baseline'} beyond noise"
+    if (cands["verdict"] == NOT_TIMED).any():
+        return "not timed: no comparison of speed possible"
+    return "; ".join(dict.fromkeys(cands["verdict_detail"]))   # e.g. "no comparison: baseline ... failed"
+
+
 def best_per_group(comparison: Comparison) -> pd.DataFrame:
-    """One row per group: its best swizzle (among verdict faster) or why there is none."""
+    """One row per group: its best swizzle (among verdict faster) or why there is none, and
+    the counts of its time verdicts."""
     t = comparison.table
     rows = []
-    for key, grp in t.groupby(comparison.group_cols, sort=False):
-        key = key if isinstance(key, tuple) else (key,)
+    for _, grp in t.groupby(comparison.group_cols, sort=False):
         best = grp[grp["best"]]
-        label = " · ".join(_join_labels(grp.head(1), comparison.group_cols).tolist())
+        label = _join_labels(grp.head(1), comparison.group_cols).iloc[0]
         if not best.empty:
             b = best.iloc[0]
             variant = comparison.variant_label(best.head(1)).iloc[0]
-            text = (f"{variant}: speedup {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}]"
-                    + (f", ΔL2 {b['l2_delta_pts']:+.2f} points" if np.isfinite(b["l2_delta_pts"]) else ""))
-        elif not (grp["swizzle"] == IDENTITY).any():
-            text = "no identity run in this group: no comparison possible"
-        elif (grp["swizzle"] == IDENTITY).all():
-            text = "only identity ran in this group: nothing to compare"
-        elif (grp.loc[grp["swizzle"] != IDENTITY, "verdict"] == NOT_TIMED).all():
-            text = "not timed: no comparison of speed possible"
+            against = "" if "baseline" in comparison.variant_cols else f" vs {b['baseline']}"
+            how = "95 % CI" if b["comparison"] == PAIRED else "band interval"
+            text = (f"{variant}{against}: speedup {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}] "
+                    f"({how})" + (f", ΔL2 {b['l2_delta_pts']:+.2f} points" if np.isfinite(b["l2_delta_pts"]) else ""))
         else:
-            text = "none beats identity beyond noise"
-        rows.append({"group": label, "best": text, "has_best": not best.empty})
-    return pd.DataFrame(rows, columns=["group", "best", "has_best"])
+            text = _no_best_reason(grp)
+        cands = grp[grp["verdict"] != BASELINE]
+        rows.append({"group": label, "best": text, "has_best": not best.empty,
+                     "verdicts": verdict_counts(cands["verdict"]) if len(cands) else "–"})
+    return pd.DataFrame(rows, columns=["group", "best", "has_best", "verdicts"])
 
 
 def _best_html(comparison: Comparison) -> str:
     best = best_per_group(comparison)
     if best.empty:
         return '<p class="skip">No groups.</p>'
-    rows = "".join(f'<tr class="{"best" if r.has_best else ""}"><td>{esc(r.group)}</td><td>{esc(r.best)}</td></tr>'
-                   for r in best.itertuples(index=False))
-    return f"<table><tr><th>Group</th><th>Best swizzle (verdict faster only)</th></tr>{rows}</table>"
+    rows = "".join(f'<tr class="{"best" if r.has_best else ""}"><td>{esc(r.group)}</td><td>{esc(r.best)}</td>'
+                   f"<td>{esc(r.verdicts)}</td></tr>" for r in best.itertuples(index=False))
+    return ("<table><tr><th>Group</th><th>Best swizzle (verdict faster only)</th><th>Time verdicts</th></tr>"
+            f"{rows}</table>")
+
+
+def verdicts_per_swizzle(comparison: Comparison) -> pd.DataFrame:
+    """One row per swizzle variant: its baseline(s), cells, and time and L2 verdict counts
+    over the groups (e.g. ``0 faster, 0 slower, 6 no difference detected``)."""
+    t = comparison.candidates.assign(variant=lambda f: comparison.variant_label(f))
+    rows = [{"swizzle": variant, "baseline": _names(grp["baseline"]), "cells": len(grp),
+             "time": verdict_counts(grp["verdict"]),
+             "l2": verdict_counts(grp["l2_verdict"], (L2_HIGHER, L2_LOWER), NOT_PROFILED)}
+            for variant, grp in t.groupby("variant", sort=False)]
+    return pd.DataFrame(rows, columns=["swizzle", "baseline", "cells", "time", "l2"])
 
 
 def _verdict_summary_html(comparison: Comparison) -> str:
-    t = comparison.table[comparison.table["swizzle"] != IDENTITY]
+    t = comparison.candidates
     if t.empty:
-        return '<p class="skip">No swizzle other than identity finished.</p>'
-    counts = t["verdict"].value_counts()
-    l2counts = t["l2_verdict"].value_counts()
-    time_part = ", ".join(f"{n} {v}" for v, n in counts.items())
-    l2_part = ", ".join(f"{n} {v}" for v, n in l2counts.items())
-    return f'<p>Time verdicts over {len(t)} non-identity cells: {esc(time_part)}. L2 verdicts: {esc(l2_part)}.</p>'
+        return '<p class="skip">No swizzle other than a baseline finished: nothing was compared.</p>'
+    time_part = verdict_counts(t["verdict"])
+    l2_part = verdict_counts(t["l2_verdict"], (L2_HIGHER, L2_LOWER), NOT_PROFILED)
+    items = "".join(f"<li>{esc(r.swizzle)}: {esc(r.time)} ({esc('vs ' + r.baseline if r.baseline else 'no baseline')}, "
+                    f"{r.cells} cell{'s' if r.cells != 1 else ''}); L2: {esc(r.l2)}</li>"
+                    for r in verdicts_per_swizzle(comparison).itertuples(index=False))
+    return (f"<p>Time verdicts over {len(t)} compared cells: {esc(time_part)}. L2 verdicts: {esc(l2_part)}.</p>"
+            f'<ul class="verdicts">{items}</ul>')
 
 
 def _failed_html(failed: pd.DataFrame) -> str:
@@ -814,10 +930,17 @@ def _figure_html(block: FigureBlock) -> str:
             f"<figcaption>{esc(block.caption)}</figcaption></figure>")
 
 
-def render_html(data: SweepRuns, comparison: Comparison, failed: pd.DataFrame,
+def methods_for(comparison: Comparison) -> list[str]:
+    """The method notes that apply: paired and / or identity-run rules, then the common ones."""
+    used = set(comparison.table["comparison"])
+    return ((PAIRED_METHODS if PAIRED in used else []) + (IDENTITY_METHODS if BY_IDENTITY_RUN in used else [])
+            + METHODS)
+
+
+def render_html(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame,
                 figures: list[FigureBlock], facts: list[tuple[str, str]]) -> str:
     """The whole page; every dynamic text goes through ``esc``."""
-    title = f"swizzlebench report: {data.experiment}" + (f" / {data.sweep_run_id}" if data.sweep_run_id else "")
+    title = f"swizzlebench report: {data.experiment} / {data.title}"
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in comparison.notes)
     generated = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     parts = [
@@ -834,7 +957,7 @@ def render_html(data: SweepRuns, comparison: Comparison, failed: pd.DataFrame,
         "<h2>All cells</h2>", _cell_table_html(comparison),
         f"<h2>Failed or unfinished runs ({len(failed)})</h2>", _failed_html(failed),
         "<h2>How the numbers are computed</h2><ul>",
-        *[f"<li>{esc(m)}</li>" for m in METHODS], "</ul>",
+        *[f"<li>{esc(m)}</li>" for m in methods_for(comparison)], "</ul>",
         "</body></html>",
     ]
     return "\n".join(parts)
@@ -843,11 +966,6 @@ def render_html(data: SweepRuns, comparison: Comparison, failed: pd.DataFrame,
 # --------------------------------------------------------------------------------------
 # Entry points
 # --------------------------------------------------------------------------------------
-def default_out_dir(experiment: str, sweep_run_id: str | None) -> Path:
-    """``reports/<experiment>/<sweep_run_id or all-jobs>`` relative to the working directory."""
-    return Path("reports") / experiment / (sweep_run_id or "all-jobs")
-
-
 def attach_to_sweep(client: MlflowClient, sweep_run_id: str, files: list[Path]) -> None:
     """Log ``files`` as artifacts ``report/<name>`` of the sweep's parent run."""
     for path in files:
@@ -855,13 +973,17 @@ def attach_to_sweep(client: MlflowClient, sweep_run_id: str, files: list[Path]) 
 
 
 def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = None,
-                 out_dir: str | Path | None = None) -> Path:
-    """Build the report of a sweep (default: the experiment's latest) and return the path
-    of its ``index.html``; ``table.csv`` and ``failed.csv`` are written next to it and,
-    when the sweep run exists, all three are attached to it under ``report/``."""
+                 out_dir: str | Path | None = None, selection: Selection | None = None) -> Path:
+    """Build the report of ``selection`` (default: the sweep ``sweep_run_id``, or the
+    experiment's latest sweep) and return the path of its ``index.html``; ``table.csv``
+    and ``failed.csv`` are written next to it (default folder:
+    ``reports/<experiment>/<sweep id | experiment | run-<id> | ...>``) and, for a report
+    of one sweep, all three are attached to its sweep run under ``report/``."""
+    if selection is not None and sweep_run_id is not None:
+        raise ValueError("give either sweep_run_id or selection, not both")
     started = time.perf_counter()
     client = MlflowClient(tracking_uri=tracking_uri)
-    data = load_sweep(client, experiment, sweep_run_id)
+    data = load_runs(client, experiment, selection or Selection.sweep(sweep_run_id), tracking_uri)
     loaded = time.perf_counter()
     comparison = build_comparison(data.runs)
     failed = failed_runs(data.runs)
@@ -869,7 +991,7 @@ def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = 
     facts = header_facts(data, comparison, failed)
     page = render_html(data, comparison, failed, figures, facts)
 
-    out = Path(out_dir) if out_dir is not None else default_out_dir(experiment, data.sweep_run_id)
+    out = Path(out_dir) if out_dir is not None else Path("reports") / experiment / data.out_name
     out.mkdir(parents=True, exist_ok=True)
     html_path = out / "index.html"
     html_path.write_text(page, encoding="utf-8")
@@ -879,26 +1001,58 @@ def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = 
     log.info("report of %d runs written to %s (load %.1f s, total %.1f s)", len(data.runs), html_path,
              loaded - started, time.perf_counter() - started)
 
-    if data.sweep_run_id:
+    if data.attach_run_id:
         try:
-            attach_to_sweep(client, data.sweep_run_id, [html_path, out / "table.csv", out / "failed.csv"])
+            attach_to_sweep(client, data.attach_run_id, [html_path, out / "table.csv", out / "failed.csv"])
         except Exception as exc:  # the local report stands even if the artifact store is unreachable
             log.warning("report written to %s but not attached to sweep run %s: %s: %s",
-                        html_path, data.sweep_run_id, type(exc).__name__, exc)
+                        html_path, data.attach_run_id, type(exc).__name__, exc)
     return html_path
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.report", description=__doc__.split("\n\n")[0])
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.report", description=__doc__.split("\n\n")[0],
+        epilog="Without --sweep, --experiment-view or --run: the experiment's latest sweep (the experiment "
+               "view when it has none).")
     parser.add_argument("--experiment", required=True, help="MLflow experiment (the sweep name)")
-    parser.add_argument("--sweep", default=None, help="sweep parent run id (default: the latest sweep run)")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--sweep", action="append", metavar="RUN_ID",
+                      help="a sweep's parent run id (see --list-sweeps); repeat it to report several sweeps together")
+    view.add_argument("--experiment-view", action="store_true",
+                      help="the whole experiment: the latest FINISHED run of every spec (spec_hash), from any "
+                           "sweep or single run")
+    view.add_argument("--run", action="append", metavar="RUN_ID",
+                      help="a run id: a job run stands for every run of its Hydra job (e.g. all shapes of one "
+                           "`python -m harness` without -m), a sweep run for its jobs; repeatable")
+    view.add_argument("--list-sweeps", action="store_true",
+                      help="list the experiment's sweep runs (id, start, status, name) and exit")
     parser.add_argument("--out", default=None,
-                        help="output folder (default: reports/<experiment>/<sweep run id or all-jobs>)")
+                        help="output folder (default: reports/<experiment>/<sweep run id | experiment | "
+                             "run-<id> | sweeps-... | runs-...>)")
     parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db", help="MLflow tracking URI")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def selection_from_args(args: argparse.Namespace) -> Selection:
+    """The view the command line asks for."""
+    if args.experiment_view:
+        return Selection("experiment")
+    if args.run:
+        return Selection("runs", tuple(args.run))
+    if args.sweep:
+        return Selection("sweeps", tuple(args.sweep))
+    return Selection("latest")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        path = build_report(args.tracking_uri, args.experiment, args.sweep, args.out)
+        if args.list_sweeps:
+            print("\n".join(list_sweeps(MlflowClient(tracking_uri=args.tracking_uri), args.experiment)))
+            return 0
+        path = build_report(args.tracking_uri, args.experiment, out_dir=args.out, selection=selection_from_args(args))
     except (LookupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ import re
 import socket
 import sqlite3
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -36,6 +37,9 @@ HOST_TAG = "swizzlebench.host"
 PID_TAG = "swizzlebench.pid"
 SWEEP_TAG = "swizzlebench.sweep_run_id"
 PARENT_TAG = "mlflow.parentRunId"
+#: tag shared by the job runs one Tracker logs, i.e. by the runs of one Hydra job (all the
+#: shapes of one ``python -m harness`` without -m, which has no sweep run to group them).
+INVOCATION_TAG = "swizzlebench.invocation"
 #: tag naming the spool record a run was logged from (``harness.spool sync``).
 SPOOL_TAG = "swizzlebench.spool_id"
 
@@ -114,6 +118,7 @@ class Tracker:
         self.offline_reason: str | None = None
         self.experiment_id: str | None = None
         self._runs: dict[str, _RunStart] = {}
+        self.invocation_id = uuid.uuid4().hex
         try:
             self.client = MlflowClient(tracking_uri=uri)
             with short_http_retries():
@@ -182,7 +187,8 @@ class Tracker:
     def start_job(self, run_name: str, parent_run_id: str | None, tags: dict[str, str]) -> str:
         """Create the job's run as RUNNING before any work: a crash leaves a visible trace.
         Offline (or under a spooled sweep) the run gets a spool id and is spooled at finish."""
-        start = _RunStart(run_name, parent_run_id, {**tags, "swizzlebench.kind": "job"})
+        start = _RunStart(run_name, parent_run_id,
+                          {**tags, "swizzlebench.kind": "job", INVOCATION_TAG: self.invocation_id})
         run_id = None
         if not self.offline and not is_spool_id(parent_run_id):
             tags = dict(start.tags)

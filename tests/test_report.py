@@ -49,13 +49,23 @@ class SyntheticStore:
     running_run_id: str
 
 
-def _job(client: MlflowClient, exp_id: str, sweep_id: str, start_ms: int, *, kernel: str, swizzle: str,
+def job_params(kernel: str, swizzle: str, shape: str, preset: str, warps: int, target: str) -> dict[str, str]:
+    """The spec params of a job run (as ``JobSpec.as_params``, fewer shape fields)."""
+    return {"kernel": kernel, "swizzle": swizzle, "num_warps": str(warps), "num_stages": "3",
+            "shape_preset": preset, "shape.name": shape, "shape.N": "1", "shape.dtype": "float16",
+            "group_size": "8", "num_xcds": "1", "target": target, "seed": "0",
+            "tile.BLOCK_M": "128", "tile.BLOCK_N": "128", "tile.BLOCK_K": "64"}
+
+
+def _job(client: MlflowClient, exp_id: str, sweep_id: str | None, start_ms: int, *, kernel: str, swizzle: str,
          shape: str, preset: str, warps: int, metrics: dict[str, float], status: str = "FINISHED",
          reason: str = "verified: permutation; max_rel_err ok", extra_tags: dict[str, str] | None = None,
-         timed: bool = True) -> str:
-    """One child job run as harness.tracking logs it; returns its run id."""
+         timed: bool = True, extra_params: dict[str, str] | None = None) -> str:
+    """One job run as harness.tracking logs it (a child of ``sweep_id``, or a single run
+    when it is None); returns its run id."""
     shape_label = shape if shape == preset else f"{preset}-{shape}"
-    tags = {"swizzlebench.kind": "job", "mlflow.parentRunId": sweep_id, "swizzlebench.sweep_run_id": sweep_id,
+    parent = {"mlflow.parentRunId": sweep_id, "swizzlebench.sweep_run_id": sweep_id} if sweep_id else {}
+    tags = {"swizzlebench.kind": "job", **parent,
             "git_commit": "abc123", "torch_version": "2.9.0", "triton_version": "3.5.0",
             "target": "h100" if timed else "mi300x", "device": "NVIDIA H100 80GB HBM3" if timed else
             "cpu (Triton interpreter)", "mode": "gpu" if timed else "interpreter",
@@ -63,10 +73,7 @@ def _job(client: MlflowClient, exp_id: str, sweep_id: str, start_ms: int, *, ker
             "not measured: no GPU", **(extra_tags or {})}
     run = client.create_run(exp_id, run_name=f"{kernel}/{swizzle}/{shape_label}/w{warps}", start_time=start_ms,
                             tags=tags)
-    params = {"kernel": kernel, "swizzle": swizzle, "num_warps": str(warps), "num_stages": "3",
-              "shape_preset": preset, "shape.name": shape, "shape.N": "1", "shape.dtype": "float16",
-              "group_size": "8", "num_xcds": "1", "target": tags["target"], "seed": "0",
-              "tile.BLOCK_M": "128", "tile.BLOCK_N": "128", "tile.BLOCK_K": "64"}
+    params = {**job_params(kernel, swizzle, shape, preset, warps, tags["target"]), **(extra_params or {})}
     client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in params.items()],
                      metrics=[Metric(k, float(v), start_ms, 0) for k, v in metrics.items()],
                      tags=[RunTag("status_reason", reason)] if status != "RUNNING" else [])
@@ -241,7 +248,7 @@ def test_explicit_older_sweep(built, tmp_path):
     assert "only identity ran in this group" in page.read_text()
 
 
-def test_no_sweep_reports_all_job_runs(tmp_path, monkeypatch):
+def test_no_sweep_falls_back_to_the_experiment_view(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
@@ -254,9 +261,9 @@ def test_no_sweep_reports_all_job_runs(tmp_path, monkeypatch):
                          metrics=[Metric("max_rel_err", 1e-3, 0, 0)])
         client.set_terminated(run.info.run_id, "FINISHED")
     page = build_report(uri, "loose")
-    assert page == Path("reports/loose/all-jobs/index.html")
+    assert page == Path("reports/loose/experiment/index.html")
     text = page.read_text()
-    assert "none in this experiment" in text
+    assert "none in this experiment: the report is the experiment view" in text
     # CPU only: every figure is skipped with a sentence saying why.
     assert "data:image/png" not in text
     assert text.count("Skipped:") == 4

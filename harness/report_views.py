@@ -1,0 +1,282 @@
+"""Which job runs a report covers (its *view*), loaded from MLflow into one data frame.
+
+Views (:class:`Selection`):
+
+* ``latest``: the experiment's latest sweep run (a Hydra multirun's parent run); an
+  experiment with no sweep run falls back to the experiment view;
+* ``sweeps``: the job runs of one or more named sweep runs;
+* ``experiment``: over the whole experiment, the latest FINISHED job run of every
+  ``spec_hash`` (a spec that never finished: its latest run, listed with the failures);
+  single runs (``python -m harness`` without ``-m``, which have no sweep run) included;
+* ``runs``: named runs.  A sweep run stands for its job runs; a job run for every run of
+  its Hydra job (tag ``swizzlebench.invocation``), i.e. all the shapes one single
+  ``python -m harness ...`` logged; a run from before that tag stands for itself.
+
+Every failure to find what was asked for is a ``LookupError`` with one line saying what
+was not found and how to list what exists.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Iterable, Literal
+
+import pandas as pd
+from mlflow.entities import Run, ViewType
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from harness.tracking import INVOCATION_TAG, SWEEP_TAG
+
+KIND_TAG = "swizzlebench.kind"
+SWEEP_KIND, JOB_KIND = "sweep", "job"
+
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+ViewKind = Literal["latest", "sweeps", "experiment", "runs"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to report: ``kind`` (see the module docstring) and, for ``sweeps`` and
+    ``runs``, the run ids."""
+
+    kind: ViewKind = "latest"
+    ids: tuple[str, ...] = ()
+
+    @classmethod
+    def sweep(cls, sweep_run_id: str | None) -> "Selection":
+        """One named sweep, or the latest one when ``sweep_run_id`` is None."""
+        return cls("latest") if sweep_run_id is None else cls("sweeps", (sweep_run_id,))
+
+
+@dataclass(frozen=True)
+class ReportRuns:
+    """The job runs a report is about, and how they were chosen."""
+
+    experiment: str
+    experiment_id: str
+    title: str                      # what the page's title names: "sweep <id>", "experiment view", ...
+    out_name: str                   # default folder under reports/<experiment>/
+    runs: pd.DataFrame              # one row per job run: run_id, run_name, status, start_ms, end_ms,
+                                    # params.<k>, tags.<k>, metrics.<k>
+    facts: list[tuple[str, str]] = field(default_factory=list)   # how the runs were chosen
+    attach_run_id: str | None = None    # the sweep run the report is attached to (one sweep only)
+
+
+# --------------------------------------------------------------------------------------
+# MLflow queries
+# --------------------------------------------------------------------------------------
+def quote_filter_value(value: str) -> str:
+    """A run id (or invocation id) for an MLflow filter string; rejects anything but id
+    characters so a value can never change the filter's meaning."""
+    if not _RUN_ID_RE.match(value):
+        raise ValueError(f"not a valid MLflow run id: {value!r}")
+    return f"'{value}'"
+
+
+def search_all_runs(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
+    """Every active run of the experiment matching ``filter_string``, 1,000 per query."""
+    runs: list[Run] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=filter_string,
+                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=1000,
+                                  page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def runs_to_frame(runs: Iterable[Run]) -> pd.DataFrame:
+    """One row per run: run_id, run_name, status, start_ms / end_ms (epoch ms), then
+    ``params.<key>``, ``tags.<key>``, ``metrics.<key>`` (latest value)."""
+    rows = []
+    for run in runs:
+        row: dict[str, object] = {
+            "run_id": run.info.run_id, "run_name": run.info.run_name or "",
+            "status": run.info.status, "start_ms": run.info.start_time, "end_ms": run.info.end_time,
+        }
+        row.update({f"params.{k}": v for k, v in run.data.params.items()})
+        row.update({f"tags.{k}": v for k, v in run.data.tags.items()})
+        row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=None if rows else ["run_id", "run_name", "status", "start_ms", "end_ms"])
+    for col in ("start_ms", "end_ms"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    return frame
+
+
+def _tag_filter(tag: str, value: str) -> str:
+    return f"tags.`{tag}` = {quote_filter_value(value)}"
+
+
+def _kind(run: Run) -> str:
+    return run.data.tags.get(KIND_TAG, "")
+
+
+def utc(ms: float | None) -> str:
+    """Epoch milliseconds as ``YYYY-mm-dd HH:MM:SS UTC`` ("?" when unknown)."""
+    if ms is None or pd.isna(ms):
+        return "?"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# --------------------------------------------------------------------------------------
+# Listing and lookups
+# --------------------------------------------------------------------------------------
+def list_command(experiment: str, tracking_uri: str) -> str:
+    """The command that lists the experiment's sweep runs (quoted for a shell)."""
+    import shlex
+
+    return (f"python -m harness.report --experiment {shlex.quote(experiment)} --list-sweeps "
+            f"--tracking-uri {shlex.quote(tracking_uri)}")
+
+
+def experiment_id_of(client: MlflowClient, experiment: str) -> str:
+    """The id of ``experiment``; LookupError naming the experiments that exist otherwise."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        names = sorted(e.name for e in client.search_experiments(max_results=1000))
+        shown = ", ".join(map(repr, names[:20])) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        raise LookupError(f"no MLflow experiment named {experiment!r} in this store; it has: {shown or 'none'}")
+    return exp.experiment_id
+
+
+def sweep_runs(client: MlflowClient, experiment_id: str) -> list[Run]:
+    """The experiment's sweep runs, newest first."""
+    runs = search_all_runs(client, experiment_id, f"tags.`{KIND_TAG}` = '{SWEEP_KIND}'")
+    return sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True)
+
+
+def list_sweeps(client: MlflowClient, experiment: str) -> list[str]:
+    """One line per sweep run of ``experiment`` (newest first): id, start, status, name."""
+    runs = sweep_runs(client, experiment_id_of(client, experiment))
+    lines = [f"{r.info.run_id}  {utc(r.info.start_time)}  {r.info.status:<8}  {r.info.run_name or ''}"
+             for r in runs]
+    if not lines:
+        lines.append(f"no sweep run in experiment {experiment!r}")
+    lines.append("single runs (python -m harness without -m) have no sweep run: report them with "
+                 "--experiment-view or --run RUN_ID")
+    return lines
+
+
+def _get_run(client: MlflowClient, run_id: str, experiment: str, experiment_id: str, what: str,
+             hint: str) -> Run:
+    """Run ``run_id`` of this experiment, or a one-line LookupError naming it and ``hint``."""
+    quote_filter_value(run_id)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise LookupError(f"no {what} {run_id!r} in this tracking store; {hint}") from None
+    if run.info.experiment_id != experiment_id:
+        raise LookupError(f"{what} {run_id!r} belongs to experiment id {run.info.experiment_id}, not to "
+                          f"{experiment!r} ({experiment_id}); {hint}")
+    return run
+
+
+# --------------------------------------------------------------------------------------
+# Views
+# --------------------------------------------------------------------------------------
+def _sweep_facts(sweep: Run, n_jobs: int) -> list[tuple[str, str]]:
+    facts = [("Sweep run", f"{sweep.info.run_id} ({sweep.info.run_name or 'unnamed'}, status "
+                           f"{sweep.info.status}, started {utc(sweep.info.start_time)}): {n_jobs} job runs")]
+    overrides = sweep.data.params.get("sweep.overrides")
+    if overrides is not None:
+        facts.append(("Sweep overrides", overrides or "(none)"))
+    return facts
+
+
+def _jobs_of_sweep(client: MlflowClient, experiment_id: str, sweep: Run) -> list[Run]:
+    return search_all_runs(client, experiment_id, _tag_filter(SWEEP_TAG, sweep.info.run_id))
+
+
+def _sweeps_view(client: MlflowClient, experiment: str, experiment_id: str, sweeps: list[Run]) -> ReportRuns:
+    jobs: list[Run] = []
+    facts: list[tuple[str, str]] = []
+    for sweep in sweeps:
+        found = _jobs_of_sweep(client, experiment_id, sweep)
+        jobs.extend(found)
+        facts += _sweep_facts(sweep, len(found))
+    ids = [s.info.run_id for s in sweeps]
+    if len(sweeps) == 1:
+        return ReportRuns(experiment, experiment_id, f"sweep {ids[0]}", ids[0], runs_to_frame(jobs), facts,
+                          attach_run_id=ids[0])
+    return ReportRuns(experiment, experiment_id, f"{len(ids)} sweeps", "sweeps-" + "-".join(i[:8] for i in ids),
+                      runs_to_frame(jobs), [("View", f"{len(ids)} sweeps, all their job runs")] + facts)
+
+
+def latest_per_spec(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per ``tags.spec_hash`` (runs without one: per run name), the latest FINISHED run, or
+    the latest run when none finished."""
+    if frame.empty:
+        return frame
+    key = frame.get("tags.spec_hash", pd.Series(index=frame.index, dtype=object))
+    key = key.where(key.notna(), "name:" + frame["run_name"].astype(str))
+    order = frame.assign(_key=key, _finished=frame["status"] == "FINISHED")
+    order = order.sort_values(["_finished", "start_ms"], kind="stable", na_position="first")
+    return order.drop_duplicates("_key", keep="last").drop(columns=["_key", "_finished"]).sort_index()
+
+
+def experiment_view(client: MlflowClient, experiment: str, experiment_id: str,
+                    why: str | None = None) -> ReportRuns:
+    """The latest FINISHED job run per spec over the whole experiment (see ``latest_per_spec``)."""
+    every = runs_to_frame(search_all_runs(client, experiment_id, f"tags.`{KIND_TAG}` = '{JOB_KIND}'"))
+    chosen = latest_per_spec(every)
+    sweep_ids = every.get(f"tags.{SWEEP_TAG}", pd.Series(index=every.index, dtype=object))
+    n_sweeps, n_single = sweep_ids.nunique(), int(sweep_ids.isna().sum())
+    text = (f"experiment view: the latest FINISHED run of each spec (spec_hash), over {len(every)} job runs "
+            f"({n_sweeps} sweeps, {n_single} runs outside any sweep); {len(every) - len(chosen)} older or "
+            f"superseded runs left out")
+    facts = ([("Sweep run", why)] if why else []) + [("View", text)]
+    return ReportRuns(experiment, experiment_id, "experiment view", "experiment", chosen, facts)
+
+
+def _runs_view(client: MlflowClient, experiment: str, experiment_id: str, run_ids: tuple[str, ...],
+               hint: str) -> ReportRuns:
+    """Named runs: a sweep run stands for its job runs, a job run for its Hydra job's runs."""
+    jobs: dict[str, Run] = {}
+    described: list[str] = []
+    for run_id in run_ids:
+        run = _get_run(client, run_id, experiment, experiment_id, "run", hint)
+        if _kind(run) == SWEEP_KIND:
+            found = _jobs_of_sweep(client, experiment_id, run)
+            described.append(f"{run_id}: sweep run, {len(found)} job runs")
+        elif run.data.tags.get(INVOCATION_TAG):
+            found = search_all_runs(client, experiment_id, _tag_filter(INVOCATION_TAG, run.data.tags[INVOCATION_TAG]))
+            described.append(f"{run_id} ({run.info.run_name}): job run, with the {len(found)} run(s) of its "
+                             "Hydra job")
+        else:
+            found = [run]
+            described.append(f"{run_id} ({run.info.run_name}): job run")
+        jobs.update((r.info.run_id, r) for r in found if _kind(r) != SWEEP_KIND)
+    name = f"run-{run_ids[0]}" if len(run_ids) == 1 else "runs-" + "-".join(i[:8] for i in run_ids)
+    title = f"run {run_ids[0]}" if len(run_ids) == 1 else f"{len(run_ids)} runs"
+    return ReportRuns(experiment, experiment_id, title, name, runs_to_frame(jobs.values()),
+                      [("View", "; ".join(described))])
+
+
+def load_runs(client: MlflowClient, experiment: str, selection: Selection, tracking_uri: str) -> ReportRuns:
+    """The job runs ``selection`` names (see the module docstring)."""
+    experiment_id = experiment_id_of(client, experiment)
+    hint = f"list the sweeps with: {list_command(experiment, tracking_uri)}"
+    if selection.kind == "experiment":
+        return experiment_view(client, experiment, experiment_id)
+    if selection.kind == "runs":
+        return _runs_view(client, experiment, experiment_id, selection.ids, hint)
+    if selection.kind == "latest":
+        latest = sweep_runs(client, experiment_id)[:1]
+        if not latest:
+            return experiment_view(client, experiment, experiment_id,
+                                   why="none in this experiment: the report is the experiment view")
+        return _sweeps_view(client, experiment, experiment_id, latest)
+    sweeps = []
+    for run_id in dict.fromkeys(selection.ids):
+        run = _get_run(client, run_id, experiment, experiment_id, "sweep run", hint)
+        if _kind(run) != SWEEP_KIND:
+            raise LookupError(f"run {run_id!r} ({run.info.run_name}) is a {_kind(run) or 'non-swizzlebench'} run, "
+                              f"not a sweep run: report it with --run {run_id}, or {hint}")
+        sweeps.append(run)
+    return _sweeps_view(client, experiment, experiment_id, sweeps)
