@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
         if log_path:
             with open(log_path, "a") as f:
                 f.write(json.dumps({"kernel_name": name, "grid": [grid, 1, 1], "block": [block, 1, 1],
-                                    "job": key, "arm": arm}) + "\n")
+                                    "job": key if arm == CANDIDATE else f"{key}/{arm}", "arm": arm}) + "\n")
     for req in requests:
         print(f"[worker] {JobSpec.from_dict(req.spec).run_name}: {req.repeats} launches"
               + (" (+ as many of its baseline, ABBA)" if req.baseline else ""), file=sys.stderr, flush=True)

@@ -1,0 +1,86 @@
+"""The paired comparison end to end on the CPU: launch schedule and attribution, the
+baseline in every job, paired L2 through a stand-in ncu, and bad compare settings."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.profilers.base import DispatchCounters
+from harness.profilers.worker import ProfileRequest, launch_schedule
+from harness.profilers.wrapped import attribute_by_dispatch_order
+from tests.standin_workload import expected_counters
+
+STANDINS = Path(__file__).parent / "standins"
+SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
+
+
+def test_schedule_is_abba_and_attribution_pairs_the_arms():
+    reqs = [ProfileRequest("a", {}, 2), ProfileRequest("b", {}, 4, baseline={})]
+    sched = launch_schedule(reqs)
+    assert sched == [("a", "candidate")] * 2 + [
+        ("b", "candidate"), ("b", "baseline"), ("b", "baseline"), ("b", "candidate"),
+        ("b", "candidate"), ("b", "baseline"), ("b", "baseline"), ("b", "candidate")]
+    # hit rate = 10 * position: candidate of b at 2, 5, 6, 9; baseline at 3, 4, 7, 8
+    dispatches = [DispatchCounters("k", i, l2_hit_rate=10.0 * i) for i in range(len(sched))]
+    out = attribute_by_dispatch_order(reqs, dispatches, [])
+    assert out["a"].reading.l2_hit_rate == pytest.approx(5.0) and out["a"].pairs == []
+    assert out["b"].pairs == [(20.0, 30.0), (50.0, 40.0), (60.0, 70.0), (90.0, 80.0)]
+    assert out["b"].baseline_reading.l2_hit_rate == pytest.approx(55.0)
+    short = attribute_by_dispatch_order(reqs, dispatches[:-1], [])
+    assert "the worker launched 10" in short["b"].error
+
+
+def _sweep(tmp, *args, profiler="ncu"):
+    uri = f"sqlite:///{tmp}/store.db"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "-m", "shape=tiny", "shape.select=[t1,t3]", *SMALL_TILES,
+         f"profiler={profiler}", "profiler.repeats=3", f"tracking.uri={uri}", "experiment=paired",
+         f"hydra.sweep.dir={tmp}/multirun", *args],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("paired")
+    runs = [r for r in client.search_runs([exp.experiment_id], max_results=100)
+            if r.data.tags.get("swizzlebench.kind") == "job"]
+    return proc, runs
+
+
+def test_every_job_carries_its_baseline_and_paired_l2(tmp_path):
+    proc, runs = _sweep(tmp_path, "swizzle=identity,grouped")
+    assert len(runs) == 4
+    for run in runs:
+        p, m, t = run.data.params, run.data.metrics, run.data.tags
+        assert run.info.status == "FINISHED", t.get("status_reason")
+        assert p["compare.baseline"] == "identity"
+        if p["swizzle"] == "identity":           # the baseline itself: never compared with itself
+            assert t["compare.role"] == "baseline" and "l2_delta_pts" not in m and "verdict" not in t
+            continue
+        assert t["compare.role"] == "candidate"
+        assert t["verdict"].startswith("not timed")
+        # the stand-in's documented counters: candidate keyed by run id, baseline by run id/baseline
+        grid = [int(p["grid.num_pids"]), 1, 1]
+        cand = expected_counters(grid, run.info.run_id)["l2_hit_rate"]
+        base = expected_counters(grid, run.info.run_id + "/baseline")["l2_hit_rate"]
+        assert m["l2_pairs"] == 3 and m["baseline_l2_hit_rate"] == pytest.approx(base, abs=0.006)
+        assert m["l2_delta_pts"] == pytest.approx(cand - base, abs=0.01)
+        assert t["l2_source"] == "ncu" and t["l2_verdict"].split()[0] in ("higher", "lower", "no")
+    assert "vs identity" not in proc.stdout   # no speedup on the CPU
+
+
+def test_a_formula_as_baseline(tmp_path):
+    _, runs = _sweep(tmp_path, "swizzle=grouped", 'compare.baseline="pid"', profiler="sim")
+    assert {r.data.params["compare.baseline"].strip() for r in runs} == {"new_pid = pid"}  # normalized
+    assert all(r.data.tags["compare.role"] == "candidate" and "l2_delta_pts" in r.data.metrics for r in runs)
+
+
+def test_unknown_baseline_fails_each_job_with_a_clear_reason(tmp_path):
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "shape=tiny", "shape.select=[t1]", "compare.baseline=zigzag",
+         f"tracking.uri={uri}", "experiment=bad", f"hydra.run.dir={tmp_path}/run"],
+        cwd=tmp_path, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
+    assert "compare.baseline='zigzag' is neither a built-in swizzle (colmajor, grouped" in proc.stdout + proc.stderr
