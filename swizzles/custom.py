@@ -566,3 +566,36 @@ def load_formula_file(path: str | os.PathLike) -> str:
     except OSError as exc:
         raise FormulaError(f"formula file {str(file)!r} cannot be read: "
                            f"{exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def bind_parameters(text: str, values: dict[str, int]) -> str:
+    """The formula ``text`` with integer parameters bound: one ``name = value`` line per
+    parameter, prepended (a single-expression formula becomes ``new_pid = expression``).
+    This is how the formula language serves as a parametric family: ``(pid % k) * ...``
+    with ``k`` bound to 4, 8, ...  The result is checked like any formula when compiled;
+    line numbers in its errors count the bound lines.  Raises :class:`FormulaError` for a
+    parameter name that is not a plain name, is an input or a function, or a value that is
+    not an integer literal of the language."""
+    lines = []
+    for name, value in values.items():
+        if not _NAME_PATTERN.match(name) or keyword.iskeyword(name) or name in INPUTS or name in FUNCTIONS \
+                or name == RESULT_NAME:
+            raise FormulaError(f"formula parameter {name!r} is invalid: a parameter is a plain name "
+                               f"(letters, digits, `_`), not an input ({', '.join(INPUTS)}), min, max or "
+                               f"{RESULT_NAME}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LITERAL:
+            raise FormulaError(f"formula parameter {name}={value!r} is invalid: an integer from 0 to {MAX_LITERAL}")
+        lines.append(f"{name} = {value}")
+    body = text.strip("\n")
+    if not _is_program(body):
+        body = f"{RESULT_NAME} = {body}"
+    return "\n".join([*lines, body]) + "\n"
+
+
+def _is_program(text: str) -> bool:
+    """Whether ``text`` is written as assignments (has an ``=`` outside comments); the
+    language has no other use of ``=``."""
+    return any("=" in line.split("#", 1)[0] for line in text.splitlines())
