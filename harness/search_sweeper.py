@@ -217,11 +217,7 @@ class SearchSweeper(Sweeper):
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(list(arguments))
-        controlled = [o.input_line for o in overrides if o.get_key_element().lstrip("+~").split("@")[0]
-                      .startswith(_CONTROLLED)]
-        if controlled:
-            raise ValueError(f"the search chooses the swizzle of each job: remove {controlled} (restrict what "
-                             "it tries with hydra.sweeper.families / hydra.sweeper.space / hydra.sweeper.formulas)")
+        check_overrides(overrides)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -300,10 +296,12 @@ class SearchSweeper(Sweeper):
         known = {t.user_attrs["label"]: t for t in study.trials
                  if t.state in (TrialState.COMPLETE, TrialState.FAIL) and t.user_attrs.get("evaluated")}
         evaluated = len(known)
-        repeats = 0
-        while evaluated < self.n_trials and time.monotonic() < deadline and repeats < self.max_duplicates:
+        repeats, exhausted = 0, False
+        while (evaluated < self.n_trials and time.monotonic() < deadline and repeats < self.max_duplicates
+               and not exhausted):
             batch: list[tuple[Any, Candidate]] = []
-            while len(batch) < min(self.batch_size, self.n_trials - evaluated) and repeats < self.max_duplicates:
+            while (len(batch) < min(self.batch_size, self.n_trials - evaluated) and repeats < self.max_duplicates
+                   and not exhausted):
                 trial = study.ask()
                 candidate = space.suggest(trial)
                 trial.set_user_attr("label", candidate.label)
@@ -312,9 +310,9 @@ class SearchSweeper(Sweeper):
                     # Same swizzle as an earlier trial: its value, no job (resume never repeats a trial).
                     trial.set_user_attr("duplicate_of", earlier.number if earlier is not None else -1)
                     if earlier is not None and earlier.state == TrialState.COMPLETE:
-                        study.tell(trial, earlier.value)
+                        exhausted = _tell(study, trial, earlier.value)
                     else:
-                        study.tell(trial, state=TrialState.FAIL)
+                        exhausted = _tell(study, trial, state=TrialState.FAIL)
                     repeats += 1
                     continue
                 repeats = 0
@@ -326,13 +324,15 @@ class SearchSweeper(Sweeper):
                                    ("run_id", outcome.run_id), ("reason", outcome.reason[:500])):
                     trial.set_user_attr(key, value)
                 if outcome.value is None:
-                    study.tell(trial, state=TrialState.FAIL)
+                    exhausted |= _tell(study, trial, state=TrialState.FAIL)
                 else:
-                    study.tell(trial, outcome.value)
+                    exhausted |= _tell(study, trial, outcome.value)
                 known[candidate.label] = study.trials[trial.number]
                 evaluated += 1
                 self._print(group, f"trial {trial.number} ({evaluated}/{self.n_trials})", outcome, wall,
                             candidate.label, _best(study))
+        if exhausted:
+            log.info("search %s: the sampler has tried every point of the space", group.name)
         if repeats >= self.max_duplicates:
             log.info("search %s: %d repeated candidates in a row: the space looks exhausted", group.name, repeats)
 
@@ -425,8 +425,29 @@ class SearchSweeper(Sweeper):
 
 # -- helpers -----------------------------------------------------------------------------
 
+def check_overrides(overrides: Sequence[Any]) -> None:
+    """Refuse overrides of what the search sets per job (parsed Hydra overrides)."""
+    controlled = [o.input_line for o in overrides
+                  if o.get_key_element().lstrip("+~").split("@")[0].startswith(_CONTROLLED)]
+    if controlled:
+        raise ValueError(f"the search chooses the swizzle of each job: remove {controlled} (restrict what "
+                         "it tries with hydra.sweeper.families / hydra.sweeper.space / hydra.sweeper.formulas)")
+
+
 def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def _tell(study: Any, trial: Any, value: float | None = None, state: Any = None) -> bool:
+    """``study.tell``; True when the sampler has exhausted the space (BruteForceSampler then
+    calls ``study.stop()``, which raises outside ``optimize`` after the trial is recorded)."""
+    try:
+        study.tell(trial, value, state=state)
+    except RuntimeError as exc:
+        if "Study.stop" not in str(exc):
+            raise
+        return True
+    return False
 
 
 def _best(study: Any) -> str:
@@ -494,6 +515,9 @@ def study_records(group: str, study: Any, space: SearchSpace) -> list[TrialRecor
                 reason=attrs["reason"], wall_s=attrs["wall_s"], run_id=attrs["run_id"], spec_hash=attrs["spec_hash"],
                 speedup=metrics.get("speedup", math.nan), speedup_ci_lo=metrics.get("speedup_ci_lo", math.nan),
                 speedup_ci_hi=metrics.get("speedup_ci_hi", math.nan), verdict=attrs.get("verdict", "")))
+    # A repeated candidate (no job of its own) points at the run of the trial it repeats.
+    spec_of = {t.user_attrs["label"]: t.user_attrs.get("spec_hash", "") for t in study.trials
+               if t.user_attrs.get("evaluated")}
     for trial in study.trials:
         if trial.state not in (TrialState.COMPLETE, TrialState.FAIL) or "label" not in trial.user_attrs:
             continue
@@ -506,7 +530,7 @@ def study_records(group: str, study: Any, space: SearchSpace) -> list[TrialRecor
             group=group, kind=TRIAL, number=trial.number, label=attrs["label"], family=family,
             params=json.dumps(params, sort_keys=True), value=trial.value if trial.value is not None else math.nan,
             status=status, reason=attrs.get("reason", ""), wall_s=attrs.get("wall_s", math.nan),
-            run_id=attrs.get("run_id", ""), spec_hash=attrs.get("spec_hash", "")))
+            run_id=attrs.get("run_id", ""), spec_hash=attrs.get("spec_hash") or spec_of.get(attrs["label"], "")))
     return records
 
 
@@ -525,14 +549,20 @@ def with_run_ids(config: DictConfig, records: list[TrialRecord], sweep_run_id: s
     runs = [] if not sweep_run_id else client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{sweep_run_id}'",
         order_by=["attributes.start_time ASC"], max_results=50000)
-    by_hash = {r.data.tags.get("spec_hash"): r.info.run_id for r in runs}
+    # A confirmation re-runs its trial's spec: the trial is the oldest run of a hash, the
+    # confirmation the newest.
+    oldest, newest = {}, {}
+    for run in runs:
+        oldest.setdefault(run.data.tags.get("spec_hash"), run.info.run_id)
+        newest[run.data.tags.get("spec_hash")] = run.info.run_id
     out = []
     for record in records:
-        run_id = record.run_id or by_hash.get(record.spec_hash, "")
+        latest = record.kind == CONFIRM
+        run_id = record.run_id or (newest if latest else oldest).get(record.spec_hash, "")
         if not run_id and record.spec_hash:
             found = client.search_runs([experiment.experiment_id], max_results=1,
-                                       filter_string=f"tags.spec_hash = '{record.spec_hash}' and "
-                                                     "attributes.status = 'FINISHED'")
+                                       filter_string=f"tags.spec_hash = '{record.spec_hash}'",
+                                       order_by=[f"attributes.start_time {'DESC' if latest else 'ASC'}"])
             run_id = found[0].info.run_id if found else ""
         out.append(replace(record, run_id=run_id))
     return out
