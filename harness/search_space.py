@@ -77,7 +77,7 @@ class SearchSpace:
         known = {f"{f}.{p.name}" for f in self.families for p in FAMILIES[f].all_params}
         bad = [k for k in self.choices if k not in known]
         if bad:
-            raise ValueError(f"hydra.sweeper.space keys {bad} name no parameter of the searched families; "
+            raise ValueError(f"hydra.sweeper.space entries {bad} name no parameter of the searched families; "
                              f"valid: {', '.join(sorted(known))}")
         for key, values in self.choices.items():
             family, name = key.split(".", 1)

@@ -83,7 +83,7 @@ class SearchSweeperConf:
     families: List[str] = field(default_factory=lambda: ["grouped_m", "grouped_n", "tiled", "hilbert", "morton"])
     # name -> {expr: "...", params: {k: [choices]}}: formulas with free integer parameters
     formulas: Dict[str, Any] = field(default_factory=dict)
-    # "<family>.<param>" -> choices, replacing the family's default choices
+    # family -> param -> choices, replacing the defaults: +hydra.sweeper.space.tiled.tile_m=[1,2,4]
     space: Dict[str, Any] = field(default_factory=dict)
     baselines: List[str] = field(default_factory=lambda: ["identity", "grouped", "xcd", "xcd_grouped"])
     objective: str = "l2_hit_rate"     # a metric of the job's run
@@ -186,7 +186,7 @@ class SearchSweeper(Sweeper):
                              f"{', '.join(sorted(SWIZZLES))}")
         self.families = tuple(str(f) for f in families)
         self.formulas = formula_families(_plain(formulas))
-        self.choices = {str(k): tuple(int(v) for v in values) for k, values in (_plain(space) or {}).items()}
+        self.choices = flat_choices(_plain(space) or {})
         self.baselines = tuple(str(b) for b in baselines)
         self.objective, self.direction = str(objective), str(direction)
         self.n_trials, self.timeout_s = int(n_trials), float(timeout_s)
@@ -432,6 +432,20 @@ def check_overrides(overrides: Sequence[Any]) -> None:
     if controlled:
         raise ValueError(f"the search chooses the swizzle of each job: remove {controlled} (restrict what "
                          "it tries with hydra.sweeper.families / hydra.sweeper.space / hydra.sweeper.formulas)")
+
+
+def flat_choices(space: dict) -> dict[str, tuple[int, ...]]:
+    """``{family: {param: [choices]}}`` (``hydra.sweeper.space``) as ``{"family.param": choices}``."""
+    out = {}
+    for family, params in space.items():
+        if not isinstance(params, dict):
+            raise ValueError(f"hydra.sweeper.space.{family} must map parameter names to lists of choices, e.g. "
+                             f"+hydra.sweeper.space.{family}.<param>=[1,2,4]; got {params!r}")
+        for name, values in params.items():
+            if not isinstance(values, (list, tuple)) or not all(isinstance(v, int) for v in values):
+                raise ValueError(f"hydra.sweeper.space.{family}.{name} must be a list of integers; got {values!r}")
+            out[f"{family}.{name}"] = tuple(values)
+    return out
 
 
 def _plain(node: Any) -> Any:

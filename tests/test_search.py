@@ -122,7 +122,7 @@ def test_space_errors_name_the_bad_value():
         SearchSpace(("zigzag",))
     with pytest.raises(ValueError, match=r"tile_m=0 is invalid; valid: an integer from 1"):
         SearchSpace(("tiled",), choices={"tiled.tile_m": (0, 2)})
-    with pytest.raises(ValueError, match=r"keys \['hilbert.order'\] name no parameter"):
+    with pytest.raises(ValueError, match=r"entries \['hilbert.order'\] name no parameter"):
         SearchSpace(("tiled",), choices={"hilbert.order": (1,)})
     with pytest.raises(ValueError, match="name `q` is not defined"):
         formula_families({"bad": {"expr": "pid * q", "params": {"k": [1]}}})
