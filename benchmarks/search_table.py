@@ -25,8 +25,9 @@ def main() -> int:
     parser.add_argument("--log", required=True, type=Path, help="the search's stdout/stderr")
     parser.add_argument("--tracking-uri", required=True)
     args = parser.parse_args()
-    trials = pd.read_csv(args.report / "search_trials.csv", keep_default_na=False,
-                         na_values={"value": [""], "wall_s": [""]})
+    trials = pd.read_csv(args.report / "search_trials.csv")
+    for column in ("run_id", "reason", "verdict", "family", "spec_hash"):
+        trials[column] = trials[column].fillna("")
     walls = {m.group(1): float(m.group(2))
              for m in re.finditer(r"search (.+?): done in ([0-9.]+) s", args.log.read_text())}
     client = MlflowClient(tracking_uri=args.tracking_uri)

@@ -79,7 +79,8 @@ def summary_table(trials: pd.DataFrame, direction: str = "maximize") -> pd.DataF
             confirm = g[(g["kind"] == CONFIRM) & (g["label"] == best["label"])]
             if len(confirm):
                 c = confirm.iloc[-1]
-                row.update(confirmed_speedup=c["speedup"], confirmed_verdict=c["verdict"] or "not timed",
+                verdict = c["verdict"] if isinstance(c["verdict"], str) and c["verdict"] else "not timed"
+                row.update(confirmed_speedup=c["speedup"], confirmed_verdict=verdict,
                            confirmed_ci=("" if pd.isna(c["speedup_ci_lo"]) else
                                          f"[{c['speedup_ci_lo']:.3f}, {c['speedup_ci_hi']:.3f}]"))
         sign = 1.0 if direction == "maximize" else -1.0

@@ -187,6 +187,7 @@ class SearchSweeper(Sweeper):
         self.families = tuple(str(f) for f in families)
         self.formulas = formula_families(_plain(formulas))
         self.choices = flat_choices(_plain(space) or {})
+        SearchSpace(self.families, self.formulas, 8, dict(self.choices))   # a bad space fails now, not per study
         self.baselines = tuple(str(b) for b in baselines)
         self.objective, self.direction = str(objective), str(direction)
         self.n_trials, self.timeout_s = int(n_trials), float(timeout_s)
@@ -200,7 +201,6 @@ class SearchSweeper(Sweeper):
         self.config: Optional[DictConfig] = None
         self.launcher = None
         self.job_idx = 0
-        self.returns: list[Sequence[JobReturn]] = []
         self.records: list[TrialRecord] = []
 
     # -- Hydra's Sweeper interface -----------------------------------------------------
@@ -212,7 +212,8 @@ class SearchSweeper(Sweeper):
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config)
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: List[str]) -> list[TrialRecord]:
+        """Run every study; returns the report rows (built-ins, trials, confirmations)."""
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -225,7 +226,7 @@ class SearchSweeper(Sweeper):
             for group, cfg in self._groups(list(combination)):
                 self._study(group, cfg, sweep_dir)
         self._write_report()
-        return self.returns
+        return self.records
 
     # -- groups and studies --------------------------------------------------------------
     def _groups(self, combination: list[str]) -> list[tuple[SearchGroup, DictConfig]]:
@@ -373,7 +374,7 @@ class SearchSweeper(Sweeper):
         returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
         wall = (time.monotonic() - started) / len(batch)
         self.job_idx += len(batch)
-        self.returns.append(returns)
+        # JobReturns are not kept (each holds its whole config): a long search would hoard them.
         return [(self._outcome(group, cfg, c, r), wall) for c, r in zip(candidates, returns)]
 
     def _outcome(self, group: SearchGroup, cfg: DictConfig, candidate: Candidate, ret: JobReturn) -> JobOutcome:
