@@ -71,8 +71,7 @@ def summary_table(trials: pd.DataFrame, direction: str = "maximize") -> pd.DataF
                "wall_s": float(g.loc[g["kind"] != CONFIRM, "wall_s"].sum(min_count=1)),
                "confirmed_speedup": math.nan, "confirmed_ci": "", "confirmed_verdict": ""}
         if len(builtins):
-            best = builtins.loc[better(builtins["value"])]
-            row.update(best_builtin=best["label"], best_builtin_value=best["value"])
+            row.update(zip(("best_builtin", "best_builtin_value"), best_of(builtins, direction)))
         if len(found):
             best = found.loc[better(found["value"])]
             row.update(best_found=best["label"], best_found_value=best["value"])
@@ -95,23 +94,25 @@ def figure_objective(trials: pd.DataFrame, objective: str, direction: str = "max
     import seaborn as sns
 
     t = trials[(trials["kind"] == TRIAL) & trials["value"].notna()].copy()
+    t = t.sort_values("number")
     groups = list(dict.fromkeys(trials["group"]))
     cols = min(4, max(1, len(groups)))
     rows = max(1, math.ceil(len(groups) / cols))
     fig = Figure(figsize=(3.4 * cols, 2.6 * rows + 0.4), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False, sharey=False)
     for ax, group in zip(axes.flat, groups):
-        g = t[t["group"] == group].sort_values("number")
+        g = t[t["group"] == group]
         if len(g):
-            sns.scatterplot(data=g, x="number", y="value", hue="family", ax=ax, s=16, legend=ax is axes.flat[0])
+            # A repeated candidate ran no job: in the best-so-far line, not as a point.
+            sns.scatterplot(data=g[g["status"] != "DUPLICATE"], x="number", y="value", hue="family", ax=ax, s=16,
+                            legend=ax is axes.flat[0])
             best = g["value"].cummax() if direction == "maximize" else g["value"].cummin()
             ax.step(g["number"], best, where="post", color="black", linewidth=1)
         b = trials[(trials["group"] == group) & (trials["kind"] == BUILTIN)].dropna(subset=["value"])
         if len(b):
-            top = b.loc[b["value"].idxmax() if direction == "maximize" else b["value"].idxmin()]
-            ax.axhline(top["value"], color="tab:red", linestyle="--", linewidth=1)
-            ax.text(0.01, 0.02, f"best built-in: {top['label']}", transform=ax.transAxes, fontsize=7,
-                    color="tab:red")
+            label, value = best_of(b, direction)
+            ax.axhline(value, color="tab:red", linestyle="--", linewidth=1)
+            ax.text(0.01, 0.02, f"best built-in: {label}", transform=ax.transAxes, fontsize=7, color="tab:red")
         ax.set_title(group, fontsize=8)
         ax.set_xlabel("trial")
         ax.set_ylabel(objective)
@@ -120,6 +121,13 @@ def figure_objective(trials: pd.DataFrame, objective: str, direction: str = "max
     if axes.flat[0].get_legend() is not None:
         axes.flat[0].legend(fontsize=6, title=None)
     return fig
+
+
+def best_of(rows: pd.DataFrame, direction: str = "maximize") -> tuple[str, float]:
+    """The best value of ``rows`` and the labels reaching it, tied ones joined by `` = ``."""
+    value = rows["value"].max() if direction == "maximize" else rows["value"].min()
+    tied = rows.loc[(rows["value"] - value).abs() <= 1e-9, "label"]
+    return " = ".join(dict.fromkeys(tied)), float(value)
 
 
 def _png_base64(fig: Figure) -> str:
