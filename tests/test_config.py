@@ -143,7 +143,7 @@ def test_wheel_ships_every_module_and_config(tmp_path):
     root = CONF.parent
     src = tmp_path / "src"  # a clean copy: a stale build/ folder must not hide a missing package
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "harness", "kernels", "swizzles", "conf"):
+    for name in ("pyproject.toml", "README.md", "harness", "kernels", "swizzles", "hydra_plugins", "conf"):
         copy = shutil.copytree if (root / name).is_dir() else shutil.copy
         copy(root / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
                                        if (root / name).is_dir() else {}))
@@ -152,7 +152,7 @@ def test_wheel_ships_every_module_and_config(tmp_path):
     (wheel,) = tmp_path.glob("swizzlebench-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     root = src
-    expected = {str(p.relative_to(root)) for pkg in ("harness", "kernels", "swizzles")
+    expected = {str(p.relative_to(root)) for pkg in ("harness", "kernels", "swizzles", "hydra_plugins")
                 for p in (root / pkg).rglob("*.py") if "__pycache__" not in p.parts}
     expected |= {"swizzlebench_conf/" + str(p.relative_to(CONF)) for p in CONF.rglob("*.yaml")}
     assert expected - shipped == set()
