@@ -8,14 +8,23 @@ from harness.device import select_execution_mode
 MODE = select_execution_mode()
 
 import hydra  # noqa: E402
+from hydra.core.plugins import Plugins  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
+
+import hydra_plugins.swizzlebench_search as search_plugin  # noqa: E402
+
+# Hydra finds plugins by walking the hydra_plugins namespace package, which an editable
+# install (pip install -e .) hides from it: register the search sweeper explicitly.
+Plugins.instance().register(search_plugin.SwizzleSearchSweeper)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://swizzlebench_conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> list:
+    """The task: the job's results (one JobResult per shape run, none for a shape skipped by
+    resume), which Hydra hands to the sweeper as ``JobReturn.return_value``."""
     from harness.app import run_hydra_job
 
-    run_hydra_job(cfg, MODE)
+    return run_hydra_job(cfg, MODE)
 
 
 if __name__ == "__main__":

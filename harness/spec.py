@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from kernels.problem import ConvShape
+from swizzles.families import is_family_label, parse_label
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,14 @@ class JobSpec:
         }
         if self.swizzle_formula is not None:
             params["swizzle.formula"] = self.swizzle_formula
+        elif is_family_label(self.swizzle):   # a parametric family: each parameter, filterable in MLflow
+            try:
+                instance = parse_label(self.swizzle)
+            except ValueError:
+                pass   # the job fails its plan stage with the label's error
+            else:
+                params["swizzle.family"] = instance.family
+                params.update({f"swizzle.{k}": v for k, v in instance.values})
         if self.baseline is not None:
             params["compare.baseline"] = self.baseline_formula or self.baseline
         params.update({f"tile.{k}": v for k, v in self.tiles})

@@ -41,13 +41,19 @@ SWIZZLES = {
 
 
 def get_swizzle(name: str):
-    """Return the jit remap called ``name`` or raise a ``ValueError`` listing the valid names."""
-    try:
+    """Return the jit remap called ``name``: a built-in, or a parametric family instance by
+    its label (``hilbert[num_xcds=8,chunk=4,order=3]``, :mod:`swizzles.families`); else raise
+    a ``ValueError`` listing the valid names."""
+    from swizzles.families import FAMILIES, example_label, family_remap, is_family_label
+
+    if name in SWIZZLES:
         return SWIZZLES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown swizzle {name!r}; valid swizzles: {', '.join(sorted(SWIZZLES))}"
-        ) from None
+    if is_family_label(name):
+        return family_remap(name)
+    raise ValueError(
+        f"unknown swizzle {name!r}; valid swizzles: {', '.join(sorted(SWIZZLES))}, or a family "
+        f"label such as {example_label('grouped_m')} (families: {', '.join(FAMILIES)})"
+    )
 
 
 def resolve_swizzle(name: str, formula: str | None = None):

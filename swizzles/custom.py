@@ -31,21 +31,17 @@ very function over the job's grid.
 from __future__ import annotations
 
 import ast
-import hashlib
-import importlib.abc
-import importlib.util
 import io
 import keyword
-import linecache
 import os
 import re
-import sys
-import tempfile
 import tokenize
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn
+
+from swizzles.generated import formula_cache_dir, load_generated  # noqa: F401 (formula_cache_dir: re-exported)
 
 if TYPE_CHECKING:
     from triton.runtime.interpreter import InterpretedFunction
@@ -541,9 +537,6 @@ def generate_source(formula: Formula) -> str:
 # --------------------------------------------------------------------------- compile and load
 
 
-_COMPILED: dict[Path, JITFunction | InterpretedFunction] = {}
-
-
 def compile_formula(text: str) -> JITFunction | InterpretedFunction:
     """Check ``text`` and return its remap as a ``@triton.jit`` function with the standard
     swizzle signature (an ``InterpretedFunction`` under ``TRITON_INTERPRET=1``, like every
@@ -552,84 +545,7 @@ def compile_formula(text: str) -> JITFunction | InterpretedFunction:
     Raises :class:`FormulaError` for a formula outside the language and ``OSError`` when the
     cache directory (:func:`formula_cache_dir`) cannot be written.
     """
-    source = generate_source(parse_formula(text))
-    path = _write_cached(source)
-    remap = _COMPILED.get(path)
-    if remap is None:
-        remap = _import_remap(path, source)
-        _COMPILED[path] = remap
-    return remap
-
-
-def formula_cache_dir() -> Path:
-    """Where generated formula modules live: ``$SWIZZLEBENCH_CACHE/formulas``, default
-    ``${XDG_CACHE_HOME:-~/.cache}/swizzlebench/formulas``."""
-    root = os.environ.get("SWIZZLEBENCH_CACHE")
-    if root:
-        return Path(root).expanduser() / "formulas"
-    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache_home).expanduser() / "swizzlebench" / "formulas"
-
-
-def _write_cached(source: str) -> Path:
-    """Make ``<cache>/<sha256 of source>.py`` hold exactly ``source`` (written atomically when
-    missing or different) and return its path."""
-    directory = formula_cache_dir()
-    path = directory / f"{hashlib.sha256(source.encode('utf-8')).hexdigest()}.py"
-    try:
-        if _read_or_none(path) != source:
-            directory.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as file:
-                    file.write(source)
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
-            linecache.checkcache(str(path))
-        if _read_or_none(path) != source:
-            raise OSError(f"{path} does not hold the generated source after writing it")
-    except OSError as exc:
-        raise OSError(f"cannot write the swizzle formula cache {directory}: {exc}; "
-                      "set SWIZZLEBENCH_CACHE to a writable directory") from exc
-    return path
-
-
-def _read_or_none(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
-        return None
-
-
-class _GeneratedSourceLoader(importlib.abc.SourceLoader):
-    """Imports a generated module from the text this module generated (not from whatever the
-    file holds by then) and writes no bytecode.  The file exists for ``inspect.getsource``."""
-
-    def __init__(self, path: Path, source: str) -> None:
-        self.path = path
-        self.source = source
-
-    def get_filename(self, fullname: str) -> str:
-        return str(self.path)
-
-    def get_data(self, path: str) -> bytes:
-        return self.source.encode("utf-8")
-
-
-def _import_remap(path: Path, source: str) -> JITFunction | InterpretedFunction:
-    name = f"swizzlebench_formula_{path.stem}"
-    loader = _GeneratedSourceLoader(path, source)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module.remap
+    return load_generated(generate_source(parse_formula(text)))
 
 
 def load_formula_file(path: str | os.PathLike) -> str:
@@ -650,3 +566,36 @@ def load_formula_file(path: str | os.PathLike) -> str:
     except OSError as exc:
         raise FormulaError(f"formula file {str(file)!r} cannot be read: "
                            f"{exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def bind_parameters(text: str, values: dict[str, int]) -> str:
+    """The formula ``text`` with integer parameters bound: one ``name = value`` line per
+    parameter, prepended (a single-expression formula becomes ``new_pid = expression``).
+    This is how the formula language serves as a parametric family: ``(pid % k) * ...``
+    with ``k`` bound to 4, 8, ...  The result is checked like any formula when compiled;
+    line numbers in its errors count the bound lines.  Raises :class:`FormulaError` for a
+    parameter name that is not a plain name, is an input or a function, or a value that is
+    not an integer literal of the language."""
+    lines = []
+    for name, value in values.items():
+        if not _NAME_PATTERN.match(name) or keyword.iskeyword(name) or name in INPUTS or name in FUNCTIONS \
+                or name == RESULT_NAME:
+            raise FormulaError(f"formula parameter {name!r} is invalid: a parameter is a plain name "
+                               f"(letters, digits, `_`), not an input ({', '.join(INPUTS)}), min, max or "
+                               f"{RESULT_NAME}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LITERAL:
+            raise FormulaError(f"formula parameter {name}={value!r} is invalid: an integer from 0 to {MAX_LITERAL}")
+        lines.append(f"{name} = {value}")
+    body = text.strip("\n")
+    if not _is_program(body):
+        body = f"{RESULT_NAME} = {body}"
+    return "\n".join([*lines, body]) + "\n"
+
+
+def _is_program(text: str) -> bool:
+    """Whether ``text`` is written as assignments (has an ``=`` outside comments); the
+    language has no other use of ``=``."""
+    return any("=" in line.split("#", 1)[0] for line in text.splitlines())

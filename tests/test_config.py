@@ -22,8 +22,11 @@ def _compose(*overrides):
 
 def test_groups_have_the_documented_options():
     assert _options("kernel") == ["direct", "igemm", "igemm_fast", "patch"]
-    assert _options("swizzle") == ["colmajor", "custom", "grouped", "identity", "identity_copy", "scatter", "seed_attempt1",
-                                   "seed_attempt2", "seed_patch", "seed_xcd", "xcd", "xcd_grouped"]
+    assert set(_options("swizzle")) >= {"colmajor", "custom", "grouped", "identity", "identity_copy", "scatter",
+                                        "seed_attempt1", "seed_attempt2", "seed_patch", "seed_xcd", "xcd",
+                                        "xcd_grouped"}
+    from swizzles.families import FAMILIES
+    assert set(FAMILIES) <= set(_options("swizzle"))   # one option per parametric family
     assert _options("shape") == ["calibrate", "resnet", "seed", "tiny"]
     assert _options("study") == ["calibrate"]
     assert _options("target") == ["auto", "h100", "h200", "mi300x"]
@@ -142,7 +145,7 @@ def test_wheel_ships_every_module_and_config(tmp_path):
     root = CONF.parent
     src = tmp_path / "src"  # a clean copy: a stale build/ folder must not hide a missing package
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "harness", "kernels", "swizzles", "conf"):
+    for name in ("pyproject.toml", "README.md", "harness", "kernels", "swizzles", "hydra_plugins", "conf"):
         copy = shutil.copytree if (root / name).is_dir() else shutil.copy
         copy(root / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
                                        if (root / name).is_dir() else {}))
@@ -151,7 +154,7 @@ def test_wheel_ships_every_module_and_config(tmp_path):
     (wheel,) = tmp_path.glob("swizzlebench-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     root = src
-    expected = {str(p.relative_to(root)) for pkg in ("harness", "kernels", "swizzles")
+    expected = {str(p.relative_to(root)) for pkg in ("harness", "kernels", "swizzles", "hydra_plugins")
                 for p in (root / pkg).rglob("*.py") if "__pycache__" not in p.parts}
     expected |= {"swizzlebench_conf/" + str(p.relative_to(CONF)) for p in CONF.rglob("*.yaml")}
     assert expected - shipped == set()
