@@ -359,16 +359,21 @@ class SearchSweeper(Sweeper):
         candidates = [space.candidate_from_params(t.params) for t in todo]
         confirming = [Candidate(c.label, c.family, c.params, (*c.overrides, *self.confirm_overrides))
                       for c in candidates]
-        for candidate, (outcome, wall) in zip(confirming, self._evaluate(group, cfg, confirming)):
+        for candidate, (outcome, wall) in zip(confirming, self._evaluate(group, cfg, confirming, confirm=True)):
             study.set_user_attr(f"{CONFIRM}:{candidate.label}", outcome.as_attrs(wall))
             self._print(group, "confirm", outcome, wall, candidate.label)
 
     # -- jobs ------------------------------------------------------------------------------
-    def _evaluate(self, group: SearchGroup, cfg: DictConfig,
-                  candidates: list[Candidate]) -> list[tuple[JobOutcome, float]]:
+    def _evaluate(self, group: SearchGroup, cfg: DictConfig, candidates: list[Candidate],
+                  confirm: bool = False) -> list[tuple[JobOutcome, float]]:
         """Launch one job per candidate (one batch) and read each one's outcome; wall time
-        per job in s (the batch's time split evenly)."""
+        per job in s (the batch's time split evenly).  A trial whose objective is not a
+        paired metric measures no baseline (``compare.baseline=null``: half the work per
+        trial), unless the command sets one; confirmations keep their own overrides."""
         batch = [group.job_overrides(c) for c in candidates]
+        sets_baseline = any(o.lstrip("+~").startswith("compare.baseline") for o in group.fixed)
+        if not confirm and not sets_baseline and not self.objective.startswith(("speedup", "l2_delta")):
+            batch = [["compare.baseline=null", *overrides] for overrides in batch]
         self.validate_batch_is_legal(batch)
         started = time.monotonic()
         returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)

@@ -55,7 +55,7 @@ def test_one_json_line_per_formula_with_the_right_verdict(proposed):
         assert verdict["verdict"] == expected, verdict["error"]
         assert verdict["accepted"] == (expected == "accepted")
         assert len(verdict["run_ids"]) == 1
-        assert verdict["speedup"] is None and verdict["timing_verdict"] == "not timed"   # CPU: not timed
+        assert verdict["speedup"] is None and verdict["timing_verdict"].startswith("not timed")   # CPU: not timed
         if expected == "accepted":
             assert verdict["error"] is None and 0 < verdict["l2_hit_rate"] <= 100 and verdict["l2_source"] == "sim"
         else:
