@@ -158,6 +158,7 @@ def test_sixteen_processes_lose_no_runs_in_one_sqlite_store(phases, capsys):
     _report(phases["sqlite"], capsys)
 
 
+@pytest.mark.slow   # starts an mlflow server: run with python -m pytest -m slow
 def test_sixteen_processes_lose_no_runs_through_a_local_mlflow_server(phases, capsys):
     _check_store(phases["server"])
     _report(phases["server"], capsys)

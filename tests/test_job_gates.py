@@ -38,7 +38,8 @@ def _spec(kernel, swizzle, shape):
                    target="mi300x", seed=0)
 
 
-@pytest.mark.parametrize("swizzle", sorted(SWIZZLES))
+# identity_copy is the identity function object itself: nothing new to verify.
+@pytest.mark.parametrize("swizzle", sorted(set(SWIZZLES) - {"identity_copy"}))
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_every_kernel_every_swizzle(kernel, swizzle):
     shape = SHAPES[kernel]

@@ -71,6 +71,7 @@ def test_joblib_launcher_logs_every_job_once_under_one_sweep_run(tmp_path):
 
 
 # -- (b) clusters: hydra/launcher=submitit_local (the SLURM launcher's local twin) -----------
+@pytest.mark.slow   # ~30 s each: a whole multirun through another launcher (python -m pytest -m slow)
 def test_submitit_local_launcher_with_chdir_and_a_relative_sqlite_uri(tmp_path):
     """Jobs run as separate submitit processes and, with hydra.job.chdir=true, in their own
     output folders: the relative ``sqlite:///store.db`` must still be the launch folder's."""
@@ -164,6 +165,7 @@ os.execv(sys.executable, [sys.executable, {str(STANDINS / "ncu")!r}, *sys.argv[1
     return folder
 
 
+@pytest.mark.slow   # ~30 s each: a whole multirun through another launcher (python -m pytest -m slow)
 def test_devices_pin_each_jobs_workers_end_to_end(tmp_path, monkeypatch):
     """On the CPU too, ``devices`` forces isolated workers.  Each job worker reports the GPU
     visibility it really had (job 0 -> 0, job 1 -> 1: two jobs one after the other in one
@@ -238,6 +240,7 @@ def tracking_server(tmp_path):
         yield base
 
 
+@pytest.mark.slow   # ~30 s each: a whole multirun through another launcher (python -m pytest -m slow)
 def test_two_parallel_jobs_log_to_a_shared_tracking_server(tracking_server, tmp_path):
     base = tracking_server
     _sweep(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SWEEP, f"tracking.uri={base}",
