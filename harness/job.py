@@ -170,7 +170,6 @@ def _plan_baseline(spec: JobSpec, grid, device: DeviceInfo, result: JobResult) -
 
 def _no_comparison(result: JobResult, why: str) -> None:
     result.tags["verdict"] = f"no comparison: {why}"
-    result.tags["compare.role"] = "candidate"
 
 
 def _verify(kernel, spec: JobSpec, planned: _Planned, ops, check_shape, check_tiles, launch, device: DeviceInfo,

@@ -1,20 +1,13 @@
 """The paired comparison end to end on the CPU: launch schedule and attribution, the
 baseline in every job, paired L2 through a stand-in ncu, and bad compare settings."""
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from mlflow.tracking import MlflowClient
 
 from harness.profilers.base import DispatchCounters
 from harness.profilers.worker import ProfileRequest, launch_schedule
 from harness.profilers.wrapped import attribute_by_dispatch_order
 from tests.standin_workload import expected_counters
-
-STANDINS = Path(__file__).parent / "standins"
-SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
+from tests.test_profiler_pipeline import _jobs as profiler_jobs
+from tests.test_profiler_pipeline import _sweep as profiler_sweep
 
 
 def test_schedule_is_abba_and_attribution_pairs_the_arms():
@@ -34,19 +27,11 @@ def test_schedule_is_abba_and_attribution_pairs_the_arms():
 
 
 def _sweep(tmp, *args, profiler="ncu"):
-    uri = f"sqlite:///{tmp}/store.db"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "-m", "shape=tiny", "shape.select=[t1,t3]", *SMALL_TILES,
-         f"profiler={profiler}", "profiler.repeats=3", f"tracking.uri={uri}", "experiment=paired",
-         f"hydra.sweep.dir={tmp}/multirun", *args],
-        cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    """The stand-in profiler sweep of test_profiler_pipeline on two tiny shapes; later
+    overrides (``args``) win over its swizzle list."""
+    proc, client = profiler_sweep(tmp, profiler, extra=["shape.select=[t1,t3]", *args])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("paired")
-    runs = [r for r in client.search_runs([exp.experiment_id], max_results=100)
-            if r.data.tags.get("swizzlebench.kind") == "job"]
-    return proc, runs
+    return proc, profiler_jobs(client)
 
 
 def test_every_job_carries_its_baseline_and_paired_l2(tmp_path):
