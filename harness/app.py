@@ -29,6 +29,7 @@ from harness.shapes import expand_preset
 from harness.spec import JobSpec
 from harness.spool import spool_dir_for
 from harness.tracking import Tracker, resolve_tracking_uri
+from harness.tuning import TuneOptions
 
 log = logging.getLogger("swizzlebench")
 
@@ -103,7 +104,26 @@ def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") 
         group_size=int(cfg.swizzle.group_size), shape=shape, shape_preset=preset,
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
         target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key,
-        baseline=baseline, baseline_formula=baseline_formula)
+        baseline=baseline, baseline_formula=baseline_formula, input_layout=input_layout(cfg),
+        tune=tune_options(cfg).mode)
+
+
+def input_layout(cfg: DictConfig) -> str:
+    """``input_layout``: the memory format of the input the kernel and the vendor call share."""
+    from harness.correctness import INPUT_LAYOUTS
+
+    value = str(cfg.get("input_layout", "channels_last"))
+    if value not in INPUT_LAYOUTS:
+        raise ValueError(f"input_layout={value!r} is invalid; valid: {', '.join(INPUT_LAYOUTS)}")
+    return value
+
+
+def tune_options(cfg: DictConfig) -> TuneOptions:
+    """The ``tune`` group (``tune=none`` when absent)."""
+    t = cfg.get("tune") or {}
+    return TuneOptions(mode=str(t.get("name", "none")), cache_dir=t.get("cache_dir"),
+                       warmup_ms=float(t.get("warmup_ms", 5)), rep_ms=float(t.get("rep_ms", 25)),
+                       on_cpu=bool(t.get("on_cpu", False)))
 
 
 def job_options(cfg: DictConfig) -> JobOptions:
@@ -117,7 +137,8 @@ def job_options(cfg: DictConfig) -> JobOptions:
     if not 0 <= float(c.min_effect) < 1:
         raise ValueError(f"compare.min_effect={c.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
     return JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
-                      paired=paired, min_effect=float(c.min_effect), fault=fault_plan(cfg))
+                      paired=paired, min_effect=float(c.min_effect), fault=fault_plan(cfg),
+                      tune=tune_options(cfg))
 
 
 def profiler_key(profiler, pcfg: DictConfig) -> str:
@@ -222,7 +243,8 @@ def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, op
     if profiler is None and spec is not None and _compared(spec, result):
         result.tags["l2_verdict"] = "not profiled (profiler=none)"
     if profiler is not None and result.status == FINISHED:
-        pending.append((run_id, spec, result, position))  # logged once profiled
+        launched = JobSpec.from_dict(result.launched) if result.launched else spec   # tune mode's choice
+        pending.append((run_id, launched, result, position))  # logged once profiled
         return result
     tracker.finish_job(run_id, result)
     print(progress_line(position, result), flush=True)

@@ -31,12 +31,21 @@ class CorrectnessVerdict:
     reason: str
 
 
-def make_operands(shape: ConvShape, with_bias: bool, seed: int, device: torch.device | str) -> Operands:
-    """Seeded standard-normal inputs in NCHW / FCRS, drawn on the CPU so every device sees
-    the same numbers for the same seed."""
+#: Memory formats the job's input may come in (config ``input_layout``).
+INPUT_LAYOUTS = {"channels_last": torch.channels_last, "nchw": torch.contiguous_format}
+
+
+def make_operands(shape: ConvShape, with_bias: bool, seed: int, device: torch.device | str,
+                  layout: str = "nchw") -> Operands:
+    """Seeded standard-normal inputs, N,C,H,W / F,C,R,S, drawn on the CPU so every device
+    sees the same numbers for the same seed.  ``layout``: the input's memory format
+    (:data:`INPUT_LAYOUTS`); the kernel and the vendor call both get this very tensor."""
+    if layout not in INPUT_LAYOUTS:
+        raise ValueError(f"input_layout={layout!r} is invalid; valid: {', '.join(INPUT_LAYOUTS)}")
     gen = torch.Generator().manual_seed(seed)
     dtype = getattr(torch, shape.dtype)
-    x = torch.randn((shape.N, shape.C, shape.H, shape.W), generator=gen).to(device=device, dtype=dtype)
+    x = (torch.randn((shape.N, shape.C, shape.H, shape.W), generator=gen).to(device=device, dtype=dtype)
+         .contiguous(memory_format=INPUT_LAYOUTS[layout]))
     # Scale weights so outputs stay O(1) whatever C*R*S is: keeps fp16 far from overflow.
     w = (torch.randn((shape.F, shape.C, shape.R, shape.S), generator=gen)
          / (shape.C * shape.R * shape.S) ** 0.5).to(device=device, dtype=dtype)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from harness.shapes import downscale
 from harness.spec import JobSpec
 from harness.paired import NOT_TIMED, measure_paired
 from harness.timing import PairedSettings, vendor_conv
+from harness.tuning import Config, TuneCache, TuneError, TuneOptions, tune_kernel
 from kernels import get_kernel
 from kernels.base import LaunchConfig, SwizzleBinding
 from swizzles import resolve_swizzle
@@ -38,6 +40,7 @@ class JobOptions:
     paired: PairedSettings = PairedSettings()
     min_effect: float = 0.01          # smallest speedup change called a verdict (fraction)
     fault: FaultPlan | None = None    # deliberate fault (harness.faults), for robustness tests
+    tune: TuneOptions = TuneOptions()  # how spec.tune != "none" tunes (harness.tuning)
     isolated: bool = False            # running in an isolated worker process
 
 
@@ -72,6 +75,11 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     try:
         maybe_inject(options.fault, spec, in_worker=options.isolated)
         kernel = get_kernel(spec.kernel)
+        kernel.check_tiles(spec.tiles_dict)
+        if spec.tune != "none":   # the chosen config replaces the configured one from here on
+            stage = "tune"
+            spec = _tuned(spec, kernel, device, options.tune, result)
+            stage = "plan"
         tiles = kernel.check_tiles(spec.tiles_dict)
         launch = LaunchConfig(spec.num_warps, spec.num_stages)
         grid = kernel.tile_grid(spec.shape, tiles)
@@ -107,7 +115,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             check_shape, check_tiles = downscale(spec.shape), kernel.check_tiles(options.interpret_tiles)
             result.params["verified_shape"] = (f"N{check_shape.N} C{check_shape.C} H{check_shape.H} "
                                                f"W{check_shape.W} F{check_shape.F}")
-        ops = make_operands(check_shape, kernel.has_bias, spec.input_seed, device.torch_device)
+        ops = make_operands(check_shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
         try:
             run, check = _verify(kernel, spec, planned, ops, check_shape, check_tiles, launch, device, grid)
         except _GateFailed as exc:
@@ -136,6 +144,53 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     except Exception as exc:  # a job's own failure must not stop the sweep
         result.artifacts["traceback.txt"] = traceback.format_exc()
         return result.fail(f"{stage} error: {type(exc).__name__}: {_first_line(exc)}", gate=stage)
+
+
+def _tuned(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result: JobResult) -> JobSpec:
+    """Tune mode: the fastest verified config of the kernel's candidate space for this shape
+    (:mod:`harness.tuning`), with the baseline's swizzle fixed so that every swizzle is then
+    compared on the same config; cached.  Returns the spec to launch (and records it on
+    ``result``), or the spec unchanged where there is nothing to tune on."""
+    if device.mode != GPU and not topt.on_cpu:
+        result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
+                              "under the interpreter, by wall clock)"
+        return spec
+    shape = spec.shape if device.mode == GPU else downscale(spec.shape)
+    ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
+    fixed_name = spec.baseline if spec.baseline is not None else "identity"
+    fixed_formula = spec.baseline_formula if spec.baseline is not None else None
+    swizzle = SwizzleBinding(resolve_swizzle(fixed_name, fixed_formula), spec.num_xcds, spec.group_size)
+    default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
+    try:
+        tuned = tune_kernel(kernel, shape, ops, swizzle, _trial_timer(device, topt), default=default,
+                            cache=TuneCache(topt.cache_dir), swizzle_name=fixed_formula or fixed_name)
+    except TuneError as exc:
+        raise _GateFailed(f"tune: {exc}", "tune") from None
+    launched = spec.with_config(tuned.config.tiles_dict, tuned.config.num_warps, tuned.config.num_stages)
+    result.params.update(launched.as_params())
+    result.params.update(tuned.as_params())
+    result.params["tune.configured"] = default.label
+    result.tags["tune"] = tuned.summary + ("" if device.mode == GPU else " [interpreter wall clock: not a speed]")
+    result.artifacts["tune_trials.json"] = json.dumps([t.as_dict() for t in tuned.trials], indent=1)
+    result.launched = launched.to_dict()
+    return launched
+
+
+def _trial_timer(device: DeviceInfo, topt: TuneOptions):
+    """``run -> ms`` for tuning trials: do_bench's median (L2 cleared between launches) on a
+    GPU; the interpreter's wall clock on the CPU."""
+    if device.mode == GPU:
+        import triton.testing
+
+        return lambda run: float(triton.testing.do_bench(run, warmup=topt.warmup_ms, rep=topt.rep_ms,
+                                                         return_mode="median"))
+
+    def wall_ms(run) -> float:
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) * 1e3
+
+    return wall_ms
 
 
 def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo) -> _Planned:

@@ -22,6 +22,7 @@ class JobResult:
     tags: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)  # file name -> text
     files: list[tuple[str, Path]] = field(default_factory=list)  # (artifact folder, local file)
+    launched: dict | None = None   # JobSpec.to_dict() as launched, when tune mode replaced the config
 
     def fail(self, reason: str, gate: str | None = None) -> "JobResult":
         self.status = FAILED

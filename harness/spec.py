@@ -30,6 +30,9 @@ class JobSpec:
     swizzle_formula: str | None = None  # normalized user formula (swizzle=custom); swizzle is its label
     baseline: str | None = None          # swizzle measured beside this one, in the same process (compare.baseline)
     baseline_formula: str | None = None  # its normalized formula when the baseline is a formula
+    input_layout: str = "channels_last"  # memory format of the input both the kernel and the vendor get
+    tune: str = "none"                   # tune mode (harness.tuning): "none", or "fastest" (tiles, warps,
+                                         # stages are then the configured defaults, replaced per shape)
 
     @property
     def tiles_dict(self) -> dict[str, int]:
@@ -63,6 +66,12 @@ class JobSpec:
         return self.baseline is not None and (self.baseline, self.baseline_formula) != (
             self.swizzle, self.swizzle_formula)
 
+    def with_config(self, tiles: dict[str, int], num_warps: int, num_stages: int) -> "JobSpec":
+        """This job launched with another config (the one tune mode chose).  Its
+        ``spec_hash`` differs: the job keeps the requested spec's hash for resume."""
+        return dataclasses.replace(self, tiles=tuple((str(k), int(v)) for k, v in tiles.items()),
+                                   num_warps=int(num_warps), num_stages=int(num_stages))
+
     def baseline_spec(self) -> "JobSpec":
         """This job with the baseline's swizzle (and no baseline of its own)."""
         if self.baseline is None:
@@ -85,7 +94,7 @@ class JobSpec:
             "kernel": self.kernel, "swizzle": self.swizzle, "num_xcds": self.num_xcds,
             "group_size": self.group_size, "shape_preset": self.shape_preset,
             "num_warps": self.num_warps, "num_stages": self.num_stages, "target": self.target,
-            "seed": self.seed, "profiler": self.profiler,
+            "seed": self.seed, "profiler": self.profiler, "input_layout": self.input_layout, "tune": self.tune,
         }
         if self.swizzle_formula is not None:
             params["swizzle.formula"] = self.swizzle_formula

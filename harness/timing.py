@@ -152,10 +152,13 @@ def time_interleaved(arms: dict[str, Callable[[], None]], settings: PairedSettin
 
 
 def vendor_conv(ops: Operands, shape: ConvShape) -> Callable[[], None]:
-    """The vendor baseline: ``torch.nn.functional.conv2d`` on channels_last tensors
-    (cuDNN / MIOpen pick their own algorithm)."""
-    x = ops.x.contiguous(memory_format=torch.channels_last)
-    w = ops.w.contiguous(memory_format=torch.channels_last)
+    """The vendor baseline: ``torch.nn.functional.conv2d`` (cuDNN / MIOpen pick their own
+    algorithm) on the job's input tensor as it is, the same one our kernels get
+    (``input_layout``, channels_last by default); weights packed once in the input's format."""
+    x = ops.x
+    fmt = torch.channels_last if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
+        else torch.contiguous_format
+    w = ops.w.contiguous(memory_format=fmt)
     bias = ops.bias
 
     def run() -> None:

@@ -38,6 +38,25 @@ from kernels.problem import ConvShape
 # -----------------------------------------------------------
 # Configs and the device traits a candidate space depends on.
 
+#: Tune modes (config group ``tune``).
+TUNE_MODES = ("none", "fastest")
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The ``tune`` config group, as the job pipeline reads it."""
+
+    mode: str = "none"              # "none" (launch the configured config) or "fastest"
+    cache_dir: str | None = None    # None: default_cache_dir()
+    warmup_ms: float = 5.0          # do_bench warm-up per trial, ms
+    rep_ms: float = 25.0            # do_bench measuring budget per trial, ms
+    on_cpu: bool = False            # also tune under the CPU interpreter (wall clock: exercises
+                                    # the pipeline, says nothing about speed)
+
+    def __post_init__(self):
+        if self.mode not in TUNE_MODES:
+            raise ValueError(f"tune={self.mode!r} is invalid; valid: {', '.join(TUNE_MODES)}")
+
 @dataclass(frozen=True)
 class Config:
     """One launch config: the kernel's tiles (sizes and flags), warps and pipeline stages."""
@@ -360,10 +379,13 @@ def tune(configs: Iterable[Config], measure: Callable[[Config], float],
 
 def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Callable[[], None]], float],
                 configs: Sequence[Config] | None = None, cache: TuneCache | None = None,
-                swizzle_name: str = "identity", log: Callable[[str], None] | None = None) -> TuneResult:
+                swizzle_name: str = "identity", log: Callable[[str], None] | None = None,
+                default: Config | None = None) -> TuneResult:
     """Tune ``kernel`` on ``shape`` with real launches: each candidate is bound to ``ops``
     (the job's operands, on the device) with the fixed ``swizzle`` binding, verified against
-    conv2d exactly as the correctness gate does, then timed by ``time_fn(run) -> ms``."""
+    conv2d exactly as the correctness gate does, then timed by ``time_fn(run) -> ms``.
+    ``configs``: the candidates (default: the kernel's space; ``default``, the configured
+    config, for a kernel without one)."""
     import torch
     import triton
 
@@ -371,7 +393,7 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
     from kernels.base import LaunchConfig
 
     traits = DeviceTraits.of(ops.x.device)
-    configs = list(configs) if configs is not None else candidates(kernel.name, shape, traits)
+    configs = list(configs) if configs is not None else candidates(kernel.name, shape, traits, default)
     key = CacheKey.make(kernel.name, shape, traits.name, triton.__version__, kernel_source_hash(kernel),
                         swizzle_name, configs)
     expected = reference(ops, shape)

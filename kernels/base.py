@@ -41,7 +41,8 @@ class SwizzleBinding:
 
 @dataclass(frozen=True)
 class Bound:
-    """The buffers a launcher runs on: operands in the family's layout, and the output."""
+    """The buffers a launcher runs on besides the input: the constant operands (weights,
+    bias) in the family's layout, and the output."""
 
     operands: tuple
     out: torch.Tensor
@@ -96,7 +97,15 @@ class ConvKernel(ABC):
 
     @abstractmethod
     def to_layout(self, ops: Operands) -> tuple:
-        """Convert reference-layout operands to this family's layout (on their device)."""
+        """The layer's constant operands (weights, bias) in this family's layout, made once,
+        outside the timed launcher: frameworks pack a layer's weights once, too."""
+
+    def input_view(self, x: torch.Tensor, tiles: Mapping[str, int]) -> torch.Tensor:
+        """The input ``x`` (N, C, H, W, in whatever memory format the caller made it) in the
+        layout this family reads.  Runs *inside* the timed launcher: a transform the vendor
+        call does not need is charged to the kernel.  Default: NCHW, free when ``x`` already
+        is contiguous."""
+        return x.contiguous()
 
     def empty_output(self, shape: ConvShape, device: torch.device) -> torch.Tensor:
         """Allocate the output in this family's layout (default: NCHW, i.e. N, F, P, Q)."""
@@ -123,17 +132,18 @@ class ConvKernel(ABC):
         two equal copies of its operands (other addresses, other DRAM channels), an effect
         as large as the swizzles being compared."""
         tiles = self.check_tiles(tiles)
-        bound = share if share is not None else self.prepare(ops, shape)
+        bound = share if share is not None else self.prepare(ops, shape, tiles)
         bound.out.fill_(math.nan)
 
         def run() -> None:
-            self.launch(bound.operands, bound.out, shape, tiles, swizzle, launch)
+            x = self.input_view(ops.x, tiles)          # timed: see input_view
+            self.launch((x, *bound.operands), bound.out, shape, tiles, swizzle, launch)
 
         run.bound = bound  # type: ignore[attr-defined]  (for share= of a later binding)
         return run, bound.out
 
-    def prepare(self, ops: Operands, shape: ConvShape) -> "Bound":
-        """Operands in this family's layout and an output buffer, on the operands' device."""
+    def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> "Bound":
+        """Constant operands in this family's layout and an output buffer, on the operands' device."""
         return Bound(self.to_layout(ops), self.empty_output(shape, ops.x.device))
 
     # -----------------------------------------------------------

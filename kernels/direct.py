@@ -96,7 +96,7 @@ class DirectConv(ConvKernel):
         return TileGrid(num_pid_m, triton.cdiv(shape.F, tiles["BLOCK_F"]))
 
     def to_layout(self, ops: Operands) -> tuple:
-        return ops.x.contiguous(), ops.w.contiguous()
+        return (ops.w.contiguous(),)
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w = operands

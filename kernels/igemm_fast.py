@@ -38,14 +38,13 @@ What changes, and why (the measurements are in benchmarks/kernel_notes.md):
    the matrix A^T (channels x pixels, contiguous along pixels), so the kernel reads it where
    it lies, pixel tiles never straddling two images, and skips the layout copy below.
 
-The input is otherwise NHWC.  The NCHW -> NHWC copy runs *inside* the timed closure
-(``bind``): the harness builds the vendor's channels_last input outside its timing, and a
-transform the vendor is not charged for must not be free for us either.  If the caller's
-tensor is already channels_last, the copy is a no-op view.
+The input is otherwise NHWC.  Like every family's input transform it runs *inside* the
+timed launcher (:meth:`kernels.base.ConvKernel.input_view`): the harness hands this kernel
+and the vendor call the same input tensor (channels_last by default, ``input_layout``), so
+the NHWC view is free there, and with ``input_layout=nchw`` the copy is charged to us.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Mapping
 
 import numpy as np
@@ -56,7 +55,7 @@ import triton.language as tl
 from kernels.access import LoadPlan, OperandLoads, element_bytes, tensor_bases
 from kernels.base import Bound, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
-from kernels.igemm import ImplicitGemmConv, input_runs
+from kernels.igemm import ImplicitGemmConv, input_runs, nhwc
 from kernels.problem import ConvShape
 
 
@@ -240,11 +239,6 @@ def pack_weights(w: torch.Tensor, shape: ConvShape, tiles: Mapping[str, int]) ->
     return packed
 
 
-def nhwc(x: torch.Tensor) -> torch.Tensor:
-    """N,C,H,W -> contiguous NHWC; free (a view) when ``x`` is already channels_last."""
-    return x.permute(0, 2, 3, 1).contiguous()
-
-
 def _set_descriptor_scratch(device: torch.device) -> None:
     """In-kernel tensor descriptors live in a global scratch buffer Triton asks for."""
 
@@ -321,40 +315,28 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         return TileGrid(shape.N * triton.cdiv(shape.P * shape.Q, tiles["BLOCK_M"]),
                         triton.cdiv(shape.F, tiles["BLOCK_N"]))
 
-    def to_layout(self, ops: Operands, tiles: Mapping[str, int] | None = None) -> tuple:
-        """The input in the layout the kernel reads, made inside ``run()`` (timed): NHWC, or
-        NCHW itself with NCHW_IN (a no-op for the reference layout)."""
-        if tiles is not None and tiles["NCHW_IN"]:
-            return (ops.x.contiguous(),)
-        return (nhwc(ops.x),)
+    def input_view(self, x: torch.Tensor, tiles: Mapping[str, int]) -> torch.Tensor:
+        """NHWC (a view of a channels_last ``x``), or with NCHW_IN the NCHW tensor itself."""
+        return x.contiguous() if tiles["NCHW_IN"] else nhwc(x)
+
+    def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
+        """Packed weights (once: they are constants of the layer), the split-K workspace and
+        the output."""
+        out = self.empty_output(shape, ops.x.device)
+        split = tiles["SPLIT_K"]
+        workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32,
+                                 device=ops.x.device) if split > 1 else out)
+        return Bound((pack_weights(ops.w, shape, tiles), workspace), out)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
-        """As :meth:`ConvKernel.bind`; the input transform runs inside ``run()`` (timed), the
-        packed weights and the split-K workspace are made once (``share``: reuse another
-        binding's, so compared swizzles run on the same buffers)."""
+        """As :meth:`ConvKernel.bind`, after checking what the config needs of the device."""
         tiles = self.check_tiles(tiles)
         self.tile_grid(shape, tiles)                     # NCHW_IN on a layer it cannot read: say so now
-        device = ops.x.device
         if tiles["TMA"]:
-            check_tma_supported(device)
-            _set_descriptor_scratch(device)
-        if share is None:
-            w_packed = pack_weights(ops.w, shape, tiles)      # once: weights are constants of the layer
-            out = self.empty_output(shape, device)
-            split = tiles["SPLIT_K"]
-            workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32,
-                                     device=device) if split > 1 else out)
-            share = Bound((w_packed, workspace), out)
-        bound = share
-        bound.out.fill_(math.nan)
-
-        def run() -> None:
-            (x,) = self.to_layout(ops, tiles)           # timed: see the module docstring
-            self.launch((x, *bound.operands), bound.out, shape, tiles, swizzle, launch)
-
-        run.bound = bound  # type: ignore[attr-defined]
-        return run, bound.out
+            check_tma_supported(ops.x.device)
+            _set_descriptor_scratch(ops.x.device)
+        return super().bind(ops, shape, tiles, swizzle, launch, share=share)
 
     def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
         """Programs launched: one per work item, or (PERSISTENT) at most one per SM."""

@@ -78,7 +78,7 @@ class PatchConv(ConvKernel):
         return TileGrid(shape.N * shape.P, shape.F)
 
     def to_layout(self, ops: Operands) -> tuple:
-        return ops.x.contiguous(), ops.w.contiguous(), ops.bias.contiguous()
+        return ops.w.contiguous(), ops.bias.contiguous()
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w, b = operands

@@ -176,8 +176,51 @@ def test_tune_config_group_composes():
     from hydra import compose, initialize_config_module
 
     with initialize_config_module("swizzlebench_conf", version_base="1.3"):
-        on = compose("config", overrides=["+tune=fastest", "kernel=igemm_fast"])
-        off = compose("config", overrides=["+tune=none"])
-    assert on.tune.enabled is True and on.tune.name == "fastest" and on.tune.rep_ms == 25
-    assert off.tune.enabled is False and off.tune.name == "none"
+        on = compose("config", overrides=["tune=fastest", "kernel=igemm_fast"])
+        off = compose("config")
+    assert on.tune.name == "fastest" and on.tune.rep_ms == 25 and on.tune.on_cpu is False
+    assert off.tune.name == "none"
     assert KERNELS[on.kernel.name].check_tiles(on.kernel.tiles)
+
+
+# -----------------------------------------------------------
+# Tune mode in the job pipeline, end to end on the CPU (tune.on_cpu: the interpreter's wall
+# clock picks; what is tested is the plumbing, not a speed).
+
+def test_tuned_job_profiles_only_the_chosen_config(tmp_path):
+    """The real CLI with tune=fastest and the stand-in ncu: the run logs the chosen config,
+    the profiler's dispatches are all that config (grid and block), none of the trials, and a
+    second run takes the choice from the cache."""
+    import csv
+    import io
+
+    from tests.test_paired_pipeline import _sweep
+    from tests.test_profiler_pipeline import _expected_rate
+
+    cache = tmp_path / "tunecache"
+    args = ["swizzle=grouped", "shape.select=[t1]", "tune=fastest", "tune.on_cpu=true", f"tune.cache_dir={cache}",
+            "compare.baseline=null"]
+    _, runs = _sweep(tmp_path, *args)
+    (run,) = runs
+    p, m, t = run.data.params, run.data.metrics, run.data.tags
+    assert run.info.status == "FINISHED", t.get("status_reason")
+    trials = int(p["tune.trials"])
+    t1 = ConvShape("t1", N=1, C=5, H=6, W=5, F=10, R=3, S=3, stride=1, padding=1)
+    assert trials == len(candidates("igemm", t1, DeviceTraits.of("cpu")))
+    assert p["tune.from_cache"] == "False" and p["tune.configured"] == "M16 N16 K16 w8 s3"
+    chosen = Config.make({k: int(p[f"tile.{k}"]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")},
+                         int(p["num_warps"]), int(p["num_stages"]))
+    assert p["tune.config"] == chosen.label and chosen.tiles_dict["BLOCK_M"] >= 64   # from the space, not the default
+    assert int(p["grid.num_pids"]) == KERNELS["igemm"].tile_grid(t1, chosen.tiles_dict).num_pids
+    # what the profiler saw: only the chosen config (its grid and block), as many launches as asked
+    text = next((tmp_path / "multirun").rglob("ncu.csv")).read_text()
+    rows = list(csv.DictReader(io.StringIO(text[text.index('"ID"'):])))
+    launches = {(r["Grid Size"], r["Block Size"]) for r in rows}
+    assert len({r["ID"] for r in rows}) == 3                      # profiler.repeats=3, nothing else
+    assert launches == {(f"({p['grid.num_pids']}, 1, 1)", f"({chosen.num_warps * 32}, 1, 1)")}
+    assert m["l2_hit_rate"] == pytest.approx(_expected_rate(run)[2], abs=0.006)
+    # again: the cache answers, nothing is re-tried
+    _, again = _sweep(tmp_path, *args, "resume=false")
+    second = [r for r in again if r.info.run_id != run.info.run_id]
+    assert second and all(r.data.params["tune.from_cache"] == "True" and r.data.params["tune.config"] == chosen.label
+                          for r in second)

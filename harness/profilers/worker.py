@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
             specs[BASELINE] = JobSpec.from_dict(req.baseline)
         spec = specs[CANDIDATE]
         kernel = get_kernel(spec.kernel)
-        ops = make_operands(spec.shape, kernel.has_bias, spec.input_seed, device.torch_device)
+        ops = make_operands(spec.shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
         shared = None   # both arms on the same buffers, as in the timing rounds
         for arm, arm_spec in specs.items():
             binding = SwizzleBinding(resolve_swizzle(arm_spec.swizzle, arm_spec.swizzle_formula),
