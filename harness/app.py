@@ -123,7 +123,7 @@ def tune_options(cfg: DictConfig) -> TuneOptions:
     t = cfg.get("tune") or {}
     return TuneOptions(mode=str(t.get("name", "none")), cache_dir=t.get("cache_dir"),
                        warmup_ms=float(t.get("warmup_ms", 5)), rep_ms=float(t.get("rep_ms", 25)),
-                       on_cpu=bool(t.get("on_cpu", False)))
+                       on_cpu=bool(t.get("on_cpu", False)), compile_jobs=int(t.get("compile_jobs", 8)))
 
 
 def job_options(cfg: DictConfig) -> JobOptions:
@@ -196,6 +196,8 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     pkey = profiler_key(profiler, cfg.profiler)
     entries = expand_preset(cfg.shape)
     runner = make_runner(cfg, device, job_num, profiler)
+    if options.tune.mode != "none" and device.mode == GPU:
+        _precompile(cfg, entries, pkey, tracker, options)
     results, pending = [], []
     try:
         for i, entry in enumerate(entries, 1):
@@ -210,6 +212,21 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
         _profile_and_finish(profiler, cfg.profiler, OmegaConf.to_container(cfg.target, resolve=True), pending,
                             tracker, float(cfg.compare.min_l2_delta))
     return results
+
+
+def _precompile(cfg, entries, pkey: str, tracker: Tracker, options: JobOptions) -> None:
+    """Tune mode on a GPU: compile the candidates of the shapes still to run, in parallel."""
+    from harness.tuning import precompile_specs
+
+    specs = []
+    for entry in entries:
+        try:
+            spec = build_spec(cfg, entry.shape, entry.preset, pkey) if entry.shape is not None else None
+        except ValueError:
+            continue   # the shape's job fails with its reason, below
+        if spec is not None and not (bool(cfg.resume) and tracker.find_finished(spec.spec_hash)):
+            specs.append(spec)
+    print(precompile_specs(specs, options.tune), flush=True)
 
 
 def _run_entry(cfg, entry, runner, tracker, parent, common_tags, config_yaml, options, pkey, position,

@@ -52,6 +52,7 @@ class TuneOptions:
     rep_ms: float = 25.0            # do_bench measuring budget per trial, ms
     on_cpu: bool = False            # also tune under the CPU interpreter (wall clock: exercises
                                     # the pipeline, says nothing about speed)
+    compile_jobs: int = 8           # processes compiling a job's candidates before its trials (GPU)
 
     def __post_init__(self):
         if self.mode not in TUNE_MODES:
@@ -288,6 +289,14 @@ class TuneCache:
         return path
 
 
+def cache_key(kernel, shape: ConvShape, traits: DeviceTraits, swizzle_name: str, configs: Sequence[Config]) -> CacheKey:
+    """The key of ``kernel`` tuned over ``configs`` on ``shape`` on this device and compiler."""
+    import triton
+
+    return CacheKey.make(kernel.name, shape, traits.name, triton.__version__, kernel_source_hash(kernel),
+                         swizzle_name, configs)
+
+
 # -----------------------------------------------------------
 # The tuner.
 
@@ -394,8 +403,7 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
 
     traits = DeviceTraits.of(ops.x.device)
     configs = list(configs) if configs is not None else candidates(kernel.name, shape, traits, default)
-    key = CacheKey.make(kernel.name, shape, traits.name, triton.__version__, kernel_source_hash(kernel),
-                        swizzle_name, configs)
+    key = cache_key(kernel, shape, traits, swizzle_name, configs)
     expected = reference(ops, shape)
     bound: dict[Config, Callable[[], None]] = {}
 
@@ -416,3 +424,85 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
         return time_fn(bound.pop(cfg))
 
     return tune(configs, measure, verify, cache, key, log)
+
+
+# -----------------------------------------------------------
+# Compiling a sweep's candidates in parallel, before the trials.
+
+@dataclass(frozen=True)
+class CompileTask:
+    """Every candidate of one shape, to compile (by launching once) in a helper process."""
+
+    kernel: str
+    shape: ConvShape
+    configs: tuple[Config, ...]
+    swizzle: str                  # the fixed swizzle's name (built-in) ...
+    swizzle_formula: str | None   # ... or its formula
+    num_xcds: int
+    group_size: int
+    input_layout: str
+
+
+def _compile_task(task: CompileTask) -> int:
+    """Launch each config once on the GPU so that Triton's on-disk cache holds its binary;
+    returns how many launched (a config that fails here fails again as a trial)."""
+    import torch
+
+    from harness.correctness import make_operands
+    from kernels import get_kernel
+    from kernels.base import LaunchConfig, SwizzleBinding
+    from swizzles import resolve_swizzle
+
+    kernel = get_kernel(task.kernel)
+    ops = make_operands(task.shape, kernel.has_bias, 0, "cuda", task.input_layout)
+    swizzle = SwizzleBinding(resolve_swizzle(task.swizzle, task.swizzle_formula), task.num_xcds, task.group_size)
+    done = 0
+    for cfg in task.configs:
+        try:
+            run, _ = kernel.bind(ops, task.shape, cfg.tiles_dict, swizzle, LaunchConfig(cfg.num_warps, cfg.num_stages))
+            run()
+            done += 1
+        except Exception:   # noqa: BLE001 - the trial will record the error
+            pass
+    torch.cuda.synchronize()
+    return done
+
+
+def precompile(tasks: Sequence[CompileTask], jobs: int) -> tuple[int, float]:
+    """Compile the tasks' configs in ``jobs`` spawned processes (Triton compiles one kernel
+    per process at a time; a sweep's tuning would otherwise spend most of its time there).
+    Returns (configs launched, seconds)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    start = time.perf_counter()
+    if not tasks:
+        return 0, 0.0
+    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(tasks))),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        launched = sum(pool.map(_compile_task, tasks))
+    return launched, time.perf_counter() - start
+
+
+def precompile_specs(specs: Sequence, options: TuneOptions) -> str:
+    """Before a tune-mode job's trials: compile, in parallel, the candidates of every spec
+    (a :class:`harness.spec.JobSpec`) whose choice is not cached yet.  Returns a line saying
+    what was done."""
+    from kernels import get_kernel
+
+    cache = TuneCache(options.cache_dir)
+    traits = DeviceTraits.of("cuda")
+    tasks = []
+    for spec in specs:
+        kernel = get_kernel(spec.kernel)
+        default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
+        configs = candidates(kernel.name, spec.shape, traits, default)
+        swizzle, formula = (spec.baseline, spec.baseline_formula) if spec.baseline is not None else ("identity", None)
+        if cache.get(cache_key(kernel, spec.shape, traits, formula or swizzle, configs)) is None:
+            tasks.append(CompileTask(kernel.name, spec.shape, tuple(configs), swizzle, formula, spec.num_xcds,
+                                     spec.group_size, spec.input_layout))
+    if not tasks or options.compile_jobs <= 1:
+        return f"tune: {len(specs) - len(tasks)} of {len(specs)} shapes cached; compiling in the trials"
+    launched, seconds = precompile(tasks, options.compile_jobs)
+    return (f"tune: compiled {launched} candidate configs of {len(tasks)} shapes in {seconds:.1f} s "
+            f"({options.compile_jobs} processes); {len(specs) - len(tasks)} shapes cached")

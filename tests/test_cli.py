@@ -88,7 +88,7 @@ def test_progress_line_per_job(sweep):
 def test_help_lists_config_groups(tmp_path):
     proc = _harness(["--help"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 0
-    for line in ("kernel: direct, igemm, igemm_fast, patch", "shape: calibrate, resnet, seed, tiny", "study: calibrate", "target: auto, h100, h200, mi300x"):
+    for line in ("kernel: direct, igemm, igemm_fast, patch", "shape: calibrate, holdout, resnet, seed, tiny", "study: calibrate", "tune: fastest, none", "target: auto, h100, h200, mi300x"):
         assert line in proc.stdout
 
 

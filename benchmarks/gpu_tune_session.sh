@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Tune mode on a GPU node (issue "fast kernels"): igemm_fast tuned per shape on ResNet-50 and
+# the hold-out layers, then the same sweep again to show the tuning cache answering.
+#   . benchmarks/gpu_setup.sh && bash benchmarks/gpu_tune_session.sh OUT_DIR [harness args...]
+# Writes OUT_DIR/tune.db (MLflow store) and the logs; benchmarks/tune_table.py makes the table.
+OUT_ARG=$1; shift
+. "$(dirname "$0")/gpu_session_common.sh" "$OUT_ARG"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
+} | tee -a "$OUT/summary.txt"
+COMMON=(kernel=igemm_fast tune=fastest profiler=none "tune.cache_dir=$W/tunecache" compare.max_time_s=1 "$@")
+run tune_resnet 400 shape=resnet "${COMMON[@]}"
+run tune_holdout 150 shape=holdout "${COMMON[@]}"
+run tune_resnet_cached 200 shape=resnet resume=false "${COMMON[@]}"
+cp "$W/mlflow.db" "$OUT/tune.db"
