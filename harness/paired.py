@@ -44,6 +44,7 @@ def measure_paired(result: JobResult, spec: JobSpec, run: Callable[[], None], ru
         # time / vendor time, paired per round (geometric mean): < 1 means faster than the vendor
         "ratio_to_vendor": vs_vendor.estimate,
         "paired_rounds": float(samples.rounds), "paired_time_s": samples.wall_s,
+        "paired_drained_batches": float(samples.drained_batches),
         "paired_launches_per_round": float(options.paired.launches_per_round),
     })
     result.tags["timing"] = (f"measured: {samples.rounds} interleaved rounds of {', '.join(arms)} "

@@ -15,6 +15,19 @@ events around the kernel only, so the clear is never counted.  The round's value
 arm is the median of its launches (one stray slow launch cannot move it).  Warm-up
 launches (compilation, autotuning of the vendor library, first-touch) are excluded.
 
+Keeping the CPU out of the numbers
+----------------------------------
+A launch's events bracket the kernel on the GPU's clock, but if the GPU runs out of queued
+work the ``begin`` event fires before the CPU has finished launching the kernel, and the
+launch overhead (Python, Triton's argument binding, cuDNN's heuristics: tens of µs) is
+counted as kernel time.  Measured on an H100 (2026-11-23, ResNet-50 1x1 layers of
+20-40 µs): without a hold, rounds of ~170 µs of CPU per launch drained the queue and
+timed igemm_fast at 2-4x what ``do_bench`` (which queues launches back to back) saw.  So
+every batch of rounds is enqueued behind a GPU *hold* (``torch.cuda._sleep``) sized to
+1.5x the CPU time the previous batch took to enqueue: the whole batch sits queued before
+the GPU reaches it.  A batch whose hold ran out before its last launch was queued is
+counted (``paired_drained_batches``) and the next hold doubles.
+
 When to stop
 ------------
 Rounds run in batches of ``check_every``; after ``min_rounds`` the harness stops as soon
@@ -73,6 +86,7 @@ class RoundSamples:
     times_ms: dict[str, list[list[float]]]
     orders: list[list[str]] = field(default_factory=list)
     wall_s: float = 0.0
+    drained_batches: int = 0     # batches whose GPU hold ended before they were fully queued
 
     @property
     def rounds(self) -> int:
@@ -92,7 +106,8 @@ class RoundSamples:
         return float(median), float(p20), float(p80)
 
     def to_json(self) -> dict:
-        return {"times_ms": self.times_ms, "orders": self.orders, "wall_s": self.wall_s}
+        return {"times_ms": self.times_ms, "orders": self.orders, "wall_s": self.wall_s,
+                "drained_batches": self.drained_batches}
 
 
 def _warm_up(fn: Callable[[], None], warmup_ms: float) -> None:
@@ -121,21 +136,28 @@ def time_interleaved(arms: dict[str, Callable[[], None]], settings: PairedSettin
         _warm_up(fn, settings.warmup_ms)
     samples = RoundSamples(times_ms={name: [] for name in names})
     k = int(settings.launches_per_round)
+    cycles_per_s = _sm_cycles_per_s()
+    hold_s = 0.02                  # first batch: 20 ms; then 1.5x the last batch's enqueue time
     start = time.perf_counter()
     while True:
-        batch = []   # (arm, [(start event, end event)] * k) in launch order
-        for _ in range(int(settings.check_every)):
-            order = [names[i] for i in rng.permutation(len(names))]
-            samples.orders.append(order)
-            for name in order:
-                events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                          for _ in range(k)]
-                for begin, end in events:
-                    flush.zero_()
-                    begin.record()
-                    arms[name]()
-                    end.record()
-                batch.append((name, events))
+        orders = [[names[i] for i in rng.permutation(len(names))] for _ in range(int(settings.check_every))]
+        batch = [(name, [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                         for _ in range(k)]) for order in orders for name in order]
+        torch.cuda._sleep(int(hold_s * cycles_per_s))     # hold the stream while the batch is queued
+        held = torch.cuda.Event()
+        held.record()
+        enqueue_start = time.perf_counter()
+        for name, events in batch:
+            for begin, end in events:
+                flush.zero_()
+                begin.record()
+                arms[name]()
+                end.record()
+        enqueue_s = time.perf_counter() - enqueue_start
+        drained = held.query()                            # the hold ended before the last launch was queued
+        samples.drained_batches += int(drained)
+        hold_s = min(0.5, max(1.5 * enqueue_s, 2 * hold_s if drained else 0.0))
+        samples.orders.extend(orders)
         torch.cuda.synchronize()
         for name, events in batch:
             samples.times_ms[name].append([begin.elapsed_time(end) for begin, end in events])
@@ -149,6 +171,13 @@ def time_interleaved(arms: dict[str, Callable[[], None]], settings: PairedSettin
             if est.relative_half_width <= settings.target_precision:
                 break
     return samples
+
+
+def _sm_cycles_per_s() -> float:
+    """SM clock cycles per second, for sizing ``torch.cuda._sleep`` (max boost clock: a
+    slower clock only makes the hold longer)."""
+    khz = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "clock_rate", 0) or 2_000_000
+    return float(khz) * 1e3
 
 
 def vendor_conv(ops: Operands, shape: ConvShape) -> Callable[[], None]:
