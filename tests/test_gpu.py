@@ -14,6 +14,9 @@ TILES = {
     "igemm": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32},
     "direct": {"BLOCK_N": 1, "BLOCK_F": 16, "BLOCK_H": 4, "BLOCK_W": 8, "BLOCK_C": 8},
     "patch": {"BLOCK_Q": 16, "BLOCK_C": 16},
+    # persistent walk, split-K and TMA weights at once: every swizzle maps the walked tiles
+    "igemm_fast": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 2, "PACK_K": 0, "NCHW_IN": 0,
+                   "PERSISTENT": 1, "TMA": 1},
 }
 SHAPES = [
     ConvShape("pad", N=3, C=40, H=17, W=15, F=70, R=3, S=3, stride=1, padding=1),
@@ -73,3 +76,25 @@ def test_ncu_profiles_real_dispatches(tmp_path):
     assert paired.baseline_reading is not None and paired.baseline_reading.samples == 4
     assert len(paired.pairs) == 4
     assert profiler.version()[0].isdigit() and (tmp_path / "ncu.csv").exists()
+
+
+def test_tune_mode_on_gpu(tmp_path):
+    """tune=fastest on a real GPU: the chosen config comes from the candidate space, is what
+    the job launched and logged, and a second job takes it from the cache."""
+    from harness.tuning import TuneOptions
+
+    base = {**TILES["igemm_fast"], "SPLIT_K": 1, "PERSISTENT": 0, "TMA": 0}
+    spec = JobSpec(kernel="igemm_fast", tiles=tuple(base.items()), swizzle="grouped", num_xcds=8, group_size=4,
+                   shape=SHAPES[0], shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0,
+                   baseline="identity", tune="fastest")
+    options = JobOptions(interpret_tiles=base, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5),
+                         tune=TuneOptions(mode="fastest", cache_dir=str(tmp_path), warmup_ms=1, rep_ms=5))
+    first = run_job(spec, describe_device("gpu"), options)
+    assert first.status == FINISHED, first.reason
+    assert first.params["tune.from_cache"] == "False" and int(first.params["tune.trials"]) > 1
+    launched = JobSpec.from_dict(first.launched)
+    assert first.params["num_warps"] == str(launched.num_warps)
+    assert all(first.params[f"tile.{k}"] == str(v) for k, v in launched.tiles)
+    assert first.metrics["speedup"] > 0 and first.metrics["vendor_time_ms"] > 0
+    again = run_job(spec, describe_device("gpu"), options)
+    assert again.params["tune.from_cache"] == "True" and again.params["tune.config"] == first.params["tune.config"]

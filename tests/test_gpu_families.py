@@ -7,6 +7,7 @@ from harness.device import describe_device
 from harness.job import JobOptions, run_job
 from harness.result import FINISHED
 from harness.spec import JobSpec
+from harness.timing import PairedSettings
 from kernels.problem import ConvShape
 from swizzles import get_swizzle
 from swizzles.families import parse_label
@@ -35,6 +36,7 @@ def test_family_job_on_gpu(label):
     shape = ConvShape("pad", N=4, C=40, H=29, W=27, F=150, R=3, S=3, stride=1, padding=1)
     spec = JobSpec(kernel="igemm", tiles=tuple(TILES.items()), swizzle=label, num_xcds=8, group_size=4,
                    shape=shape, shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0)
-    result = run_job(spec, describe_device("gpu"), JobOptions(interpret_tiles=TILES, warmup_ms=5, rep_ms=20))
+    result = run_job(spec, describe_device("gpu"), JobOptions(
+        interpret_tiles=TILES, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
     assert result.status == FINISHED, result.reason
     assert result.metrics["max_rel_err"] < 5e-3 and result.metrics["time_ms_median"] > 0
