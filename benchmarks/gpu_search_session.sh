@@ -8,7 +8,11 @@ OUT_ARG=$1; shift
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   ncu --version | tail -1; } | tee -a "$OUT/summary.txt"
-run search_measured 450 hydra/sweeper=swizzle_search kernel=igemm_fast shape=holdout 'shape.select=[big,vgg3]' \
-  profiler=ncu profiler.repeats=5 hydra.sweeper.n_trials=12 hydra.sweeper.timeout_s=150 compare.max_time_s=2 "$@"
+# SHAPES: which hold-out layers (one study each); tune=fastest: the study searches the tuned
+# config of each layer (tuned once, with identity fixed, then taken from the cache).
+SHAPES=${SHAPES:-big,vgg3} LIMIT=${LIMIT:-560}
+run search_measured "$LIMIT" hydra/sweeper=swizzle_search kernel=igemm_fast tune=fastest shape=holdout \
+  "shape.select=[$SHAPES]" profiler=ncu profiler.repeats=5 hydra.sweeper.n_trials=8 hydra.sweeper.timeout_s=250 \
+  compare.max_time_s=2 "$@"
 cp "$W/mlflow.db" "$OUT/search.db"
 cp -r "$W/reports" "$OUT/" 2>/dev/null || true
