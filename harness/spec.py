@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass
 from kernels.problem import ConvShape
 from swizzles.families import is_family_label, parse_label
 
+#: Fields added after specs were first hashed: part of the hash only when set.
+_UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn")
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -30,6 +33,9 @@ class JobSpec:
     swizzle_formula: str | None = None  # normalized user formula (swizzle=custom); swizzle is its label
     baseline: str | None = None          # swizzle measured beside this one, in the same process (compare.baseline)
     baseline_formula: str | None = None  # its normalized formula when the baseline is a formula
+    # The user's own code, by import path (harness/user_code.py); kernel / swizzle are then its names.
+    kernel_target: str | None = None     # a ConvKernel subclass, e.g. "mypkg.kernels:MyConv" (kernel._target_)
+    swizzle_fn: str | None = None        # a @triton.jit remap, e.g. "mypkg.remaps:hilbert" (swizzle.fn)
 
     @property
     def tiles_dict(self) -> dict[str, int]:
@@ -37,8 +43,11 @@ class JobSpec:
 
     @property
     def spec_hash(self) -> str:
-        """First 16 hex digits of the SHA-256 of the spec's canonical JSON."""
-        blob = json.dumps(asdict(self), sort_keys=True, default=str)
+        """First 16 hex digits of the SHA-256 of the spec's canonical JSON.  The import-path
+        fields are left out while unset, so specs of built-ins keep the hashes they had
+        before those fields existed (resume finds their runs)."""
+        fields = {k: v for k, v in asdict(self).items() if not (k in _UNHASHED_WHEN_UNSET and v is None)}
+        blob = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -60,15 +69,15 @@ class JobSpec:
     @property
     def has_baseline(self) -> bool:
         """True when a baseline other than this job's own swizzle is to be measured beside it."""
-        return self.baseline is not None and (self.baseline, self.baseline_formula) != (
-            self.swizzle, self.swizzle_formula)
+        return self.baseline is not None and (self.baseline, self.baseline_formula, None) != (
+            self.swizzle, self.swizzle_formula, self.swizzle_fn)
 
     def baseline_spec(self) -> "JobSpec":
         """This job with the baseline's swizzle (and no baseline of its own)."""
         if self.baseline is None:
             raise ValueError(f"job {self.run_name} has no baseline")
         return dataclasses.replace(self, swizzle=self.baseline, swizzle_formula=self.baseline_formula,
-                                   baseline=None, baseline_formula=None)
+                                   swizzle_fn=None, baseline=None, baseline_formula=None)
 
     @property
     def shape_label(self) -> str:
@@ -87,7 +96,11 @@ class JobSpec:
             "num_warps": self.num_warps, "num_stages": self.num_stages, "target": self.target,
             "seed": self.seed, "profiler": self.profiler,
         }
-        if self.swizzle_formula is not None:
+        if self.kernel_target is not None:
+            params["kernel.target"] = self.kernel_target
+        if self.swizzle_fn is not None:
+            params["swizzle.fn"] = self.swizzle_fn
+        elif self.swizzle_formula is not None:
             params["swizzle.formula"] = self.swizzle_formula
         elif is_family_label(self.swizzle):   # a parametric family: each parameter, filterable in MLflow
             try:
