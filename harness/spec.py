@@ -68,7 +68,8 @@ class JobSpec:
 
     @property
     def has_baseline(self) -> bool:
-        """True when a baseline other than this job's own swizzle is to be measured beside it."""
+        """True when a baseline other than this job's own swizzle is to be measured beside it
+        (a baseline is a built-in or a formula, never an import path)."""
         return self.baseline is not None and (self.baseline, self.baseline_formula, None) != (
             self.swizzle, self.swizzle_formula, self.swizzle_fn)
 
