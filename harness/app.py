@@ -55,16 +55,20 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
 def swizzle_choice(cfg: DictConfig) -> tuple[str, str | None]:
     """(label, formula) of the configured swizzle: a built-in name and None, or for
     ``swizzle=custom`` the parsed, normalized formula and a label naming it (``swizzle.label``,
-    else ``custom-<first 8 hex of its hash>``).  Raises FormulaError / ValueError."""
+    else ``custom-<first 8 hex of its hash>``).  A swizzle given as an import path
+    (``swizzle.fn``) has no formula; its label is ``swizzle.label``, else the config's ``name``
+    unless that is ``custom``, else the path.  Raises FormulaError / ValueError."""
     name = str(cfg.swizzle.name)
-    if name != "custom":
+    expr, path, fn = cfg.swizzle.get("expr"), cfg.swizzle.get("file"), cfg.swizzle.get("fn")
+    if name != "custom" and fn is None:
         return name, None
+    if [expr, path, fn].count(None) != 2:
+        raise ValueError(f"swizzle={name} needs exactly one of swizzle.expr=\"...\", swizzle.file=PATH or "
+                         f"swizzle.fn=package.module:function (got expr={expr!r}, file={path!r}, fn={fn!r})")
+    if fn is not None:
+        return str(cfg.swizzle.get("label") or (name if name != "custom" else fn)), None
     from swizzles.custom import load_formula_file
 
-    expr, path = cfg.swizzle.get("expr"), cfg.swizzle.get("file")
-    if (expr is None) == (path is None):
-        raise ValueError("swizzle=custom needs exactly one of swizzle.expr=\"...\" or swizzle.file=PATH "
-                         f"(got expr={expr!r}, file={path!r})")
     return _formula_choice(load_formula_file(path) if path is not None else str(expr), cfg.swizzle.get("label"))
 
 
@@ -105,7 +109,13 @@ def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") 
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
         target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key,
         baseline=baseline, baseline_formula=baseline_formula, input_layout=input_layout(cfg),
-        tune=tune_options(cfg).mode)
+        tune=tune_options(cfg).mode,
+        kernel_target=_import_path(cfg.kernel.get("_target_")), swizzle_fn=_import_path(cfg.swizzle.get("fn")))
+
+
+def _import_path(value) -> str | None:
+    """A config's import path (``kernel._target_``, ``swizzle.fn``) as the spec carries it."""
+    return None if value is None else str(value).strip()
 
 
 def input_layout(cfg: DictConfig) -> str:

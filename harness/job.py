@@ -22,9 +22,9 @@ from harness.spec import JobSpec
 from harness.paired import NOT_TIMED, measure_paired
 from harness.timing import PairedSettings, vendor_conv
 from harness.tuning import Config, TuneCache, TuneError, TuneOptions, tune_kernel
-from kernels import get_kernel
-from kernels.base import LaunchConfig, SwizzleBinding
+from harness.user_code import spec_kernel, spec_remap
 from swizzles import resolve_swizzle
+from kernels.base import LaunchConfig, SwizzleBinding
 from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
 
 
@@ -74,7 +74,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     stage = "plan"
     try:
         maybe_inject(options.fault, spec, in_worker=options.isolated)
-        kernel = get_kernel(spec.kernel)
+        kernel = spec_kernel(spec)
         kernel.check_tiles(spec.tiles_dict)
         if spec.tune != "none":   # the chosen config replaces the configured one from here on
             stage = "tune"
@@ -92,7 +92,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
                 "use a smaller shape or larger tiles", gate="shape")
 
         # Gate 1: the remap over the job's real, full-size grid must be a permutation.
-        swizzle_fn = resolve_swizzle(spec.swizzle, spec.swizzle_formula)
+        swizzle_fn = spec_remap(spec)
         result.artifacts["kernel_source.py"] = _source_as_launched(kernel, swizzle_fn, spec, tiles)
         try:
             planned = _plan(spec, swizzle_fn, grid, device)
@@ -214,7 +214,7 @@ def _plan_baseline(spec: JobSpec, grid, device: DeviceInfo, result: JobResult) -
         return None
     result.tags["compare.role"] = "candidate"
     try:
-        planned = _plan(spec, resolve_swizzle(spec.baseline, spec.baseline_formula), grid, device)
+        planned = _plan(spec, spec_remap(spec.baseline_spec()), grid, device)
     except _GateFailed as exc:
         _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
         return None

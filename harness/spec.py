@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass
 from kernels.problem import ConvShape
 from swizzles.families import is_family_label, parse_label
 
+#: Fields added after specs were first hashed: part of the hash only when set.
+_UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn")
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -33,6 +36,9 @@ class JobSpec:
     input_layout: str = "channels_last"  # memory format of the input both the kernel and the vendor get
     tune: str = "none"                   # tune mode (harness.tuning): "none", or "fastest" (tiles, warps,
                                          # stages are then the configured defaults, replaced per shape)
+    # The user's own code, by import path (harness/user_code.py); kernel / swizzle are then its names.
+    kernel_target: str | None = None     # a ConvKernel subclass, e.g. "mypkg.kernels:MyConv" (kernel._target_)
+    swizzle_fn: str | None = None        # a @triton.jit remap, e.g. "mypkg.remaps:hilbert" (swizzle.fn)
 
     @property
     def tiles_dict(self) -> dict[str, int]:
@@ -40,8 +46,11 @@ class JobSpec:
 
     @property
     def spec_hash(self) -> str:
-        """First 16 hex digits of the SHA-256 of the spec's canonical JSON."""
-        blob = json.dumps(asdict(self), sort_keys=True, default=str)
+        """First 16 hex digits of the SHA-256 of the spec's canonical JSON.  The import-path
+        fields are left out while unset, so specs of built-ins keep the hashes they had
+        before those fields existed (resume finds their runs)."""
+        fields = {k: v for k, v in asdict(self).items() if not (k in _UNHASHED_WHEN_UNSET and v is None)}
+        blob = json.dumps(fields, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -62,9 +71,10 @@ class JobSpec:
 
     @property
     def has_baseline(self) -> bool:
-        """True when a baseline other than this job's own swizzle is to be measured beside it."""
-        return self.baseline is not None and (self.baseline, self.baseline_formula) != (
-            self.swizzle, self.swizzle_formula)
+        """True when a baseline other than this job's own swizzle is to be measured beside it
+        (a baseline is a built-in or a formula, never an import path)."""
+        return self.baseline is not None and (self.baseline, self.baseline_formula, None) != (
+            self.swizzle, self.swizzle_formula, self.swizzle_fn)
 
     def with_config(self, tiles: dict[str, int], num_warps: int, num_stages: int) -> "JobSpec":
         """This job launched with another config (the one tune mode chose).  Its
@@ -77,7 +87,7 @@ class JobSpec:
         if self.baseline is None:
             raise ValueError(f"job {self.run_name} has no baseline")
         return dataclasses.replace(self, swizzle=self.baseline, swizzle_formula=self.baseline_formula,
-                                   baseline=None, baseline_formula=None)
+                                   swizzle_fn=None, baseline=None, baseline_formula=None)
 
     @property
     def shape_label(self) -> str:
@@ -96,7 +106,11 @@ class JobSpec:
             "num_warps": self.num_warps, "num_stages": self.num_stages, "target": self.target,
             "seed": self.seed, "profiler": self.profiler, "input_layout": self.input_layout, "tune": self.tune,
         }
-        if self.swizzle_formula is not None:
+        if self.kernel_target is not None:
+            params["kernel.target"] = self.kernel_target
+        if self.swizzle_fn is not None:
+            params["swizzle.fn"] = self.swizzle_fn
+        elif self.swizzle_formula is not None:
             params["swizzle.formula"] = self.swizzle_formula
         elif is_family_label(self.swizzle):   # a parametric family: each parameter, filterable in MLflow
             try:

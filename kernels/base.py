@@ -64,7 +64,17 @@ class Operands:
 
 
 class ConvKernel(ABC):
-    """A conv2d kernel family."""
+    """A conv2d kernel family.
+
+    A family of your own (a class in your own module, selected by a ``kernel`` config with
+    ``_target_: mypkg.kernels:MyConv``; README, "Bring your own kernel or swizzle") must
+    define ``tile_names``, ``jit_kernel``, :meth:`tile_grid`, :meth:`to_layout` and
+    :meth:`launch`, and take a no-argument constructor; its jit kernel calls the swizzle
+    passed as a ``tl.constexpr`` and decodes the tile row-major.  Optional: ``has_bias``,
+    :meth:`empty_output` / :meth:`output_as_nchw` (an output layout other than NCHW) and
+    :meth:`load_plan` (the address model ``profiler=sim`` needs).  ``name`` is set from the
+    config's ``kernel.name``.
+    """
 
     name: ClassVar[str]
     #: the @triton.jit kernel, for the "source as launched" artifact
@@ -153,7 +163,8 @@ class ConvKernel(ABC):
     def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
         """Describe, for every tile, which bytes each step of the kernel's loop loads
         (see :mod:`kernels.access`); ``elem_bytes`` defaults to the shape's dtype size."""
-        raise NotImplementedError(f"kernel {self.name!r} has no address model")
+        raise NotImplementedError(f"kernel {self.name} has no address model (load_plan); "
+                                  "use profiler=none or a hardware profiler (ncu, rocprofv3)")
 
     def access_steps(self, shape: ConvShape, tiles: Mapping[str, int], tile_id: int,
                      elem_bytes: int | None = None) -> list[np.ndarray]:

@@ -64,9 +64,8 @@ def main(argv: list[str]) -> int:
 
     from harness.correctness import make_operands
     from harness.spec import JobSpec
-    from kernels import get_kernel
+    from harness.user_code import spec_kernel, spec_remap
     from kernels.base import LaunchConfig, SwizzleBinding
-    from swizzles import resolve_swizzle
 
     device = describe_device(mode)
     requests = [ProfileRequest(**r) for r in json.loads(Path(argv[0]).read_text())]
@@ -77,12 +76,11 @@ def main(argv: list[str]) -> int:
         if req.baseline is not None:
             specs[BASELINE] = JobSpec.from_dict(req.baseline)
         spec = specs[CANDIDATE]
-        kernel = get_kernel(spec.kernel)
+        kernel = spec_kernel(spec)
         ops = make_operands(spec.shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
         shared = None   # both arms on the same buffers, as in the timing rounds
         for arm, arm_spec in specs.items():
-            binding = SwizzleBinding(resolve_swizzle(arm_spec.swizzle, arm_spec.swizzle_formula),
-                                     arm_spec.num_xcds, arm_spec.group_size)
+            binding = SwizzleBinding(spec_remap(arm_spec), arm_spec.num_xcds, arm_spec.group_size)
             run, _ = kernel.bind(ops, arm_spec.shape, arm_spec.tiles_dict, binding,
                                  LaunchConfig(arm_spec.num_warps, arm_spec.num_stages), share=shared)
             shared = run.bound

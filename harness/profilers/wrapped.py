@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.environment import child_pythonpath
 from harness.pinning import DevicePin
 from harness.profilers.base import DispatchCounters, L2Reading
 from harness.profilers.worker import BASELINE, CANDIDATE, ProfileRequest, launch_schedule, write_requests
@@ -131,13 +132,16 @@ class ProcessWrappingProfiler(Profiler):
         self._pin = pin
 
     def _run_worker(self, cmd: list[str], workdir: Path) -> subprocess.CompletedProcess:
-        """Run the profiler command; when pinned, with the GPU's visibility variables and
-        holding its lock (waiting while another job of this host uses that GPU)."""
+        """Run the profiler command in ``workdir``, importing what this process imports (a
+        user's kernel or swizzle included: :func:`child_pythonpath`); when pinned, with the
+        GPU's visibility variables and holding its lock (waiting while another job of this
+        host uses that GPU)."""
+        env = {**os.environ, **child_pythonpath()}
         if self._pin is None:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir)
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir, env=env)
         with self._pin.lock():
             return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir,
-                                  env={**os.environ, **self._pin.environment()})
+                                  env={**env, **self._pin.environment()})
 
 
 def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list[DispatchCounters],
@@ -169,9 +173,10 @@ def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list
 
 
 def _kernel_function_name(req: ProfileRequest) -> str:
-    from kernels import get_kernel
+    from harness.spec import JobSpec
+    from harness.user_code import spec_kernel
 
-    return get_kernel(req.spec["kernel"]).jit_kernel.__name__
+    return spec_kernel(JobSpec.from_dict(req.spec)).jit_kernel.__name__
 
 
 def _all_failed(requests, reason: str, raw: list[Path] | None = None) -> dict[str, ProfileOutcome]:
