@@ -10,8 +10,6 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.search_report import search_section, trial_frame
-from harness.search_records import TrialRecord
 from harness.search_space import SearchSpace, formula_families
 from harness.search_sweeper import check_overrides
 
@@ -126,29 +124,3 @@ def test_space_errors_name_the_bad_value():
         SearchSpace(("tiled",), choices={"hilbert.order": (1,)})
     with pytest.raises(ValueError, match="name `q` is not defined"):
         formula_families({"bad": {"expr": "pid * q", "params": {"k": [1]}}})
-
-
-def test_report_section_from_records():
-    records = [TrialRecord("g", "builtin", -1, "identity", "identity", "{}", 50.0, "COMPLETE"),
-               TrialRecord("g", "builtin", -1, "xcd", "xcd", "{}", 90.0, "COMPLETE"),
-               TrialRecord("g", "trial", 0, "tiled[...]", "tiled", "{}", 80.0, "COMPLETE"),
-               TrialRecord("g", "trial", 1, "hilbert[...]", "hilbert", "{}", 91.0, "COMPLETE")]
-    html, fig = search_section(trial_frame(records), "l2_hit_rate")
-    assert "hilbert[...]" in html and "91.000" in html and "1.000" in html   # found - built-in = 1 point
-    assert fig.axes
-
-
-def test_trials_from_an_mlflow_runs_frame():
-    from harness.search_report import summary_table, trials_from_runs
-
-    runs = pd.DataFrame({
-        "run_id": ["a", "b", "c"], "status": ["FINISHED", "FINISHED", "FAILED"],
-        "start_time": pd.to_datetime([1, 2, 3], unit="s"),
-        "params.kernel": "igemm", "params.shape_preset": "resnet", "params.shape.name": "l03", "params.target": "mi300x",
-        "params.swizzle": ["xcd", "hilbert[num_xcds=8,chunk=4,order=3]", "tiled[num_xcds=1,chunk=0,tile_m=2,tile_n=2]"],
-        "metrics.l2_hit_rate": [92.0, 93.5, float("nan")]})
-    trials = trials_from_runs(runs)
-    assert list(trials["kind"]) == ["builtin", "trial", "trial"] and list(trials["number"]) == [-1, 0, 1]
-    row = summary_table(trials).iloc[0]
-    assert row["group"] == "igemm/resnet-l03/mi300x" and row["best_builtin"] == "xcd"
-    assert row["best_found"].startswith("hilbert[") and row["found_minus_builtin"] == pytest.approx(1.5)
