@@ -53,7 +53,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from harness.search_records import BUILTIN, CONFIRM, TRIAL, TrialRecord
+from harness.search_records import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
+                                    TrialRecord)
 from harness.search_space import Candidate, SearchSpace, formula_families
 
 log = logging.getLogger("swizzlebench.search")
@@ -222,6 +223,7 @@ class SearchSweeper(Sweeper):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        self._tag_sweep_run()
         for combination in BasicSweeper.split_arguments(overrides, None)[0]:
             for group, cfg in self._groups(list(combination)):
                 self._study(group, cfg, sweep_dir)
@@ -409,6 +411,21 @@ class SearchSweeper(Sweeper):
               flush=True)
 
     # -- report ----------------------------------------------------------------------------
+    def _tag_sweep_run(self) -> None:
+        """Tag the sweep's run with the objective, so that the sweep report shows a search section."""
+        from harness.callbacks import SWEEP_ENV
+        from harness.spool import is_spool_id
+
+        run_id = os.environ.get(SWEEP_ENV)
+        if not run_id or is_spool_id(run_id):
+            return
+        try:
+            client = _client(self.config)
+            client.set_tag(run_id, SEARCH_OBJECTIVE_TAG, self.objective)
+            client.set_tag(run_id, SEARCH_DIRECTION_TAG, self.direction)
+        except Exception as exc:   # the search goes on; its report lacks the search section
+            log.warning("sweep run %s not tagged as a search: %s", run_id, exc)
+
     def _write_report(self) -> None:
         """search.html + CSVs under reports/<experiment>/<sweep run id>/, attached to the sweep run."""
         if not self.records:

@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.search_space import SearchSpace, formula_families
 from harness.search_sweeper import check_overrides
+from tests.report.pages import section, table_rows
 
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
 
@@ -84,6 +85,21 @@ def test_search_report_and_confirmation_record(searched):
     confirm = trials[trials["kind"] == "confirm"].iloc[0]
     assert pd.isna(confirm["speedup"])                  # CPU: the paired timing is absent
     assert any(k.startswith("confirm:") for k in study.user_attrs)
+
+
+def test_sweep_report_has_the_search_section(searched):
+    """The sweep's comparison report (index.html, built at multirun end) shows the search."""
+    tmp, client, exp, sweeps, _, _, _ = searched
+    runs = _children(client, exp.experiment_id, sweeps[0].info.run_id)
+    l2 = {r.data.params["swizzle"]: r.data.metrics["l2_hit_rate"] for r in runs}
+    best = max(v for k, v in l2.items() if k != "identity")
+    page = (tmp / "reports" / "search-test" / sweeps[0].info.run_id / "index.html").read_text()
+    (row,) = table_rows(section(page, '<section id="search"', "</section>"))
+    group, identity, builtin, builtin_value, found, found_value = row[:6]
+    assert group == "igemm/tiny-t2/mi300x" and builtin == "identity"
+    assert identity == builtin_value == f"{l2['identity']:.3f}"
+    assert found_value == f"{best:.3f}" and l2[found] == best
+    assert row[7] == "3"                                  # trials; the confirmation is not one
 
 
 def test_search_refuses_a_swizzle_override():
