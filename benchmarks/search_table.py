@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from harness.search_report import summary_table
+from harness.report.search import summary_table
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """The rows a swizzle search produces: one :class:`TrialRecord` per evaluated swizzle.
 
 Written by the sweeper (:mod:`harness.search_sweeper`), read by the report
-(:mod:`harness.search_report`); kept free of heavy imports so that loading the sweeper
+(:mod:`harness.report.search`); kept free of heavy imports so that loading the sweeper
 plugin stays cheap.
 """
 from __future__ import annotations
@@ -40,3 +40,7 @@ class TrialRecord:
 
 
 COLUMNS = [f.name for f in fields(TrialRecord)]
+
+#: Tags of a search's sweep run: the objective and direction of its studies (the report
+#: finds search sweeps by them).
+SEARCH_OBJECTIVE_TAG, SEARCH_DIRECTION_TAG = "swizzlebench.search.objective", "swizzlebench.search.direction"

@@ -32,7 +32,7 @@ gets its value from that MLflow run.  Trials left running by a killed search are
 failed.
 
 At the end the sweeper writes ``reports/<experiment>/<sweep run id>/search.html`` (with
-``search_trials.csv``; :mod:`harness.search_report`) and attaches them to the sweep's run.
+``search_trials.csv``; :mod:`harness.report.search`) and attaches them to the sweep's run.
 """
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from harness.search_records import BUILTIN, CONFIRM, TRIAL, TrialRecord
+from harness.search_records import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
+                                    TrialRecord)
 from harness.search_space import Candidate, SearchSpace, formula_families
 
 log = logging.getLogger("swizzlebench.search")
@@ -222,6 +223,7 @@ class SearchSweeper(Sweeper):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        self._tag_sweep_run()
         for combination in BasicSweeper.split_arguments(overrides, None)[0]:
             for group, cfg in self._groups(list(combination)):
                 self._study(group, cfg, sweep_dir)
@@ -409,12 +411,27 @@ class SearchSweeper(Sweeper):
               flush=True)
 
     # -- report ----------------------------------------------------------------------------
+    def _tag_sweep_run(self) -> None:
+        """Tag the sweep's run with the objective, so that the sweep report shows a search section."""
+        from harness.callbacks import SWEEP_ENV
+        from harness.spool import is_spool_id
+
+        run_id = os.environ.get(SWEEP_ENV)
+        if not run_id or is_spool_id(run_id):
+            return
+        try:
+            client = _client(self.config)
+            client.set_tag(run_id, SEARCH_OBJECTIVE_TAG, self.objective)
+            client.set_tag(run_id, SEARCH_DIRECTION_TAG, self.direction)
+        except Exception as exc:   # the search goes on; its report lacks the search section
+            log.warning("sweep run %s not tagged as a search: %s", run_id, exc)
+
     def _write_report(self) -> None:
         """search.html + CSVs under reports/<experiment>/<sweep run id>/, attached to the sweep run."""
         if not self.records:
             return
         from harness.callbacks import SWEEP_ENV
-        from harness.search_report import trial_frame, write_search_report
+        from harness.report.search import trial_frame, write_search_report
 
         run_id = os.environ.get(SWEEP_ENV)
         out_dir = Path("reports") / str(self.config.experiment) / (run_id or time.strftime("search-%Y%m%d-%H%M%S"))
@@ -495,11 +512,7 @@ def default_storage(cfg: DictConfig) -> str:
 def finished_outcome(cfg: DictConfig, group: SearchGroup, label: str, metric: str) -> JobOutcome:
     """The outcome of the latest FINISHED MLflow run of this swizzle in this group (a job the
     harness skipped on resume), or a FAIL saying none was found."""
-    from mlflow.tracking import MlflowClient
-
-    from harness.tracking import resolve_tracking_uri
-
-    client = MlflowClient(tracking_uri=resolve_tracking_uri(str(cfg.tracking.uri), str(cfg.hydra.runtime.cwd)))
+    client = _client(cfg)
     experiment = client.get_experiment_by_name(str(cfg.experiment))
     clauses = [f"params.swizzle = '{label}'", f"params.kernel = '{group.kernel}'",
                f"params.target = '{group.target}'", f"params.`shape.name` = '{group.shape}'",
@@ -557,12 +570,7 @@ def study_records(group: str, study: Any, space: SearchSpace) -> list[TrialRecor
 def with_run_ids(config: DictConfig, records: list[TrialRecord], sweep_run_id: str | None) -> list[TrialRecord]:
     """The records with the MLflow run id of their job filled in from the spec hash: the
     newest run of this sweep with that hash, else the FINISHED run of an earlier sweep."""
-    from mlflow.tracking import MlflowClient
-
-    from harness.tracking import resolve_tracking_uri
-
-    client = MlflowClient(tracking_uri=resolve_tracking_uri(str(config.tracking.uri),
-                                                            str(config.hydra.runtime.cwd)))
+    client = _client(config)
     experiment = client.get_experiment_by_name(str(config.experiment))
     if experiment is None:
         return records
@@ -588,15 +596,19 @@ def with_run_ids(config: DictConfig, records: list[TrialRecord], sweep_run_id: s
     return out
 
 
+def _client(config: DictConfig) -> Any:
+    """An MlflowClient of the job's tracking store."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking import resolve_tracking_uri
+
+    return MlflowClient(tracking_uri=resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd)))
+
+
 def _attach(config: DictConfig, run_id: str, out_dir: Path) -> None:
     """Log the search report's files to the sweep's parent run (artifact folder ``search``)."""
     try:
-        from mlflow.tracking import MlflowClient
-
-        from harness.tracking import resolve_tracking_uri
-
-        client = MlflowClient(tracking_uri=resolve_tracking_uri(str(config.tracking.uri),
-                                                                str(config.hydra.runtime.cwd)))
+        client = _client(config)
         for name in ("search.html", "search_trials.csv", "search_summary.csv"):
             client.log_artifact(run_id, str(out_dir / name), artifact_path="search")
     except Exception as exc:   # the report is on disk either way

@@ -13,7 +13,7 @@ import pytest
 
 from harness.report import FASTER, build_report
 from tests.mlflow_server import rest_get, rest_post, running_mlflow_server
-from tests.test_report import HOSTILE_REASON, SyntheticStore, make_store
+from tests.report.test_report import HOSTILE_REASON, SyntheticStore, make_store
 
 
 

@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.search_report import search_section, trial_frame
-from harness.search_records import TrialRecord
 from harness.search_space import SearchSpace, formula_families
 from harness.search_sweeper import check_overrides
+from tests.report.pages import section, table_rows
 
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
 
@@ -88,6 +87,21 @@ def test_search_report_and_confirmation_record(searched):
     assert any(k.startswith("confirm:") for k in study.user_attrs)
 
 
+def test_sweep_report_has_the_search_section(searched):
+    """The sweep's comparison report (index.html, built at multirun end) shows the search."""
+    tmp, client, exp, sweeps, _, _, _ = searched
+    runs = _children(client, exp.experiment_id, sweeps[0].info.run_id)
+    l2 = {r.data.params["swizzle"]: r.data.metrics["l2_hit_rate"] for r in runs}
+    best = max(v for k, v in l2.items() if k != "identity")
+    page = (tmp / "reports" / "search-test" / sweeps[0].info.run_id / "index.html").read_text()
+    (row,) = table_rows(section(page, '<section id="search"', "</section>"))
+    group, identity, builtin, builtin_value, found, found_value = row[:6]
+    assert group == "igemm/tiny-t2/mi300x" and builtin == "identity"
+    assert identity == builtin_value == f"{l2['identity']:.3f}"
+    assert found_value == f"{best:.3f}" and l2[found] == best
+    assert row[7] == "3"                                  # trials; the confirmation is not one
+
+
 def test_search_refuses_a_swizzle_override():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -126,29 +140,3 @@ def test_space_errors_name_the_bad_value():
         SearchSpace(("tiled",), choices={"hilbert.order": (1,)})
     with pytest.raises(ValueError, match="name `q` is not defined"):
         formula_families({"bad": {"expr": "pid * q", "params": {"k": [1]}}})
-
-
-def test_report_section_from_records():
-    records = [TrialRecord("g", "builtin", -1, "identity", "identity", "{}", 50.0, "COMPLETE"),
-               TrialRecord("g", "builtin", -1, "xcd", "xcd", "{}", 90.0, "COMPLETE"),
-               TrialRecord("g", "trial", 0, "tiled[...]", "tiled", "{}", 80.0, "COMPLETE"),
-               TrialRecord("g", "trial", 1, "hilbert[...]", "hilbert", "{}", 91.0, "COMPLETE")]
-    html, fig = search_section(trial_frame(records), "l2_hit_rate")
-    assert "hilbert[...]" in html and "91.000" in html and "1.000" in html   # found - built-in = 1 point
-    assert fig.axes
-
-
-def test_trials_from_an_mlflow_runs_frame():
-    from harness.search_report import summary_table, trials_from_runs
-
-    runs = pd.DataFrame({
-        "run_id": ["a", "b", "c"], "status": ["FINISHED", "FINISHED", "FAILED"],
-        "start_time": pd.to_datetime([1, 2, 3], unit="s"),
-        "params.kernel": "igemm", "params.shape_preset": "resnet", "params.shape.name": "l03", "params.target": "mi300x",
-        "params.swizzle": ["xcd", "hilbert[num_xcds=8,chunk=4,order=3]", "tiled[num_xcds=1,chunk=0,tile_m=2,tile_n=2]"],
-        "metrics.l2_hit_rate": [92.0, 93.5, float("nan")]})
-    trials = trials_from_runs(runs)
-    assert list(trials["kind"]) == ["builtin", "trial", "trial"] and list(trials["number"]) == [-1, 0, 1]
-    row = summary_table(trials).iloc[0]
-    assert row["group"] == "igemm/resnet-l03/mi300x" and row["best_builtin"] == "xcd"
-    assert row["best_found"].startswith("hilbert[") and row["found_minus_builtin"] == pytest.approx(1.5)

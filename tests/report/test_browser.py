@@ -35,7 +35,7 @@ import pytest
 from PIL import Image
 
 from harness.report import build_report
-from tests.test_report import HOSTILE, make_store
+from tests.report.test_report import HOSTILE, make_store
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -11,7 +11,8 @@ The store (``make_store``) holds two sweeps of experiment ``synthetic``; the lat
 * group direct · tiny-t1 · w4, CPU-only (verified, not timed);
 * a FAILED run with a hostile reason, and a run left RUNNING (crashed job).
 
-``make_store`` is reused by tests/test_report_browser.py and tests/test_mlflow_server.py.
+``make_store`` is reused by tests/report/test_browser.py, tests/report/test_views.py and
+tests/test_mlflow_server.py.
 """
 from __future__ import annotations
 
@@ -93,12 +94,18 @@ def _timed(median: float, p20: float, p80: float, l2: float | None = None, l2_st
     return m
 
 
-def make_store(root: Path) -> SyntheticStore:
-    """Write the synthetic store under ``root`` (SQLite + local artifacts)."""
+def new_store(root: Path, experiment: str) -> tuple[str, MlflowClient, str]:
+    """A new SQLite store with local artifacts under ``root`` holding ``experiment``:
+    its URI, a client and the experiment's id."""
     root.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
-    exp_id = client.create_experiment(EXPERIMENT, artifact_location=(root / "artifacts").as_uri())
+    return uri, client, client.create_experiment(experiment, artifact_location=(root / "artifacts").as_uri())
+
+
+def make_store(root: Path) -> SyntheticStore:
+    """Write the synthetic store under ``root`` (SQLite + local artifacts)."""
+    uri, client, exp_id = new_store(root, EXPERIMENT)
     sweep_tags = {"swizzlebench.kind": "sweep", "git_commit": "abc123"}
 
     older = client.create_run(exp_id, run_name="sweep older", start_time=T0_MS - 86_400_000, tags=sweep_tags)

@@ -1,58 +1,77 @@
-"""The search section of a report: best found vs identity vs the best built-in, per group,
-and the objective over the trials.
+"""The search section of a report: best found vs identity vs the best built-in, per group
+(kernel, shape, target), and the objective over the trials.
 
 Input: a pandas frame with one row per evaluated swizzle, the columns of
-:class:`harness.search_records.TrialRecord` (the sweeper writes these rows, :func:`trials_from_runs` builds them
-from an MLflow runs frame).  :func:`search_section` returns the section's HTML and its
-seaborn figure; :func:`write_search_report` writes a self-contained ``search.html`` (figure
-inlined as a base64 PNG), ``search_trials.csv`` and ``search_summary.csv``.
+:class:`harness.search_records.TrialRecord` (the sweeper writes these rows;
+:func:`trials_from_runs` builds them from an MLflow runs frame).  :func:`section` gives the
+section's content for ``templates/macros.html.j2``; :func:`search_section` its HTML alone;
+:func:`write_search_report` the sweeper's self-contained ``search.html`` with
+``search_trials.csv`` and ``search_summary.csv``; :func:`search_sections` the sections of
+the main report, one per objective of the search sweeps among its runs (a search's sweep run
+is tagged with its objective, :data:`harness.search_records.SEARCH_OBJECTIVE_TAG`).
 """
 from __future__ import annotations
 
-import base64
-import html
-import io
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib import rc_context
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.search_records import BUILTIN, COLUMNS, CONFIRM, TRIAL, TrialRecord
+from harness.report.compare import shape_label
+from harness.report.figures import FigureBlock, png_base64
+from harness.report.render import render
+from harness.report.views import ReportRuns
+from harness.search_records import (BUILTIN, COLUMNS, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
+                                    TrialRecord)
+from harness.tracking import SWEEP_TAG
+
+#: Columns of the per-group table, and their headings.
+SUMMARY_HEADS = {"group": "group", "identity": "identity", "best_builtin": "best built-in",
+                 "best_builtin_value": "built-in value", "best_found": "best found", "best_found_value": "found value",
+                 "found_minus_builtin": "found - built-in", "trials": "trials", "wall_s": "wall s",
+                 "confirmed_speedup": "confirmed speedup", "confirmed_ci": "confirmed CI",
+                 "confirmed_verdict": "confirmed verdict"}
+
 
 def trial_frame(records: list[TrialRecord]) -> pd.DataFrame:
+    """The sweeper's records as a trials frame."""
     return pd.DataFrame([asdict(r) for r in records], columns=COLUMNS)
 
 
 def trials_from_runs(runs: pd.DataFrame, objective: str = "l2_hit_rate") -> pd.DataFrame:
-    """Trial rows from an ``mlflow.search_runs`` frame of job runs (e.g. a search's sweep):
-    built-ins by name, every other swizzle a trial numbered by start time within its group."""
+    """Trial rows from a frame of job runs (``mlflow.search_runs`` or
+    :func:`harness.report.data.runs_to_frame`): built-ins by name, a later run of a swizzle
+    already tried in its group a confirmation, every other swizzle a trial numbered by start
+    time within its group."""
     from swizzles import SWIZZLES
 
     def col(name: str, default: object = "") -> pd.Series:
         return runs[name] if name in runs else pd.Series(default, index=runs.index)
 
+    def number(name: str) -> pd.Series:
+        return pd.to_numeric(col(name, math.nan), errors="coerce")
+
+    start = col("start_time", pd.NaT) if "start_time" in runs else pd.to_datetime(col("start_ms", math.nan), unit="ms")
     frame = pd.DataFrame({
-        "group": (col("params.kernel") + "/" + col("params.shape_preset") + "-" + col("params.shape.name")
-                  + "/" + col("params.target")),
-        "label": col("params.swizzle"), "family": col("params.swizzle.family"),
-        "value": pd.to_numeric(col(f"metrics.{objective}", math.nan), errors="coerce"),
+        "group": col("params.kernel") + "/" + shape_label(runs) + "/" + col("params.target"),
+        "label": col("params.swizzle"), "family": col("params.swizzle.family"), "value": number(f"metrics.{objective}"),
         "status": np.where(col("status") == "FINISHED", "COMPLETE", "FAIL"),
         "reason": col("tags.status_reason"), "run_id": col("run_id"), "spec_hash": col("tags.spec_hash"),
-        "speedup": pd.to_numeric(col("metrics.speedup", math.nan), errors="coerce"),
-        "speedup_ci_lo": pd.to_numeric(col("metrics.speedup_ci_lo", math.nan), errors="coerce"),
-        "speedup_ci_hi": pd.to_numeric(col("metrics.speedup_ci_hi", math.nan), errors="coerce"),
-        "verdict": col("tags.verdict"), "start": col("start_time", pd.NaT)})
+        "speedup": number("metrics.speedup"), "speedup_ci_lo": number("metrics.speedup_ci_lo"),
+        "speedup_ci_hi": number("metrics.speedup_ci_hi"), "verdict": col("tags.verdict"), "start": start})
+    frame = frame.sort_values("start", kind="stable")
     frame["kind"] = np.where(frame["label"].isin(list(SWIZZLES)), BUILTIN, TRIAL)
-    frame = frame.sort_values("start")
+    frame.loc[(frame["kind"] == TRIAL) & frame.duplicated(["group", "label"]), "kind"] = CONFIRM
     frame["number"] = frame.groupby(["group", "kind"]).cumcount()
-    frame.loc[frame["kind"] == BUILTIN, "number"] = -1
+    frame.loc[frame["kind"] != TRIAL, "number"] = -1
     frame["params"] = "{}"
     frame["wall_s"] = math.nan
+    for name in ("family", "reason", "spec_hash", "verdict"):
+        frame[name] = frame[name].fillna("")
     return frame[COLUMNS].reset_index(drop=True)
 
 
@@ -130,34 +149,48 @@ def best_of(rows: pd.DataFrame, direction: str = "maximize") -> tuple[str, float
     return " = ".join(dict.fromkeys(tied)), float(value)
 
 
-def _png_base64(fig: Figure) -> str:
-    buf = io.BytesIO()
-    FigureCanvasAgg(fig).print_png(buf)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+@dataclass(frozen=True)
+class SearchSection:
+    """What ``search_section`` in ``templates/macros.html.j2`` shows: the objective, counts,
+    the per-group table as text and the trace figure."""
+
+    objective: str
+    direction: str
+    groups: int
+    trials: int
+    failed: int
+    failed_note: str                 # where the failed trials' reasons are
+    heads: list[str]
+    rows: list[list[str]]
+    figure: FigureBlock
+
+
+def _text(value: object, fmt: str) -> str:
+    return "" if pd.isna(value) else format(value, fmt)
+
+
+def section(trials: pd.DataFrame, objective: str, direction: str = "maximize",
+            failed_note: str = ", with their reasons in search_trials.csv") -> tuple[SearchSection, Figure]:
+    """The section's content and its figure."""
+    summary = summary_table(trials, direction).reindex(columns=list(SUMMARY_HEADS))
+    with rc_context({"text.parse_math": False, "font.size": 8}):
+        fig = figure_objective(trials, objective, direction)
+        png = png_base64(fig)
+    for name in ("identity", "best_builtin_value", "best_found_value", "found_minus_builtin", "confirmed_speedup"):
+        summary[name] = summary[name].map(lambda v: _text(v, ".3f"))
+    summary["wall_s"] = summary["wall_s"].map(lambda v: _text(v, ".0f"))
+    block = FigureBlock("objective vs trial", png, "Objective per trial (colour: family), best so far (black), "
+                        "best built-in (red, dashed).")
+    content = SearchSection(objective, direction, len(summary), int((trials["kind"] == TRIAL).sum()),
+                            int((trials["status"] == "FAIL").sum()), failed_note, list(SUMMARY_HEADS.values()),
+                            summary.fillna("").astype(str).to_numpy().tolist(), block)
+    return content, fig
 
 
 def search_section(trials: pd.DataFrame, objective: str, direction: str = "maximize") -> tuple[str, Figure]:
     """The section's HTML (a heading, the per-group table, the figure inlined) and its figure."""
-    summary = summary_table(trials, direction)
-    with rc_context({"text.parse_math": False, "font.size": 8}):
-        fig = figure_objective(trials, objective, direction)
-        png = _png_base64(fig)
-    shown = summary.copy()
-    for name in ("identity", "best_builtin_value", "best_found_value", "found_minus_builtin", "confirmed_speedup"):
-        shown[name] = shown[name].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
-    shown["wall_s"] = shown["wall_s"].map(lambda v: "" if pd.isna(v) else f"{v:.0f}")
-    failed = int((trials["status"] == "FAIL").sum())
-    parts = [
-        "<section id='search'><h2>Search</h2>",
-        f"<p>Objective <code>{html.escape(objective)}</code> ({html.escape(direction)}); {len(summary)} group(s), "
-        f"{int((trials['kind'] == TRIAL).sum())} trial row(s) ({failed} failed, with their reasons in "
-        "search_trials.csv). <i>found - built-in</i> &gt; 0 means the search beat every built-in.</p>",
-        shown.to_html(index=False, escape=True, border=0, classes="search"),
-        f"<figure><img alt='objective vs trial' src='data:image/png;base64,{png}'>"
-        "<figcaption>Objective per trial (colour: family), best so far (black), best built-in (red, dashed)."
-        "</figcaption></figure></section>",
-    ]
-    return "\n".join(parts), fig
+    content, fig = section(trials, objective, direction)
+    return render("search_section.html.j2", search=content), fig
 
 
 def write_search_report(trials: pd.DataFrame, objective: str, out_dir: Path, direction: str = "maximize",
@@ -165,14 +198,28 @@ def write_search_report(trials: pd.DataFrame, objective: str, out_dir: Path, dir
     """Write ``search.html``, ``search_trials.csv`` and ``search_summary.csv`` to ``out_dir``;
     returns the HTML's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    section, _ = search_section(trials, objective, direction)
+    content, _ = section(trials, objective, direction)
     trials.to_csv(out_dir / "search_trials.csv", index=False)
     summary_table(trials, direction).to_csv(out_dir / "search_summary.csv", index=False)
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
-            "body{font-family:sans-serif;margin:2em} table.search{border-collapse:collapse;font-size:12px}"
-            "table.search td,table.search th{padding:2px 8px;border-bottom:1px solid #ddd}"
-            "img{max-width:100%}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1>{section}</body></html>\n")
     path = out_dir / "search.html"
-    path.write_text(page)
+    path.write_text(render("search.html.j2", title=title, search=content), encoding="utf-8")
     return path
+
+
+def search_sections(data: ReportRuns) -> list[SearchSection]:
+    """One section per (objective, direction) of the search sweeps whose job runs the report
+    covers; none when it covers no search."""
+    sweeps, runs = data.sweeps, data.runs
+    tag = f"tags.{SEARCH_OBJECTIVE_TAG}"
+    if sweeps.empty or tag not in sweeps or f"tags.{SWEEP_TAG}" not in runs:
+        return []
+    searches = sweeps[sweeps[tag].notna()]
+    direction = searches.get(f"tags.{SEARCH_DIRECTION_TAG}", pd.Series("maximize", index=searches.index))
+    out = []
+    for (objective, how), group in searches.groupby([searches[tag], direction.fillna("maximize")], sort=False):
+        jobs = runs[runs[f"tags.{SWEEP_TAG}"].isin(set(group["run_id"]))]
+        if len(jobs):
+            content, _ = section(trials_from_runs(jobs, str(objective)), str(objective), str(how),
+                                 failed_note="; their reasons are under Failed or unfinished runs")
+            out.append(content)
+    return out

@@ -17,22 +17,16 @@ was not found and how to list what exists.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Iterable, Literal
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import pandas as pd
-from mlflow.entities import Run, ViewType
-from mlflow.exceptions import MlflowException
+from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from harness.report.data import (JOB_KIND, KIND_TAG, SWEEP_KIND, experiment_id_of, get_run, list_command, run_kind,
+                                 runs_to_frame, search_all_runs, sweep_runs, tag_filter, utc)
 from harness.tracking import INVOCATION_TAG, SWEEP_TAG
-
-KIND_TAG = "swizzlebench.kind"
-SWEEP_KIND, JOB_KIND = "sweep", "job"
-
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 ViewKind = Literal["latest", "sweeps", "experiment", "runs"]
 
@@ -63,118 +57,7 @@ class ReportRuns:
                                     # params.<k>, tags.<k>, metrics.<k>
     facts: list[tuple[str, str]] = field(default_factory=list)   # how the runs were chosen
     attach_run_id: str | None = None    # the sweep run the report is attached to (one sweep only)
-
-
-# --------------------------------------------------------------------------------------
-# MLflow queries
-# --------------------------------------------------------------------------------------
-def quote_filter_value(value: str) -> str:
-    """A run id (or invocation id) for an MLflow filter string; rejects anything but id
-    characters so a value can never change the filter's meaning."""
-    if not _RUN_ID_RE.match(value):
-        raise ValueError(f"not a valid MLflow run id: {value!r}")
-    return f"'{value}'"
-
-
-def search_all_runs(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
-    """Every active run of the experiment matching ``filter_string``, 1,000 per query."""
-    runs: list[Run] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs([experiment_id], filter_string=filter_string,
-                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=1000,
-                                  page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
-
-
-def runs_to_frame(runs: Iterable[Run]) -> pd.DataFrame:
-    """One row per run: run_id, run_name, status, start_ms / end_ms (epoch ms), then
-    ``params.<key>``, ``tags.<key>``, ``metrics.<key>`` (latest value)."""
-    rows = []
-    for run in runs:
-        row: dict[str, object] = {
-            "run_id": run.info.run_id, "run_name": run.info.run_name or "",
-            "status": run.info.status, "start_ms": run.info.start_time, "end_ms": run.info.end_time,
-        }
-        row.update({f"params.{k}": v for k, v in run.data.params.items()})
-        row.update({f"tags.{k}": v for k, v in run.data.tags.items()})
-        row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=None if rows else ["run_id", "run_name", "status", "start_ms", "end_ms"])
-    for col in ("start_ms", "end_ms"):
-        frame[col] = pd.to_numeric(frame[col], errors="coerce")
-    return frame
-
-
-def _tag_filter(tag: str, value: str) -> str:
-    return f"tags.`{tag}` = {quote_filter_value(value)}"
-
-
-def _kind(run: Run) -> str:
-    return run.data.tags.get(KIND_TAG, "")
-
-
-def utc(ms: float | None) -> str:
-    """Epoch milliseconds as ``YYYY-mm-dd HH:MM:SS UTC`` ("?" when unknown)."""
-    if ms is None or pd.isna(ms):
-        return "?"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-# --------------------------------------------------------------------------------------
-# Listing and lookups
-# --------------------------------------------------------------------------------------
-def list_command(experiment: str, tracking_uri: str) -> str:
-    """The command that lists the experiment's sweep runs (quoted for a shell)."""
-    import shlex
-
-    return (f"python -m harness.report --experiment {shlex.quote(experiment)} --list-sweeps "
-            f"--tracking-uri {shlex.quote(tracking_uri)}")
-
-
-def experiment_id_of(client: MlflowClient, experiment: str) -> str:
-    """The id of ``experiment``; LookupError naming the experiments that exist otherwise."""
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        names = sorted(e.name for e in client.search_experiments(max_results=1000))
-        shown = ", ".join(map(repr, names[:20])) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
-        raise LookupError(f"no MLflow experiment named {experiment!r} in this store; it has: {shown or 'none'}")
-    return exp.experiment_id
-
-
-def sweep_runs(client: MlflowClient, experiment_id: str) -> list[Run]:
-    """The experiment's sweep runs, newest first."""
-    runs = search_all_runs(client, experiment_id, f"tags.`{KIND_TAG}` = '{SWEEP_KIND}'")
-    return sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True)
-
-
-def list_sweeps(client: MlflowClient, experiment: str) -> list[str]:
-    """One line per sweep run of ``experiment`` (newest first): id, start, status, name."""
-    runs = sweep_runs(client, experiment_id_of(client, experiment))
-    lines = [f"{r.info.run_id}  {utc(r.info.start_time)}  {r.info.status:<8}  {r.info.run_name or ''}"
-             for r in runs]
-    if not lines:
-        lines.append(f"no sweep run in experiment {experiment!r}")
-    lines.append("single runs (python -m harness without -m) have no sweep run: report them with "
-                 "--experiment-view or --run RUN_ID")
-    return lines
-
-
-def _get_run(client: MlflowClient, run_id: str, experiment: str, experiment_id: str, what: str,
-             hint: str) -> Run:
-    """Run ``run_id`` of this experiment, or a one-line LookupError naming it and ``hint``."""
-    quote_filter_value(run_id)
-    try:
-        run = client.get_run(run_id)
-    except MlflowException:
-        raise LookupError(f"no {what} {run_id!r} in this tracking store; {hint}") from None
-    if run.info.experiment_id != experiment_id:
-        raise LookupError(f"{what} {run_id!r} belongs to experiment id {run.info.experiment_id}, not to "
-                          f"{experiment!r} ({experiment_id}); {hint}")
-    return run
+    sweeps: pd.DataFrame = field(default_factory=pd.DataFrame)    # the sweep runs of these job runs
 
 
 # --------------------------------------------------------------------------------------
@@ -190,7 +73,7 @@ def _sweep_facts(sweep: Run, n_jobs: int) -> list[tuple[str, str]]:
 
 
 def _jobs_of_sweep(client: MlflowClient, experiment_id: str, sweep: Run) -> list[Run]:
-    return search_all_runs(client, experiment_id, _tag_filter(SWEEP_TAG, sweep.info.run_id))
+    return search_all_runs(client, experiment_id, tag_filter(SWEEP_TAG, sweep.info.run_id))
 
 
 def _sweeps_view(client: MlflowClient, experiment: str, experiment_id: str, sweeps: list[Run]) -> ReportRuns:
@@ -240,18 +123,18 @@ def _runs_view(client: MlflowClient, experiment: str, experiment_id: str, run_id
     jobs: dict[str, Run] = {}
     described: list[str] = []
     for run_id in run_ids:
-        run = _get_run(client, run_id, experiment, experiment_id, "run", hint)
-        if _kind(run) == SWEEP_KIND:
+        run = get_run(client, run_id, experiment, experiment_id, "run", hint)
+        if run_kind(run) == SWEEP_KIND:
             found = _jobs_of_sweep(client, experiment_id, run)
             described.append(f"{run_id}: sweep run, {len(found)} job runs")
         elif run.data.tags.get(INVOCATION_TAG):
-            found = search_all_runs(client, experiment_id, _tag_filter(INVOCATION_TAG, run.data.tags[INVOCATION_TAG]))
+            found = search_all_runs(client, experiment_id, tag_filter(INVOCATION_TAG, run.data.tags[INVOCATION_TAG]))
             described.append(f"{run_id} ({run.info.run_name}): job run, with the {len(found)} run(s) of its "
                              "Hydra job")
         else:
             found = [run]
             described.append(f"{run_id} ({run.info.run_name}): job run")
-        jobs.update((r.info.run_id, r) for r in found if _kind(r) != SWEEP_KIND)
+        jobs.update((r.info.run_id, r) for r in found if run_kind(r) != SWEEP_KIND)
     name = f"run-{run_ids[0]}" if len(run_ids) == 1 else "runs-" + "-".join(i[:8] for i in run_ids)
     title = f"run {run_ids[0]}" if len(run_ids) == 1 else f"{len(run_ids)} runs"
     return ReportRuns(experiment, experiment_id, title, name, runs_to_frame(jobs.values()),
@@ -259,8 +142,19 @@ def _runs_view(client: MlflowClient, experiment: str, experiment_id: str, run_id
 
 
 def load_runs(client: MlflowClient, experiment: str, selection: Selection, tracking_uri: str) -> ReportRuns:
-    """The job runs ``selection`` names (see the module docstring)."""
+    """The job runs ``selection`` names (see the module docstring), with the sweep runs
+    they belong to (their tags say e.g. which sweeps were searches)."""
     experiment_id = experiment_id_of(client, experiment)
+    chosen = _select(client, experiment, experiment_id, selection, tracking_uri)
+    ids = set(chosen.runs.get(f"tags.{SWEEP_TAG}", pd.Series(dtype=object)).dropna())
+    if not ids:
+        return chosen
+    return replace(chosen, sweeps=runs_to_frame(r for r in sweep_runs(client, experiment_id) if r.info.run_id in ids))
+
+
+def _select(client: MlflowClient, experiment: str, experiment_id: str, selection: Selection,
+            tracking_uri: str) -> ReportRuns:
+    """The job runs of ``selection``."""
     hint = f"list the sweeps with: {list_command(experiment, tracking_uri)}"
     if selection.kind == "experiment":
         return experiment_view(client, experiment, experiment_id)
@@ -274,9 +168,9 @@ def load_runs(client: MlflowClient, experiment: str, selection: Selection, track
         return _sweeps_view(client, experiment, experiment_id, latest)
     sweeps = []
     for run_id in dict.fromkeys(selection.ids):
-        run = _get_run(client, run_id, experiment, experiment_id, "sweep run", hint)
-        if _kind(run) != SWEEP_KIND:
-            raise LookupError(f"run {run_id!r} ({run.info.run_name}) is a {_kind(run) or 'non-swizzlebench'} run, "
+        run = get_run(client, run_id, experiment, experiment_id, "sweep run", hint)
+        if run_kind(run) != SWEEP_KIND:
+            raise LookupError(f"run {run_id!r} ({run.info.run_name}) is a {run_kind(run) or 'non-swizzlebench'} run, "
                               f"not a sweep run: report it with --run {run_id}, or {hint}")
         sweeps.append(run)
     return _sweeps_view(client, experiment, experiment_id, sweeps)

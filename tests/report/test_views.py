@@ -28,10 +28,11 @@ from mlflow.tracking import MlflowClient
 from harness import report
 from harness.report import (FASTER, NO_COMPARISON, NO_DIFFERENCE, NOT_TIMED, SAME_ORDER, SLOWER,
                             Selection, build_report)
-from harness.report_views import load_runs
+from harness.report.cli import _parser
+from harness.report.views import load_runs
 from harness.result import FINISHED, JobResult
 from harness.tracking import INVOCATION_TAG, Tracker
-from tests.test_report import HOSTILE, HOSTILE_SHAPE, T0_MS, _job, job_params
+from tests.report.test_report import HOSTILE, HOSTILE_SHAPE, T0_MS, _job, job_params
 
 EXPERIMENT = "paired"
 CPU_EXPERIMENT = "cpu-paired"
@@ -242,7 +243,7 @@ def test_several_sweeps_by_id(store, tmp_path):
     assert "1 finished run(s) were superseded by a later run" in text
     client = MlflowClient(tracking_uri=store.uri)
     assert not client.list_artifacts(store.sweep_b, "report")   # a report of two sweeps is attached to neither
-    assert report.selection_from_args(report._parser().parse_args(
+    assert report.selection_from_args(_parser().parse_args(
         ["--experiment", "x", "--sweep", "a1", "--sweep", "b2"])) == Selection("sweeps", ("a1", "b2"))
 
 
@@ -282,7 +283,7 @@ def test_unknown_or_wrong_ids_say_so_in_one_line(store, tmp_path, capsys):
     listed = capsys.readouterr().out.splitlines()
     assert listed[0].startswith(store.sweep_b) and listed[1].startswith(store.sweep_a)   # newest first
     with pytest.raises(SystemExit):                                  # one view at a time
-        report._parser().parse_args(["--experiment", "x", "--sweep", "a", "--experiment-view"])
+        _parser().parse_args(["--experiment", "x", "--sweep", "a", "--experiment-view"])
 
 
 def test_hostile_text_is_escaped_in_paired_reports(sweep_a_page, tmp_path):

@@ -1,0 +1,338 @@
+"""The comparison table: every finished job run judged against its baseline.
+
+A *group* is one kernel x shape x num_warps (plus any other launch knob that varies
+in the report, e.g. num_stages or tiles); a *cell* is one swizzle in a group.  Rules:
+
+* **paired** (a run tagged ``compare.role``: the job timed its baseline ``compare.baseline``
+  itself, in the same process, in interleaved rounds): the run's own ``speedup`` (baseline
+  time / swizzle time) with its 95 % CI, ``verdict``, ``l2_delta_pts`` with its CI and
+  ``l2_verdict`` are shown as logged; no identity job is needed.  A run tagged
+  ``compare.same_order=true`` launches its baseline's tile order: "same order as baseline";
+* **identity run** (older runs without paired results): speedup = identity median time /
+  swizzle median time of the same group; its interval treats each run's [p20, p80] band
+  of repetition times as a noise band and takes the extreme ratios, ``[identity p20 /
+  swizzle p80, identity p80 / swizzle p20]``; "faster" only when the whole interval is
+  above 1, "slower" only when wholly below 1, otherwise "within noise" ("not timed" when
+  either side has no time, e.g. CPU-only runs); a remap table equal to identity's
+  (``params.remap.hash``) is "same order as baseline".  L2: delta = swizzle hit rate -
+  identity hit rate, in percentage points; noise band = max(2 * sqrt(std_swizzle^2 +
+  std_identity^2), 0.5 points); "higher" / "lower" only beyond the band.
+
+Also :func:`failed_runs`: the runs that did not finish, with their reasons.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_WORDS,
+                                     NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
+                                     ROLE_TAG, SAME_ORDER, TIME_VERDICT_WORDS, l2_band, l2_verdict, paired_verdict,
+                                     speedup_interval, time_verdict)
+from harness.tracking import STATUS_REASON_TAG
+
+OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
+GROUP_KEYS = ("kernel", "shape", "num_warps")
+
+#: Text columns of a cell: column -> the run's param or tag it is read from.
+CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_stages": "params.num_stages",
+             "num_xcds": "params.num_xcds", "dtype": "params.shape.dtype", "target": "params.target",
+             "seed": "params.seed", "swizzle": "params.swizzle", "group_size": "params.group_size"}
+#: Tags of a paired run: cell column -> tag.
+CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
+             "same_order": "compare.same_order"}
+#: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
+RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor_time_ms",
+               "ratio_to_vendor", "max_rel_err", "l2_hit_rate", "l2_hit_rate_std", "l2_hits",
+               "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate",
+               "paired_rounds", "paired_time_s", "l2_pairs")
+#: A paired run's own comparison metrics -> the table column they become.
+PAIRED_METRICS = {"speedup": "speedup", "speedup_ci_lo": "speedup_lo", "speedup_ci_hi": "speedup_hi",
+                  "baseline_time_ms": "baseline_time_ms", "l2_delta_pts": "l2_delta_pts",
+                  "l2_delta_ci_lo": "l2_delta_lo", "l2_delta_ci_hi": "l2_delta_hi",
+                  "baseline_l2_hit_rate": "baseline_l2_hit_rate"}
+
+
+# --------------------------------------------------------------------------------------
+# The comparison table
+# --------------------------------------------------------------------------------------
+def _col(frame: pd.DataFrame, name: str, default: object = np.nan) -> pd.Series:
+    """Column ``name`` of ``frame``, or a column of ``default`` when it is absent."""
+    if name in frame.columns:
+        return frame[name]
+    return pd.Series(default, index=frame.index, dtype=object if isinstance(default, str) else float)
+
+
+def shape_label(frame: pd.DataFrame) -> pd.Series:
+    """``shape.name``, prefixed by the preset when it differs (as ``JobSpec.shape_label``)."""
+    name = _col(frame, "params.shape.name", "").fillna("").astype(str)
+    preset = _col(frame, "params.shape_preset", "").fillna("").astype(str)
+    prefixed = preset + "-" + name
+    return name.where((preset == name) | (preset == ""), prefixed)
+
+
+def _tiles_label(frame: pd.DataFrame) -> pd.Series:
+    """``BLOCK_M=128 BLOCK_N=128 ...`` from the ``tile.*`` params a run has (kernel
+    families have different tile names; absent ones are left out, not shown as ``?``)."""
+    cols = sorted(c for c in frame.columns if c.startswith("params.tile."))
+    if not cols:
+        return pd.Series("", index=frame.index, dtype=object)
+    tiles = frame[cols].rename(columns=lambda c: c.removeprefix("params.tile."))
+    return tiles.apply(lambda row: " ".join(f"{k}={v}" for k, v in row.items() if pd.notna(v)), axis=1)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The per-cell table and how it was keyed."""
+
+    table: pd.DataFrame            # one row per (group, swizzle variant); see TABLE_COLUMNS
+    group_cols: list[str]          # columns that identify a group
+    variant_cols: list[str]        # columns that identify a swizzle variant inside a group
+    superseded: int                # finished runs replaced by a later run of the same cell
+    notes: list[str] = field(default_factory=list)
+
+    def group_label(self, frame: pd.DataFrame) -> pd.Series:
+        """``igemm · resnet-l03 · w8`` (plus any varying launch knob)."""
+        return _join_labels(frame, self.group_cols)
+
+    def kernel_label(self, frame: pd.DataFrame) -> pd.Series:
+        """``igemm · w8``: the group without its shape."""
+        return _join_labels(frame, [c for c in self.group_cols if c != "shape"])
+
+    def variant_label(self, frame: pd.DataFrame) -> pd.Series:
+        """``xcd`` (plus the group size and ``vs <baseline>`` when they vary)."""
+        return _join_labels(frame, self.variant_cols)
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        """The cells compared with a baseline (every row but the baselines themselves)."""
+        return self.table[self.table["verdict"] != BASELINE]
+
+
+def _join_labels(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
+    prefixes = {"num_warps": "w", "num_stages": "s", "group_size": "g", "num_xcds": "xcd", "seed": "seed ",
+                "baseline": "vs "}
+    out = pd.Series("", index=frame.index, dtype=object)
+    for i, col in enumerate(cols):
+        part = prefixes.get(col, "") + frame[col].astype(str)
+        out = part if i == 0 else out + " · " + part
+    return out
+
+
+def _cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per FINISHED run: its group and variant keys, metrics and paired fields."""
+    finished = runs[runs["status"] == "FINISHED"] if "status" in runs else runs.iloc[0:0]
+    cells = finished[["run_id", "run_name", "start_ms"]].copy()
+    for name, source in CELL_TEXT.items():
+        cells[name] = _col(finished, source, "?").fillna("?").astype(str)
+    cells["shape"] = shape_label(finished)
+    cells["tiles"] = _tiles_label(finished)
+    cells["remap_hash"] = _col(finished, "params.remap.hash")
+    cells["compare_baseline"] = _col(finished, "params.compare.baseline", "").fillna("").astype(str)
+    for name, tag in CELL_TAGS.items():
+        cells[name] = _col(finished, f"tags.{tag}", "").fillna("").astype(str)
+    for name in RUN_METRICS:
+        cells[name] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+    for name, column in PAIRED_METRICS.items():
+        cells[f"paired_{column}"] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+    return cells
+
+
+def _judge_by_identity(cells: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
+    """Every cell joined to the identity run of its group and judged against it (the rule
+    for runs without paired results; paired rows are overwritten by ``_apply_paired``)."""
+    # Same group and group_size if there is one, else any identity run of the group
+    # (identity ignores group_size).
+    base_cols = ["run_id", "time_ms_median", "time_ms_p20", "time_ms_p80", "l2_hit_rate", "l2_hit_rate_std",
+                 "remap_hash"]
+    renamed = {c: f"id_{c}" for c in base_cols}
+    ident = cells[cells["swizzle"] == IDENTITY]
+    exact = ident[group_cols + ["group_size"] + base_cols].rename(columns=renamed)
+    anyg = ident.drop_duplicates(subset=group_cols, keep="last")[group_cols + base_cols].rename(columns=renamed)
+    exact = exact.drop_duplicates(subset=group_cols + ["group_size"], keep="last")
+    table = cells.merge(exact, on=group_cols + ["group_size"], how="left")   # keeps row order
+    fallback = cells[group_cols].merge(anyg, on=group_cols, how="left")
+    has_exact = table["id_run_id"].notna()
+    for c in base_cols:
+        table[f"id_{c}"] = table[f"id_{c}"].where(has_exact, fallback[f"id_{c}"])
+
+    table["speedup"] = table["id_time_ms_median"] / table["time_ms_median"]
+    table["speedup_lo"], table["speedup_hi"] = speedup_interval(
+        table["id_time_ms_p20"], table["id_time_ms_p80"], table["time_ms_p20"], table["time_ms_p80"])
+    table["baseline_time_ms"] = table["id_time_ms_median"]
+    table["baseline_l2_hit_rate"] = table["id_l2_hit_rate"]
+    table["l2_delta_pts"] = table["l2_hit_rate"] - table["id_l2_hit_rate"]
+    table["l2_band_pts"] = l2_band(table["l2_hit_rate_std"], table["id_l2_hit_rate_std"])
+    table["l2_delta_lo"] = table["l2_delta_hi"] = np.nan
+    is_identity = table["swizzle"] == IDENTITY
+    no_base = table["id_run_id"].isna()
+    table["baseline"] = np.where(no_base, "", IDENTITY)
+    table["comparison"] = np.where(no_base | is_identity, "", BY_IDENTITY_RUN)
+
+    table["verdict"] = [time_verdict(s, lo, hi) for s, lo, hi in
+                        zip(table["speedup"], table["speedup_lo"], table["speedup_hi"])]
+    table.loc[no_base, "verdict"] = NO_BASELINE
+    table.loc[table["time_ms_median"].isna(), "verdict"] = NOT_TIMED
+    table.loc[is_identity, "verdict"] = BASELINE
+    table["l2_verdict"] = [l2_verdict(d, b) for d, b in zip(table["l2_delta_pts"], table["l2_band_pts"])]
+    table.loc[no_base & table["l2_hit_rate"].notna(), "l2_verdict"] = NO_BASELINE
+    table.loc[is_identity, "l2_verdict"] = BASELINE
+    same = (~is_identity) & table["remap_hash"].notna() & (table["remap_hash"] == table["id_remap_hash"])
+    table.loc[same, ["verdict", "l2_verdict"]] = SAME_ORDER
+    table["same_order_cell"] = same
+    return table
+
+
+def _apply_paired(table: pd.DataFrame) -> pd.Series:
+    """Overwrite the rows of paired runs (tag ``compare.role``) with the comparison the job
+    made itself; returns the mask of those rows."""
+    paired = table["role"].isin([CANDIDATE, BASELINE])
+    cand = paired & (table["role"] == CANDIDATE)
+    for column in PAIRED_METRICS.values():
+        table[column] = table[column].where(~paired, table[f"paired_{column}"])
+    table["l2_band_pts"] = table["l2_band_pts"].where(~paired)
+    table.loc[paired, "baseline"] = table.loc[paired, "compare_baseline"]
+    table.loc[paired, "comparison"] = np.where(cand[paired], PAIRED, "")
+
+    time_absent = np.where(table["time_ms_median"].isna(), NOT_TIMED,
+                           np.where(table["speedup"].isna(), NO_COMPARISON, NO_VERDICT))
+    l2_absent = np.where(table["l2_delta_pts"].notna(), NO_VERDICT,
+                         np.where(table["l2_hit_rate"].notna(), NO_COMPARISON, NOT_PROFILED))
+    rows = cand.to_numpy()
+    table.loc[cand, "verdict"] = [paired_verdict(t, TIME_VERDICT_WORDS, a)
+                                  for t, a in zip(table.loc[cand, "verdict_tag"], time_absent[rows])]
+    table.loc[cand, "l2_verdict"] = [paired_verdict(t, L2_VERDICT_WORDS, a)
+                                     for t, a in zip(table.loc[cand, "l2_verdict_tag"], l2_absent[rows])]
+    same = cand & (table["same_order"] == "true")
+    table.loc[same & ~table["verdict"].isin([NOT_TIMED, NO_COMPARISON]), "verdict"] = SAME_ORDER
+    table.loc[same & (table["l2_verdict"] != NOT_PROFILED), "l2_verdict"] = SAME_ORDER
+    table.loc[paired & ~cand, ["verdict", "l2_verdict"]] = BASELINE
+    table["same_order_cell"] = table["same_order_cell"].where(~paired, same)
+    return paired
+
+
+def _verdict_details(table: pd.DataFrame, paired: pd.Series) -> None:
+    """``verdict_detail`` / ``l2_verdict_detail``: a paired run's own verdict text (e.g.
+    ``no difference detected (CI [0.994, 1.003])``) where its word stands, else the word."""
+    for word_col, tag_col in (("verdict", "verdict_tag"), ("l2_verdict", "l2_verdict_tag")):
+        own = paired & (table[tag_col] != "") & (table[word_col] != SAME_ORDER) & (table[word_col] != BASELINE)
+        table[f"{word_col}_detail"] = table[tag_col].where(own, table[word_col])
+
+
+def _comparison_notes(table: pd.DataFrame, paired: pd.Series) -> list[str]:
+    """What a reader must know about how the cells were compared."""
+    notes: list[str] = []
+    cand = table["verdict"] != BASELINE
+    n_paired = int((paired & cand).sum())
+    by_identity = cand & ~paired
+    if n_paired:
+        notes.append(f"{n_paired} cell(s) carry a paired comparison: the job timed its baseline itself, in the "
+                     "same process (interleaved rounds); speedup and L2 delta are shown with their 95 % CIs.")
+    if by_identity.any() and n_paired:
+        notes.append(f"{int(by_identity.sum())} cell(s) have no paired results (older runs): they are compared "
+                     "with the identity run of their group, with [p20, p80] noise bands.")
+    timed_same = table[table["same_order_cell"] & ~paired & table["speedup"].notna()]
+    if len(timed_same):
+        notes.append(
+            f"{len(timed_same)} cell(s) launch exactly the tile order of identity ({SAME_ORDER}); their "
+            f"measured 'speedups' range {timed_same['speedup'].min():.3f} to {timed_same['speedup'].max():.3f}: "
+            "that spread is run-to-run noise between separate runs, which the [p20, p80] intervals "
+            "(noise within one run) do not contain.  Read verdicts with it in mind.")
+    paired_same = table[table["same_order_cell"] & paired & table["speedup"].notna()]
+    if len(paired_same):
+        notes.append(f"{len(paired_same)} paired cell(s) launch exactly their baseline's tile order "
+                     f"({SAME_ORDER}): their paired speedups, {paired_same['speedup'].min():.4f} to "
+                     f"{paired_same['speedup'].max():.4f}, are an A/A check of the measurement.")
+    no_base = by_identity & ((table["verdict"] == NO_BASELINE) | (table["l2_verdict"] == NO_BASELINE))
+    if no_base.any() and not (table["swizzle"] == IDENTITY).any():
+        notes.append("No identity run and no paired results in these runs: no speedup or L2 delta can be computed.")
+    elif no_base.any():
+        notes.append(f"{int(no_base.sum())} cell(s) have neither paired results nor an identity run in their group.")
+    return notes
+
+
+def build_comparison(runs: pd.DataFrame) -> Comparison:
+    """Judge every finished job run: by its own paired comparison when it has one, else
+    against the identity run of its group."""
+    cells = _cells(runs)
+    # A launch knob joins the group key only if it varies *within* a kernel family (tiles
+    # always differ between families, which the kernel column already separates).
+    group_cols = list(GROUP_KEYS) + [k for k in OPTIONAL_GROUP_KEYS
+                                     if len(cells) and cells.groupby("kernel")[k].nunique().max() > 1]
+    variant_cols = ["swizzle"] + (["group_size"] if cells["group_size"].nunique() > 1 else [])
+    if cells.loc[cells["compare_baseline"] != "", "compare_baseline"].nunique() > 1:
+        variant_cols.append("baseline")
+
+    # One row per cell: a later run of the same cell supersedes an earlier one.
+    key = group_cols + ["swizzle", "group_size", "compare_baseline"]
+    cells = cells.sort_values("start_ms", kind="stable")
+    before = len(cells)
+    cells = cells.drop_duplicates(subset=key, keep="last")
+    superseded = before - len(cells)
+    notes = [f"{superseded} finished run(s) were superseded by a later run of the same configuration; the "
+             "table shows the latest."] if superseded else []
+
+    table = _judge_by_identity(cells, group_cols)
+    paired = _apply_paired(table)
+    _verdict_details(table, paired)
+    notes += _comparison_notes(table, paired)
+
+    table["best"] = False
+    faster = table[table["verdict"] == FASTER]
+    if not faster.empty:
+        best_idx = faster.groupby(group_cols, sort=False)["speedup"].idxmax()
+        table.loc[best_idx.to_numpy(), "best"] = True
+
+    table = _sort_cells(table, group_cols)
+    return Comparison(table=table, group_cols=group_cols, variant_cols=variant_cols,
+                      superseded=superseded, notes=notes)
+
+
+def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
+    """Groups in natural order (numbers as numbers), baselines first inside each group."""
+    order = table.assign(
+        _warps=pd.to_numeric(table["num_warps"], errors="coerce"),
+        _gsize=pd.to_numeric(table["group_size"], errors="coerce"),
+        _not_baseline=table["verdict"] != BASELINE)
+    by = [("_warps" if c == "num_warps" else c) for c in group_cols] + ["_not_baseline", "swizzle", "_gsize"]
+    return order.sort_values(by, kind="stable").drop(columns=["_warps", "_gsize", "_not_baseline"]).reset_index(drop=True)
+
+
+#: Columns of table.csv, in order (times in ms, rates and deltas in % / points).  speedup_lo /
+#: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others.
+TABLE_COLUMNS = [
+    "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
+    "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
+    "time_ms_median", "time_ms_p20", "time_ms_p80", "baseline_time_ms", "paired_rounds", "paired_time_s",
+    "id_run_id", "id_time_ms_median", "id_time_ms_p20", "id_time_ms_p80",
+    "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",
+    "l2_hit_rate", "l2_hit_rate_std", "baseline_l2_hit_rate", "id_l2_hit_rate", "id_l2_hit_rate_std",
+    "l2_delta_pts", "l2_delta_lo", "l2_delta_hi", "l2_band_pts", "l2_pairs", "l2_source", "l2_verdict",
+    "l2_verdict_detail",
+    "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms",
+    "ratio_to_vendor", "vendor_time_ms", "tflops", "max_rel_err", "best",
+]
+
+
+
+def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every job run that did not finish: FAILED with its reason, or never terminated."""
+    if runs.empty:
+        return pd.DataFrame(columns=["run_id", "run_name", "status", "gate", "kernel", "swizzle", "shape", "reason"])
+    bad = runs[runs["status"] != "FINISHED"]
+    reason = _col(bad, f"tags.{STATUS_REASON_TAG}", "").fillna("").astype(str)
+    unfinished = (bad["status"] != "FAILED") & (reason == "")
+    reason = reason.where(~unfinished, "run never finished (status " + bad["status"].astype(str) +
+                          "): the job crashed, was killed or is still running")
+    reason = reason.where(reason != "", "FAILED without a status_reason tag")
+    out = pd.DataFrame({
+        "run_id": bad["run_id"], "run_name": bad["run_name"], "status": bad["status"],
+        "gate": _col(bad, "tags.failed_gate", "").fillna("").astype(str),
+        "kernel": _col(bad, "params.kernel", "").fillna("").astype(str),
+        "swizzle": _col(bad, "params.swizzle", "").fillna("").astype(str),
+        "shape": shape_label(bad), "reason": reason,
+    })
+    return out.sort_values(["run_name", "run_id"], kind="stable").reset_index(drop=True)
+

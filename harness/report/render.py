@@ -1,0 +1,165 @@
+"""The report's HTML: Jinja2 templates (``templates/``) filled with plain text and numbers.
+
+Autoescape is on, and every value a template shows goes through :func:`html.escape`
+(quotes included), so a swizzle name, formula or failure reason is always text, never
+markup.  The Python side only formats values (``1.250 [1.210, 1.291]``); the markup is in
+the templates.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import jinja2
+import numpy as np
+import pandas as pd
+from markupsafe import Markup
+
+from harness.report.compare import GROUP_KEYS, Comparison
+from harness.report.figures import FigureBlock
+from harness.report.summary import best_per_group, kernel_vs_vendor, verdicts_per_swizzle
+from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, FASTER, L2_BAND_FLOOR_POINTS, L2_BAND_SIGMAS,
+                                     L2_HIGHER, L2_LOWER, NO_DIFFERENCE, NOISE, NOT_PROFILED, NOT_TIMED, PAIRED,
+                                     SAME_ORDER, SLOWER, verdict_counts)
+from harness.report.views import ReportRuns
+
+DASH = "–"
+EXTRA_GROUP_HEADS = {"num_stages": "Stages", "tiles": "Tiles", "num_xcds": "XCDs", "dtype": "Dtype",
+                     "target": "Target", "seed": "Seed"}
+VERDICT_CLASSES = {FASTER: "v-faster", SLOWER: "v-slower", NOISE: "v-noise", NO_DIFFERENCE: "v-noise",
+                   SAME_ORDER: "v-noise", L2_HIGHER: "v-faster", L2_LOWER: "v-slower", BASELINE: "v-baseline"}
+
+
+def _escape(value: Any) -> Markup:
+    """Every ``{{ value }}``: already-rendered markup (a macro) as is, anything else escaped."""
+    if isinstance(value, Markup):
+        return value
+    return Markup(html.escape("" if value is None else str(value), quote=True))
+
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("harness.report", "templates"), autoescape=True,
+                          finalize=_escape, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+                          keep_trailing_newline=True)
+
+
+def render(template: str, **context: Any) -> str:
+    """Template ``templates/<template>`` filled with ``context``."""
+    return _ENV.get_template(template).render(**context)
+
+
+# --------------------------------------------------------------------------------------
+# Numbers as text
+# --------------------------------------------------------------------------------------
+def num(value: float | None, fmt: str) -> str:
+    """``value`` formatted with ``fmt``; a dash when it is unknown."""
+    return DASH if value is None or not np.isfinite(value) else format(value, fmt)
+
+
+def interval(value: float, lo: float, hi: float, fmt: str) -> str:
+    """``1.250 [1.210, 1.291]``; the bracket is left out when both bounds are unknown."""
+    if not np.isfinite(value):
+        return DASH
+    bounds = f" [{num(lo, fmt)}, {num(hi, fmt)}]" if np.isfinite(lo) or np.isfinite(hi) else ""
+    return format(value, fmt) + bounds
+
+
+def _compared_text(r: dict) -> str:
+    """How a cell was compared: ``paired, 40 rounds`` / ``identity run, [p20, p80] bands``."""
+    if r["comparison"] == PAIRED:
+        rounds = f", {r['paired_rounds']:.0f} rounds" if np.isfinite(r["paired_rounds"]) else ""
+        pairs = f", {r['l2_pairs']:.0f} L2 pairs" if np.isfinite(r["l2_pairs"]) else ""
+        return f"paired{rounds}{pairs}"
+    return f"{BY_IDENTITY_RUN}, [p20, p80] bands" if r["comparison"] == BY_IDENTITY_RUN else ""
+
+
+def _delta_l2_text(r: dict) -> str:
+    if r["verdict"] == BASELINE or not np.isfinite(r["l2_delta_pts"]):
+        return DASH
+    if r["comparison"] == PAIRED:
+        return interval(r["l2_delta_pts"], r["l2_delta_lo"], r["l2_delta_hi"], "+.2f")
+    return f"{r['l2_delta_pts']:+.2f} ± {num(r['l2_band_pts'], '.2f')}"
+
+
+# --------------------------------------------------------------------------------------
+# The page's parts
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellTable:
+    """The "All cells" table: its headings and, per row, its classes and (class, text) cells."""
+
+    heads: list[str]
+    rows: list[dict[str, Any]]
+
+
+def cell_table(comparison: Comparison) -> CellTable:
+    """One row per cell, groups separated, the best cell of each group marked."""
+    t = comparison.table
+    extra_group = [c for c in comparison.group_cols if c not in GROUP_KEYS]
+    show_gsize = "group_size" in comparison.variant_cols
+    show_sim = bool(t["sim_l2_hit_rate"].notna().any()) if len(t) else False
+    heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
+             *(["Group size"] if show_gsize else []), "Baseline", "Compared",
+             "Time ms: median [p20, p80]", "Baseline time ms", "Speedup vs baseline [95 % CI or band interval]",
+             "Verdict", "L2 hit % ± std", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
+             *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s"]
+    rows, previous_group = [], None
+    for row in t.itertuples(index=False):
+        r = row._asdict()
+        group = tuple(r[c] for c in comparison.group_cols)
+        classes = (["best"] if r["best"] else []) + (["group-start"] if group != previous_group else [])
+        previous_group = group
+        speed = ("1 (baseline)" if r["verdict"] == BASELINE else
+                 interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], ".3f"))
+        l2 = (DASH if not np.isfinite(r["l2_hit_rate"]) else
+              f"{num(r['l2_hit_rate'], '.2f')} ± {num(r['l2_hit_rate_std'], '.2f')}")
+        cells = [("", r["kernel"]), ("", r["shape"]), ("num", r["num_warps"]),
+                 *[("", r[c]) for c in extra_group], ("sw", r["swizzle"]),
+                 *([("num", r["group_size"])] if show_gsize else []),
+                 ("", r["baseline"] or DASH), ("", _compared_text(r) or DASH),
+                 ("num", interval(r["time_ms_median"], r["time_ms_p20"], r["time_ms_p80"], ".4f")),
+                 ("num", num(r["baseline_time_ms"], ".4f")),
+                 ("num", speed), (VERDICT_CLASSES.get(r["verdict"], ""), r["verdict_detail"]),
+                 ("num", l2), ("num", _delta_l2_text(r)),
+                 (VERDICT_CLASSES.get(r["l2_verdict"], ""), r["l2_verdict_detail"]),
+                 *([("num", num(r["sim_l2_hit_rate"], ".2f"))] if show_sim else []),
+                 ("num", num(r["ratio_to_vendor"], ".3f")), ("num", num(r["tflops"], ".1f"))]
+        rows.append({"classes": " ".join(classes), "cells": cells})
+    return CellTable(heads, rows)
+
+
+def verdict_summary(comparison: Comparison) -> dict[str, Any]:
+    """Verdict counts over every compared cell and per swizzle variant."""
+    t = comparison.candidates
+    return {"cells": len(t), "time": verdict_counts(t["verdict"]),
+            "l2": verdict_counts(t["l2_verdict"], (L2_HIGHER, L2_LOWER), NOT_PROFILED),
+            "swizzles": verdicts_per_swizzle(comparison).to_dict("records")}
+
+
+def vendor_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    """The "Kernel vs vendor" table as text: numbers, or "not timed" where no shape was."""
+    rows = []
+    for r in kernel_vs_vendor(comparison).itertuples(index=False):
+        timed = r.timed_shapes > 0
+        shapes = str(r.shapes) if r.timed_shapes in (0, r.shapes) else f"{r.shapes} ({r.timed_shapes} timed)"
+        rows.append({"kernel": r.kernel, "swizzle": r.swizzle, "shapes": shapes,
+                     "ratio": num(r.geomean_ratio, ".3f") if timed else NOT_TIMED,
+                     "speedup": num(r.geomean_vendor_speedup, ".3f") if timed else NOT_TIMED,
+                     "worst": f"{r.worst_shape} ({r.worst_ratio:.3f})" if timed else DASH})
+    return rows
+
+
+def render_page(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame, figures: list[FigureBlock],
+                facts: list[tuple[str, str]], searches: list[Any] = ()) -> str:
+    """The whole report page (``templates/report.html.j2``); ``searches``: the search
+    sections (:class:`harness.report.search.SearchSection`), if any."""
+    used = set(comparison.table["comparison"])
+    return render(
+        "report.html.j2", title=f"swizzlebench report: {data.experiment} / {data.title}", facts=facts,
+        generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        verdicts=verdict_summary(comparison), notes=comparison.notes,
+        best=best_per_group(comparison).to_dict("records"), vendor=vendor_rows(comparison),
+        searches=list(searches), figures=figures, cells=cell_table(comparison), failed=failed.to_dict("records"),
+        methods={"paired": PAIRED in used, "identity": BY_IDENTITY_RUN in used,
+                 "sigmas": f"{L2_BAND_SIGMAS:g}", "floor": f"{L2_BAND_FLOOR_POINTS:g}"})

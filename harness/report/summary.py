@@ -1,0 +1,160 @@
+"""What the report says in words and small tables: the header facts, the best swizzle per
+group, the verdict counts per swizzle, and each kernel against the vendor's conv2d.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.report.compare import Comparison
+from harness.report.data import utc
+from harness.report.verdicts import BASELINE, L2_HIGHER, L2_LOWER, NOT_PROFILED, NOT_TIMED, PAIRED, verdict_counts
+from harness.report.views import ReportRuns
+
+
+# --------------------------------------------------------------------------------------
+# Header facts
+# --------------------------------------------------------------------------------------
+def _distinct(runs: pd.DataFrame, tag: str, absent: str = "not recorded") -> str:
+    col = f"tags.{tag}"
+    if col not in runs.columns:
+        return absent
+    values = sorted({str(v) for v in runs[col].dropna()})
+    if not values:
+        return absent
+    return values[0] if len(values) == 1 else "MIXED: " + "; ".join(values)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h} h {m:02d} min {s:02d} s" if h else f"{m} min {s:02d} s"
+
+
+def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, value) pairs describing which runs the report covers, where and when they ran."""
+    runs = data.runs
+    facts = [("Experiment", data.experiment), *data.facts]
+    facts += [
+        ("Device", _distinct(runs, "device")),
+        ("Target", _distinct(runs, "target")),
+        ("Mode", _distinct(runs, "mode")),
+        ("Timing", _distinct(runs, "timing")),
+        ("Profiler", _distinct(runs, "profiler", "none (no L2 profiler tag)")
+         + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")),
+        ("Cache control", _distinct(runs, "cache_control")),
+        ("torch / triton", f"{_distinct(runs, 'torch_version')} / {_distinct(runs, 'triton_version')}"),
+        ("Git commit", _distinct(runs, "git_commit")),
+    ]
+    n = len(runs)
+    n_finished = int((runs["status"] == "FINISHED").sum()) if n else 0
+    n_failed = int((runs["status"] == "FAILED").sum()) if n else 0
+    facts.append(("Runs", f"{n} job runs: {n_finished} finished, {n_failed} failed, "
+                                f"{n - n_finished - n_failed} unfinished; {len(comparison.table)} cells in "
+                                f"{comparison.table.groupby(comparison.group_cols).ngroups if len(comparison.table) else 0} groups"))
+    # One sweep ran from its first start to its last end; other views only span that interval.
+    took = "Time taken" if data.attach_run_id else "Runs span"
+    if n and runs["start_ms"].notna().any():
+        start = float(runs["start_ms"].min())
+        end = runs["end_ms"].max()
+        if pd.notna(end):
+            open_runs = int(runs["end_ms"].isna().sum())
+            note = f" ({open_runs} run(s) without an end time)" if open_runs else ""
+            facts.append((took, f"{_duration((float(end) - start) / 1000)}: {utc(start)} to {utc(float(end))}{note}"))
+        else:
+            facts.append((took, f"started {utc(start)}; no run has ended"))
+    return facts
+
+
+# --------------------------------------------------------------------------------------
+# Verdicts per group and per swizzle
+# --------------------------------------------------------------------------------------
+def _names(values: pd.Series) -> str:
+    """The distinct non-empty values, in order, joined by ``, ``."""
+    return ", ".join(dict.fromkeys(v for v in values.astype(str) if v))
+
+
+def _no_best_reason(grp: pd.DataFrame) -> str:
+    """Why a group has no best swizzle, in one phrase."""
+    cands = grp[grp["verdict"] != BASELINE]
+    if cands.empty:
+        return f"only {_names(grp['swizzle'])} ran in this group: nothing to compare"
+    if cands["speedup"].notna().any():
+        return f"none beats {_names(cands['baseline']) or 'its baseline'} beyond noise"
+    if (cands["verdict"] == NOT_TIMED).any():
+        return "not timed: no comparison of speed possible"
+    return "; ".join(dict.fromkeys(cands["verdict_detail"]))   # e.g. "no comparison: baseline ... failed"
+
+
+def best_per_group(comparison: Comparison) -> pd.DataFrame:
+    """One row per group: its best swizzle (among verdict faster) or why there is none, and
+    the counts of its time verdicts."""
+    t = comparison.table
+    rows = []
+    for _, grp in t.groupby(comparison.group_cols, sort=False):
+        best = grp[grp["best"]]
+        label = comparison.group_label(grp.head(1)).iloc[0]
+        if not best.empty:
+            b = best.iloc[0]
+            variant = comparison.variant_label(best.head(1)).iloc[0]
+            against = "" if "baseline" in comparison.variant_cols else f" vs {b['baseline']}"
+            how = "95 % CI" if b["comparison"] == PAIRED else "band interval"
+            text = (f"{variant}{against}: speedup {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}] "
+                    f"({how})" + (f", ΔL2 {b['l2_delta_pts']:+.2f} points" if np.isfinite(b["l2_delta_pts"]) else ""))
+        else:
+            text = _no_best_reason(grp)
+        cands = grp[grp["verdict"] != BASELINE]
+        rows.append({"group": label, "best": text, "has_best": not best.empty,
+                     "verdicts": verdict_counts(cands["verdict"]) if len(cands) else "–"})
+    return pd.DataFrame(rows, columns=["group", "best", "has_best", "verdicts"])
+
+
+def verdicts_per_swizzle(comparison: Comparison) -> pd.DataFrame:
+    """One row per swizzle variant: its baseline(s), cells, and time and L2 verdict counts
+    over the groups (e.g. ``0 faster, 0 slower, 6 no difference detected``)."""
+    t = comparison.candidates.assign(variant=lambda f: comparison.variant_label(f))
+    rows = [{"swizzle": variant, "baseline": _names(grp["baseline"]), "cells": len(grp),
+             "time": verdict_counts(grp["verdict"]),
+             "l2": verdict_counts(grp["l2_verdict"], (L2_HIGHER, L2_LOWER), NOT_PROFILED)}
+            for variant, grp in t.groupby("variant", sort=False)]
+    return pd.DataFrame(rows, columns=["swizzle", "baseline", "cells", "time", "l2"])
+
+
+
+# --------------------------------------------------------------------------------------
+# Kernel vs vendor
+# --------------------------------------------------------------------------------------
+#: Columns of :func:`kernel_vs_vendor` (and vendor.csv).  Ratios are time / vendor time.
+VENDOR_COLUMNS = ["kernel", "swizzle", "shapes", "timed_shapes", "geomean_ratio", "geomean_vendor_speedup",
+                  "worst_shape", "worst_ratio"]
+
+
+def time_over_vendor(table: pd.DataFrame) -> pd.Series:
+    """Each cell's time / vendor conv2d time: the run's ``ratio_to_vendor`` (paired per round),
+    else ``time_ms_median / vendor_time_ms``; NaN when not timed."""
+    fallback = table["time_ms_median"] / table["vendor_time_ms"]
+    ratio = table["ratio_to_vendor"].where(table["ratio_to_vendor"].notna(), fallback)
+    return ratio.where(ratio > 0)
+
+
+def kernel_vs_vendor(comparison: Comparison) -> pd.DataFrame:
+    """One row per kernel (with any varying launch knob) and swizzle: over its shapes, the
+    geometric mean of time / vendor time (< 1: faster than the vendor), its inverse (the
+    speedup over the vendor) and the shape furthest behind the vendor; NaN when not timed."""
+    t = comparison.table
+    if t.empty:
+        return pd.DataFrame(columns=VENDOR_COLUMNS)
+    t = t.assign(kernel_label=comparison.kernel_label(t), variant_label=comparison.variant_label(t),
+                 log_ratio=np.log(time_over_vendor(t)))
+    rows = []
+    for (kernel, variant), grp in t.groupby(["kernel_label", "variant_label"], sort=False):
+        per_shape = grp.groupby("shape", sort=False)["log_ratio"].mean().dropna()
+        row = {"kernel": kernel, "swizzle": variant, "shapes": grp["shape"].nunique(), "timed_shapes": len(per_shape),
+               "geomean_ratio": np.nan, "geomean_vendor_speedup": np.nan, "worst_shape": "", "worst_ratio": np.nan}
+        if len(per_shape):
+            mean_log = float(per_shape.mean())
+            row.update(geomean_ratio=float(np.exp(mean_log)), geomean_vendor_speedup=float(np.exp(-mean_log)),
+                       worst_shape=per_shape.idxmax(), worst_ratio=float(np.exp(per_shape.max())))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=VENDOR_COLUMNS)
