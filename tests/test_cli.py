@@ -10,8 +10,8 @@ from mlflow.tracking import MlflowClient
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
 
 
-def _harness(args, cwd, timeout=600):
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
+def _harness(args, cwd, timeout=600, env=None):
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
