@@ -14,9 +14,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.callbacks import sweep_run_id
 from harness.device import GPU, DeviceInfo, describe_device, target_name_for
+from harness.errors import UserError
 from harness.faults import FaultPlan
 from harness.isolation import InProcessRunner, IsolatedRunner
 from harness.job import JobOptions
+from harness.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.paired import record_l2
 from harness.timing import PairedSettings
 from harness.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
@@ -136,16 +138,37 @@ def tune_options(cfg: DictConfig) -> TuneOptions:
                        on_cpu=bool(t.get("on_cpu", False)), compile_jobs=int(t.get("compile_jobs", 8)))
 
 
+def check_launch_config(cfg: DictConfig, entries: list) -> None:
+    """Refuse, before any job runs, a kernel name, ``launch.num_warps`` or tile size that the
+    (resolved) target cannot run, also on the CPU (harness.launch_limits); raises UserError."""
+    from kernels import get_kernel
+
+    target = str(cfg.target.name)
+    try:
+        kernel = get_kernel(str(cfg.kernel.name))
+    except ValueError as exc:
+        raise UserError(f"kernel.name: {exc}") from None
+    limits = limits_for(cfg.target.get("vendor"), target)
+    check_num_warps(cfg.launch.num_warps, limits, target)
+    dtypes = {entry.shape.dtype for entry in entries if entry.shape is not None}
+    check_tiles(kernel, OmegaConf.to_container(cfg.kernel.tiles), limits, target, dtypes)
+    check_tiles(kernel, OmegaConf.to_container(cfg.kernel.interpret_tiles), None, target,
+                key="kernel.interpret_tiles")
+
+
 def job_options(cfg: DictConfig) -> JobOptions:
-    """The pipeline's knobs from the config (``compare`` for paired timing)."""
+    """The pipeline's knobs from the config (``compare`` for paired timing); UserError for a bad value."""
     c = cfg.compare
-    paired = PairedSettings(
-        launches_per_round=int(c.launches_per_round), min_rounds=int(c.min_rounds),
-        max_rounds=int(c.max_rounds), check_every=int(c.check_every),
-        target_precision=float(c.target_precision), max_time_s=float(c.max_time_s),
-        warmup_ms=float(c.warmup_ms), method=str(c.ci_method))
+    try:
+        paired = PairedSettings(
+            launches_per_round=int(c.launches_per_round), min_rounds=int(c.min_rounds),
+            max_rounds=int(c.max_rounds), check_every=int(c.check_every),
+            target_precision=float(c.target_precision), max_time_s=float(c.max_time_s),
+            warmup_ms=float(c.warmup_ms), method=str(c.ci_method))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     if not 0 <= float(c.min_effect) < 1:
-        raise ValueError(f"compare.min_effect={c.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
+        raise UserError(f"compare.min_effect={c.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
     return JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
                       paired=paired, min_effect=float(c.min_effect), fault=fault_plan(cfg),
                       tune=tune_options(cfg))
@@ -166,7 +189,7 @@ def make_runner(cfg: DictConfig, device: DeviceInfo, job_num: int = 0, profiler:
     mode = str(cfg.isolation.mode)
     valid = ("auto", "process", "none")
     if mode not in valid:
-        raise ValueError(f"isolation.mode={mode!r} is invalid; valid: {', '.join(valid)}")
+        raise UserError(f"isolation.mode={mode!r} is invalid; valid: {', '.join(valid)}")
     devices = parse_devices(cfg.get("devices"))
     if devices:
         require_isolation(devices, mode)
@@ -195,16 +218,17 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     """Run every shape of the job's preset and log each to MLflow; returns the results."""
     device = describe_device(mode)
     resolve_target(cfg, device)
+    entries = expand_preset(cfg.shape)   # user errors first: nothing is logged for a command that is refused
+    check_launch_config(cfg, entries)
+    options = job_options(cfg)
+    profiler = make_profiler(cfg.profiler, device, OmegaConf.to_container(cfg.target, resolve=True))  # fails fast when the chosen tool is missing
     tracker = Tracker(resolve_tracking_uri(cfg.tracking.uri), cfg.experiment, spool_dir=spool_dir_for(cfg))
     parent = sweep_run_id()
     common_tags = {"git_commit": git_commit(), **library_versions(), "target": str(cfg.target.name)}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-    options = job_options(cfg)
     job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
 
-    profiler = make_profiler(cfg.profiler, device, OmegaConf.to_container(cfg.target, resolve=True))  # fails fast when the chosen tool is missing
     pkey = profiler_key(profiler, cfg.profiler)
-    entries = expand_preset(cfg.shape)
     runner = make_runner(cfg, device, job_num, profiler)
     if options.tune.mode != "none" and device.mode == GPU:
         _precompile(cfg, entries, pkey, tracker, options)

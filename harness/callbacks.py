@@ -17,10 +17,13 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Collection, Sequence
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
@@ -28,11 +31,35 @@ from harness.pinning import parse_devices, require_isolation
 from harness.provenance import git_commit
 from harness.result import FAILED
 from harness.spool import is_spool_id, spool_dir_for, sync_command
-from harness.tracking import Tracker, resolve_tracking_uri
+from harness.tracking import Tracker, mlflow_ui_url, resolve_tracking_uri
 
 SWEEP_ENV = "SWIZZLEBENCH_SWEEP_RUN_ID"
 SWEEP_FILE = "sweep_run.json"
+#: MLflow's run description (the "Description" of the run page; mlflow.utils.mlflow_tags.MLFLOW_RUN_NOTE).
+RUN_NOTE_TAG = "mlflow.note.content"
+SWEEP_NAME_MAX = 80
 log = logging.getLogger(__name__)
+
+
+def sweep_run_name(overrides: Sequence[str], groups: Collection[str] = ()) -> str:
+    """A short readable name for a sweep's run: each swept axis with its number of values
+    (last key component), then the config-group choices among the fixed overrides, e.g.
+    ``sweep swizzle[3] num_warps[2] resnet`` for ``swizzle=identity,xcd,grouped
+    launch.num_warps=4,8 shape=resnet``; at most 80 characters.  The whole override string
+    stays in the run's param ``sweep.overrides`` and its description."""
+    axes, choices = [], []
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.key_or_group
+        if override.is_sweep_override():
+            try:
+                size = f"[{len(list(override.sweep_string_iterator()))}]"
+            except HydraException:   # glob(...): its size needs the group's options
+                size = "[*]"
+            axes.append(key.replace("/", ".").rsplit(".", 1)[-1] + size)
+        elif key in groups:
+            choices.append(override.get_value_element_as_str())
+    name = " ".join(["sweep", *axes, *choices])
+    return name if len(name) <= SWEEP_NAME_MAX else name[:SWEEP_NAME_MAX - 3] + "..."
 
 
 def sweep_run_id() -> str | None:
@@ -73,9 +100,10 @@ class MlflowSweepCallback(Callback):
         tracker = Tracker(uri, config.experiment, spool_dir=spool_dir_for(config, config.hydra.runtime.cwd))
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
-            run_name=f"sweep {' '.join(overrides)}"[:250] or "sweep",
+            run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
             params={"sweep.overrides": " ".join(overrides)},
-            tags={"git_commit": git_commit(), "sweep_dir": str(config.hydra.sweep.dir)})
+            tags={"git_commit": git_commit(), "sweep_dir": str(config.hydra.sweep.dir),
+                  RUN_NOTE_TAG: f"python -m harness -m {' '.join(overrides)}"})
         os.environ[SWEEP_ENV] = run_id
         write_sweep_file(Path(str(config.hydra.sweep.dir)), run_id, uri, str(config.experiment))
         log.info("MLflow sweep run %s in experiment %r at %s", run_id, config.experiment, uri)
@@ -100,6 +128,8 @@ class MlflowSweepCallback(Callback):
             spool_dir = spool_dir_for(config, config.hydra.runtime.cwd)
             tracker = Tracker(uri, config.experiment, spool_dir=spool_dir)
             tracker.end_sweep(run_id)
+            if uri.startswith(("http://", "https://")) and tracker.experiment_id:
+                log.info("MLflow UI: %s", mlflow_ui_url(uri, tracker.experiment_id))
             if tracker.offline or is_spool_id(run_id):
                 log.warning("Sweep report skipped: the sweep's runs are spooled in %s (tracking store %s "
                             "unreachable). Log them with `%s`, then build the report with: python -m harness.report "

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from harness.errors import UserError
+
 log = logging.getLogger("swizzlebench")
 
 #: the variables a pinned child gets, all set to the one GPU id.
@@ -37,7 +39,7 @@ VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VIS
 VISIBLE_DEVICES_TAG = "visible_devices"
 
 
-class PinningError(ValueError):
+class PinningError(UserError):
     """The ``devices`` config (or its combination with ``isolation.mode``) is invalid."""
 
 

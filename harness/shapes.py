@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from harness.errors import UserError
 from kernels.problem import ConvShape
 
 _SIZE_KEYS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
@@ -31,7 +32,8 @@ def expand_preset(preset: Mapping[str, Any]) -> list[ShapeEntry]:
     """Turn a ``shape`` config node into one entry per shape, honouring ``select``.
 
     An invalid entry does not stop the others: it comes back with its error so the
-    job can record it as a FAILED run.
+    job can record it as a FAILED run.  A ``select`` naming no shape of the preset is a
+    UserError.
     """
     preset_name = str(preset.get("name", "shape"))
     dtype = str(preset.get("dtype", "float16"))
@@ -42,7 +44,7 @@ def expand_preset(preset: Mapping[str, Any]) -> list[ShapeEntry]:
         wanted = [str(s) for s in select]
         unknown = [s for s in wanted if s not in names]
         if unknown:
-            raise ValueError(f"shape.select names {unknown} not in preset {preset_name!r}; "
+            raise UserError(f"shape.select names {unknown} not in preset {preset_name!r}; "
                              f"valid: {', '.join(names)}")
         entries = [e for e, n in zip(entries, names) if n in wanted]
         names = [n for n in names if n in wanted]

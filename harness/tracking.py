@@ -42,6 +42,12 @@ PARENT_TAG = "mlflow.parentRunId"
 INVOCATION_TAG = "swizzlebench.invocation"
 #: tag naming the spool record a run was logged from (``harness.spool sync``).
 SPOOL_TAG = "swizzlebench.spool_id"
+#: MLflow 3's experiment type: the UI opens a ``genai_development`` experiment (or one with
+#: no kind) on the GenAI overview, a ``custom_model_development`` one ("Machine learning")
+#: on its runs table.  MLflow's Python package has no constant for it: the names are the
+#: UI's ExperimentKind enum, which MLflow's own demo generator sets the same way.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 #: What "the store cannot be reached or written" looks like: the REST store wraps
 #: connection errors and timeouts in MlflowException; artifact uploads raise requests'
@@ -373,17 +379,29 @@ class Tracker:
 
 def ensure_experiment(client: MlflowClient, name: str) -> str:
     """Return the id of experiment ``name``, creating it if needed (tolerating a
-    concurrent creator)."""
+    concurrent creator), with its kind set so that the MLflow UI opens it on the runs
+    table (``EXPERIMENT_KIND_TAG``; also set on an experiment made before it was)."""
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return client.create_experiment(name)
-    except Exception:
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except Exception:
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in exp.tags:
+        client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return exp.experiment_id
+
+
+def mlflow_ui_url(base: str, experiment_id: str, charts: bool = False) -> str:
+    """The experiment's runs table in the MLflow UI served at ``base`` (``http://host:5000``);
+    ``charts``: its chart view instead.  The address says ``workflowType=machine_learning``:
+    MLflow 3.17's UI takes an experiment's kind from a per-browser GenAI / Model training
+    switch (GenAI by default), not from ``EXPERIMENT_KIND_TAG``, and would open the GenAI
+    overview."""
+    query = "workflowType=machine_learning" + ("&compareRunsMode=CHART" if charts else "")
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def resolve_tracking_uri(uri: str, base: str | None = None) -> str:

@@ -34,6 +34,30 @@ How ``build`` works:
    requirements the wheelhouse expects the node to satisfy already, which
    ``install`` checks before touching anything).
 
+What plain pip does, and what this module adds (measured 2026-11-23 with pip 23.2.1 on
+the CPU machine, against its local indexes; no internet there):
+
+* ``pip download --only-binary=:all: --platform manylinux_2_28_x86_64 --python-version 3.12
+  -d DIR "hydra-core>=1.3,<1.4"`` fails (ResolutionImpossible, 2.5 s): omegaconf needs
+  antlr4-python3-runtime 4.9.*, published only as an sdist, and ``--platform`` requires
+  ``--only-binary``.  After ``pip wheel --no-deps antlr4-python3-runtime==4.9.3 -w built``
+  (pure Python, 1 wheel) the same download with ``--find-links built`` succeeds (5 wheels).
+  So pip lacks step 2: building the sdist-only dependencies for another platform.
+* pip has no way to leave out what the node already has: ``pip download`` of the
+  dependencies resolves torch and triton too (gigabytes, with nvidia-*), and
+  ``--constraint`` can pin but not exclude.  Steps 4 and ``--exclude-present-file`` are
+  what pip lacks here (the wheelhouse is 36 MB, 51 wheels, instead of several GB).
+* ``pip install --no-index --find-links wheelhouse swizzlebench`` needs nothing more on a
+  node with a writable site-packages (the node's torch satisfies ``torch>=2.6``).  With
+  ``--target`` (read-only site-packages) pip ignores what is installed and fails to resolve
+  torch from the wheelhouse (measured: ResolutionImpossible, 0.8 s), so every wheel is
+  installed ``--no-deps``, as benchmarks/gpu_setup.sh does, and nothing checks that the
+  node has the rest: ``install``'s pre-flight check (MANIFEST's "expects on the node") and
+  its import test are what pip lacks there.
+* The full dependency set (mlflow 3 for cp312 or cp311) could not be resolved from this
+  machine's local indexes (ResolutionImpossible after 32 s / 15 s): incomplete mirrors, not
+  pip; the build itself needs an index with the whole tree (PyPI).
+
 This module must stay importable on the bare GPU image: standard library plus
 ``packaging`` (falling back on pip's vendored copy) only.
 """

@@ -81,6 +81,9 @@ class ConvKernel(ABC):
     jit_kernel: ClassVar[object]
     #: constexpr tile sizes the family takes, e.g. ("BLOCK_M", "BLOCK_N", "BLOCK_K")
     tile_names: ClassVar[tuple[str, ...]]
+    #: the (M, N, K) tile names of the kernel's ``tl.dot``, None without one (its sizes are
+    #: checked against the target's dot limits: harness.launch_limits)
+    dot_tiles: ClassVar[tuple[str, str, str] | None] = None
     has_bias: ClassVar[bool] = False
 
     def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:

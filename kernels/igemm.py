@@ -112,6 +112,7 @@ class ImplicitGemmConv(ConvKernel):
     name = "igemm"
     jit_kernel = igemm_conv2d_kernel
     tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+    dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
         return TileGrid(triton.cdiv(shape.N * shape.P * shape.Q, tiles["BLOCK_M"]),

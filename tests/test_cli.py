@@ -33,7 +33,11 @@ def test_one_parent_run_per_multirun(sweep):
     _, _, runs = sweep
     parents = [r for r in runs if r.data.tags.get("swizzlebench.kind") == "sweep"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].info.run_name == "sweep swizzle[3] igemm tiny"      # short: axes, then group choices
     assert "swizzle=identity,seed_xcd,xcd" in parents[0].data.params["sweep.overrides"]
+    assert parents[0].data.tags["mlflow.note.content"].startswith("python -m harness -m kernel=igemm swizzle=")
+    experiment = sweep[1].get_experiment(parents[0].info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
 
 
 def test_one_child_run_per_job_and_shape(sweep):

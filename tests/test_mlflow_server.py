@@ -6,14 +6,18 @@ of 127.0.0.1 and killed (the whole group: the server and its workers) at the end
 """
 from __future__ import annotations
 
+import shutil
 from typing import Iterator
 
 import pandas as pd
 import pytest
+from mlflow.tracking import MlflowClient
 
 from harness.report import FASTER, build_report
+from harness.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, ensure_experiment, mlflow_ui_url
 from tests.mlflow_server import rest_get, rest_post, running_mlflow_server
 from tests.report.test_report import HOSTILE_REASON, SyntheticStore, make_store
+from tests.report.test_browser import CHROMIUM, chromium
 
 
 
@@ -79,3 +83,20 @@ def test_report_through_the_server(server, tmp_path):
     assert fast["verdict"] == FASTER
     listed = rest_get(base, "/api/2.0/mlflow/artifacts/list", run_id=store.sweep_run_id, path="report")
     assert {"report/index.html", "report/table.csv"} <= {f["path"] for f in listed.get("files", [])}
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} not installed (apt-get install -y chromium)")
+def test_ui_opens_the_runs_table(server, tmp_path):
+    """The experiment's address (``mlflow_ui_url``) opens on the runs table in headless
+    Chromium, not on MLflow 3's GenAI overview; the experiment carries MLflow 3's kind."""
+    base, store = server
+    experiment_id = ensure_experiment(MlflowClient(tracking_uri=store.uri), store.experiment)  # as the harness does
+    tags = rest_get(base, "/api/2.0/mlflow/experiments/get", experiment_id=experiment_id)["experiment"]["tags"]
+    assert {"key": EXPERIMENT_KIND_TAG, "value": EXPERIMENT_KIND} in tags
+    result = chromium(mlflow_ui_url(base, experiment_id), tmp_path / "profile", "--virtual-time-budget=20000",
+                      "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    assert "<title>Runs - Experiment" in dom and 'class="ag-root' in dom, dom[-3000:]   # the runs table (ag-grid)
+    assert "sweep swizzle=identity,xcd,seed_xcd,grouped" in dom                          # a row of it
+    assert "Token Usage" not in dom                                                      # not the GenAI overview

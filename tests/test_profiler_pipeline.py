@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from harness.errors import USER_ERROR_EXIT
 from tests.standin_workload import expected_counters
 
 STANDINS = Path(__file__).parent / "standins"
@@ -76,8 +77,9 @@ def test_missing_profiler_fails_fast_with_advice(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness", "shape=tiny", "profiler=rocprofv3",
                            f"tracking.uri=sqlite:///{tmp_path}/s.db"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0
-    assert "rocprofv3` was not found on PATH" in proc.stderr and "profiler=none" in proc.stderr
+    assert proc.returncode == USER_ERROR_EXIT
+    error, = proc.stderr.splitlines()         # one line, no traceback, no store opened
+    assert error.startswith("error: ") and "rocprofv3` was not found on PATH" in error and "profiler=none" in error
 
 
 def test_simulate_alongside_logs_predicted_rate(tmp_path):

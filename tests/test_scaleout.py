@@ -15,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.callbacks import SWEEP_ENV, read_sweep_file, sweep_run_id, write_sweep_file
+from harness.errors import USER_ERROR_EXIT
 from harness.pinning import (DeviceLock, DevicePin, PinningError, default_lock_dir, device_for_job,
                              parse_devices, pinned_environment, require_isolation, visible_devices)
 from harness.tracking import resolve_tracking_uri
@@ -190,8 +191,9 @@ def test_devices_with_isolation_none_fails_with_a_clear_message(tmp_path):
     proc = _harness(["-m", "swizzle=identity", "shape=tiny", "devices=[0]", "isolation.mode=none",
                      f"tracking.uri=sqlite:///{tmp_path}/store.db", f"hydra.sweep.dir={tmp_path}/multirun"],
                     cwd=tmp_path, timeout=120)
-    assert proc.returncode != 0
-    assert "isolation.mode=none" in proc.stderr and "devices=[0]" in proc.stderr
+    assert proc.returncode == USER_ERROR_EXIT and "Traceback" not in proc.stderr
+    error = proc.stderr.splitlines()[-1]      # one line (after the callback's warning)
+    assert error.startswith("error: ") and "isolation.mode=none" in error and "devices=[0]" in error
     assert "[job 0" not in proc.stdout
 
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.environment import child_pythonpath
+from harness.errors import UserError
 from harness.pinning import DevicePin
 from harness.profilers.base import DispatchCounters, L2Reading
 from harness.profilers.worker import BASELINE, CANDIDATE, ProfileRequest, launch_schedule, write_requests
 
 
-class ProfilerUnavailable(RuntimeError):
+class ProfilerUnavailable(UserError, RuntimeError):
     """The chosen profiler cannot run here; the message says how to get it or what to use instead."""
 
 

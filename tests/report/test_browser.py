@@ -47,9 +47,10 @@ pytestmark = pytest.mark.skipif(shutil.which(CHROMIUM) is None,
                                 reason=f"{CHROMIUM} not installed (apt-get install -y chromium)")
 
 
-def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
-    """Run headless Chromium on ``page`` with a throw-away profile; stdout and stderr text."""
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()],
+def chromium(page: Path | str, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Run headless Chromium on ``page`` (a file, or a URL) with a throw-away profile; stdout and stderr text."""
+    url = page if isinstance(page, str) else page.resolve().as_uri()
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, url],
                           capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -1,0 +1,57 @@
+"""User errors: a mistake in what was asked for, reported as one line.
+
+A bad ``shape.select``, an unknown name, an invalid ``launch.num_warps`` or tile size is
+the user's to fix, not a bug: ``python -m harness`` prints it as ``error: <message>`` on
+stderr and exits with status 2, without a traceback.  ``HYDRA_FULL_ERROR=1`` gives
+Hydra's full report instead, traceback included, as for any other error.
+
+Hydra catches a task's exception and prints it with a traceback; the one place that
+sees the exception before that in the launching process is a callback's
+``on_job_end`` (called in single runs and multiruns alike), so :class:`OneLineUserErrors`
+does it there.  It is listed before ``mlflow_sweep`` in ``hydra.callbacks``: Hydra calls
+``on_job_end`` in reverse order, so the sweep's run is ended FAILED first.  In a multirun
+the sweep stops at the first job with a user error (every later job would repeat it; a
+fixed command resumes the finished ones).  Jobs run by another process (joblib,
+submitit) keep Hydra's report.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+#: Exit status of a command stopped by a user error (2, as argparse does for bad usage).
+USER_ERROR_EXIT = 2
+FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+
+
+class UserError(ValueError):
+    """A mistake in the command line or config (bad select, unknown name, invalid value);
+    the message says what is valid.  A ValueError, so callers catching those still do."""
+
+
+def full_error_requested() -> bool:
+    """True when ``HYDRA_FULL_ERROR=1`` asks for the full traceback."""
+    return os.environ.get(FULL_ERROR_ENV, "") == "1"
+
+
+def one_line(exc: BaseException) -> str:
+    """``error: <message>`` with the message's line breaks folded into spaces."""
+    return "error: " + " ".join(str(exc).split())
+
+
+class OneLineUserErrors(Callback):
+    """Print a job's :class:`UserError` as one line and exit (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()   # a copy of this callback in a launcher's worker process does nothing
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
+        error = getattr(job_return, "_return_value", None)   # the property would re-raise it
+        if (job_return.status == JobStatus.FAILED and isinstance(error, UserError)
+                and os.getpid() == self._pid and not full_error_requested()):
+            print(one_line(error), file=sys.stderr, flush=True)
+            raise SystemExit(USER_ERROR_EXIT)   # not an Exception: Hydra's handlers let it through
