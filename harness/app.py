@@ -144,10 +144,18 @@ def check_launch_config(cfg: DictConfig, entries: list) -> None:
     from kernels import get_kernel
 
     target = str(cfg.target.name)
-    try:
-        kernel = get_kernel(str(cfg.kernel.name))
-    except ValueError as exc:
-        raise UserError(f"kernel.name: {exc}") from None
+    if cfg.kernel.get("_target_") is not None:   # the user's own kernel (harness.user_code)
+        from harness.user_code import load_kernel
+
+        try:
+            kernel = load_kernel(str(cfg.kernel._target_).strip(), str(cfg.kernel.name))
+        except (ValueError, ImportError):
+            return   # each job fails with the import's reason, and the sweep goes on
+    else:
+        try:
+            kernel = get_kernel(str(cfg.kernel.name))
+        except ValueError as exc:
+            raise UserError(f"kernel.name: {exc}") from None
     limits = limits_for(cfg.target.get("vendor"), target)
     check_num_warps(cfg.launch.num_warps, limits, target)
     dtypes = {entry.shape.dtype for entry in entries if entry.shape is not None}

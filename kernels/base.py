@@ -70,7 +70,9 @@ class ConvKernel(ABC):
     ``_target_: mypkg.kernels:MyConv``; README, "Bring your own kernel or swizzle") must
     define ``tile_names``, ``jit_kernel``, :meth:`tile_grid`, :meth:`to_layout` and
     :meth:`launch`, and take a no-argument constructor; its jit kernel calls the swizzle
-    passed as a ``tl.constexpr`` and decodes the tile row-major.  Optional: ``has_bias``,
+    passed as a ``tl.constexpr`` and decodes the tile row-major.  :meth:`launch` receives
+    ``(input, *to_layout(ops))``: the input from :meth:`input_view` (timed), then the constant
+    operands.  Optional: :meth:`input_view` (an input layout other than NCHW), ``has_bias``,
     :meth:`empty_output` / :meth:`output_as_nchw` (an output layout other than NCHW) and
     :meth:`load_plan` (the address model ``profiler=sim`` needs).  ``name`` is set from the
     config's ``kernel.name``.
