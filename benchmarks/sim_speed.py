@@ -27,14 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.device import select_execution_mode  # noqa: E402
+from harness.hardware.device import select_execution_mode  # noqa: E402
 
 select_execution_mode()          # the interpreter, for the remap tables, when there is no GPU
 
 import yaml  # noqa: E402
 
 from harness.profilers.sim import ENGINE, SimTarget, simulate_l2  # noqa: E402
-from harness.shapes import expand_preset  # noqa: E402
+from harness.pipeline.shapes import expand_preset  # noqa: E402
 from kernels import get_kernel  # noqa: E402
 from swizzles import get_swizzle  # noqa: E402
 from swizzles.permutation import remap_table  # noqa: E402

@@ -1,5 +1,5 @@
 """A formula proposer with no LLM: random search, then mutation of the best, driven only
-through the oracle's protocol (``python -m harness.propose --jsonl``).
+through the oracle's protocol (``python -m harness.search.propose --jsonl``).
 
     python examples/proposer.py --rounds 2 --per-round 8 -- shape=resnet 'shape.select=[l03]' target=mi300x
 
@@ -44,7 +44,7 @@ def propose(rng: random.Random, best: list[dict], count: int) -> list[tuple[str,
 def ask_oracle(formulas: list[str], overrides: list[str]) -> list[dict]:
     """One oracle call: JSON lines in, one JSON verdict per formula out (in order)."""
     stdin = "".join(json.dumps({"id": i, "formula": f}) + "\n" for i, f in enumerate(formulas))
-    proc = subprocess.run([sys.executable, "-m", "harness.propose", "--jsonl", *overrides], input=stdin,
+    proc = subprocess.run([sys.executable, "-m", "harness.search.propose", "--jsonl", *overrides], input=stdin,
                           capture_output=True, text=True, check=True)
     return [json.loads(line) for line in proc.stdout.splitlines()]
 

@@ -2,9 +2,9 @@
 
     python -m harness -m swizzle=xcd,grouped shape=resnet
 """
-from harness.device import select_execution_mode
+from harness.hardware.device import select_execution_mode
 
-# Decide GPU vs interpreter before anything imports triton (see harness.device).
+# Decide GPU vs interpreter before anything imports triton (see harness.hardware.device).
 MODE = select_execution_mode()
 
 import hydra  # noqa: E402

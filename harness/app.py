@@ -13,25 +13,25 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.callbacks import sweep_run_id
-from harness.device import GPU, DeviceInfo, describe_device, target_name_for
+from harness.hardware.device import GPU, DeviceInfo, describe_device, target_name_for
 from harness.errors import UserError
-from harness.faults import FaultPlan
-from harness.isolation import InProcessRunner, IsolatedRunner
-from harness.job import JobOptions
-from harness.launch_limits import check_num_warps, check_tiles, limits_for
-from harness.paired import record_l2
-from harness.timing import PairedSettings
-from harness.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
-from harness.progress import progress_line
-from harness.provenance import git_commit, library_versions
+from harness.pipeline.faults import FaultPlan
+from harness.hardware.isolation import InProcessRunner, IsolatedRunner
+from harness.pipeline.job import JobOptions
+from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
+from harness.pipeline.paired import record_l2
+from harness.pipeline.timing import PairedSettings
+from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
+from harness.pipeline.progress import progress_line
+from harness.storage.provenance import git_commit, library_versions
 from harness.profilers import Profiler, make_profiler
 from harness.profilers.worker import ProfileRequest
-from harness.result import FINISHED, JobResult
-from harness.shapes import expand_preset
-from harness.spec import JobSpec
-from harness.spool import spool_dir_for
-from harness.tracking import Tracker, resolve_tracking_uri
-from harness.tuning import TuneOptions
+from harness.pipeline.result import FINISHED, JobResult
+from harness.pipeline.shapes import expand_preset
+from harness.pipeline.spec import JobSpec
+from harness.storage.spool import spool_dir_for
+from harness.storage.tracking import Tracker, resolve_tracking_uri
+from harness.pipeline.tuning import TuneOptions
 
 log = logging.getLogger("swizzlebench")
 
@@ -122,7 +122,7 @@ def _import_path(value) -> str | None:
 
 def input_layout(cfg: DictConfig) -> str:
     """``input_layout``: the memory format of the input the kernel and the vendor call share."""
-    from harness.correctness import INPUT_LAYOUTS
+    from harness.pipeline.correctness import INPUT_LAYOUTS
 
     value = str(cfg.get("input_layout", "channels_last"))
     if value not in INPUT_LAYOUTS:
@@ -140,12 +140,12 @@ def tune_options(cfg: DictConfig) -> TuneOptions:
 
 def check_launch_config(cfg: DictConfig, entries: list) -> None:
     """Refuse, before any job runs, a kernel name, ``launch.num_warps`` or tile size that the
-    (resolved) target cannot run, also on the CPU (harness.launch_limits); raises UserError."""
+    (resolved) target cannot run, also on the CPU (harness.pipeline.launch_limits); raises UserError."""
     from kernels import get_kernel
 
     target = str(cfg.target.name)
-    if cfg.kernel.get("_target_") is not None:   # the user's own kernel (harness.user_code)
-        from harness.user_code import load_kernel
+    if cfg.kernel.get("_target_") is not None:   # the user's own kernel (harness.pipeline.user_code)
+        from harness.pipeline.user_code import load_kernel
 
         try:
             kernel = load_kernel(str(cfg.kernel._target_).strip(), str(cfg.kernel.name))
@@ -193,7 +193,7 @@ def profiler_key(profiler, pcfg: DictConfig) -> str:
 def make_runner(cfg: DictConfig, device: DeviceInfo, job_num: int = 0, profiler: Profiler | None = None):
     """The job's runner.  With ``devices`` set, the job's GPU work is pinned to GPU
     ``devices[job_num % len(devices)]``: the runner is always isolated (also on the CPU) and
-    its worker, like the profiler's worker, sees only that GPU (harness.pinning)."""
+    its worker, like the profiler's worker, sees only that GPU (harness.hardware.pinning)."""
     mode = str(cfg.isolation.mode)
     valid = ("auto", "process", "none")
     if mode not in valid:
@@ -258,7 +258,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
 
 def _precompile(cfg, entries, pkey: str, tracker: Tracker, options: JobOptions) -> None:
     """Tune mode on a GPU: compile the candidates of the shapes still to run, in parallel."""
-    from harness.tuning import precompile_specs
+    from harness.pipeline.tuning import precompile_specs
 
     specs = []
     for entry in entries:

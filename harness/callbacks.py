@@ -27,11 +27,11 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from harness.pinning import parse_devices, require_isolation
-from harness.provenance import git_commit
-from harness.result import FAILED
-from harness.spool import is_spool_id, spool_dir_for, sync_command
-from harness.tracking import Tracker, mlflow_ui_url, resolve_tracking_uri
+from harness.hardware.pinning import parse_devices, require_isolation
+from harness.storage.provenance import git_commit
+from harness.pipeline.result import FAILED
+from harness.storage.spool import is_spool_id, spool_dir_for, sync_command
+from harness.storage.tracking import Tracker, mlflow_ui_url, resolve_tracking_uri
 
 SWEEP_ENV = "SWIZZLEBENCH_SWEEP_RUN_ID"
 SWEEP_FILE = "sweep_run.json"

@@ -1,6 +1,6 @@
 """Implicit-GEMM conv2d, fast: the matrix product of :mod:`kernels.igemm`, arranged so the
 tensor cores stay fed on every layer of a CNN, with the launch choices left to the tuner
-(:mod:`harness.tuning`).
+(:mod:`harness.pipeline.tuning`).
 
 The product is the same as igemm's, never materialised:
 

@@ -27,6 +27,10 @@ wrap on overflow and ``//`` and ``%`` truncate toward zero, as in C.  Subexpress
 literals alone are folded here with those semantics and must fit in 32 bits.  A formula is
 only trusted after the permutation gate (:mod:`swizzles.permutation`) has evaluated this
 very function over the job's grid.
+
+Length: the whole formula language in one place: grammar, parser, checker and code
+generation must agree on every node type, and reading them side by side is how a reviewer
+convinces themself that nothing typed by a user is ever executed.
 """
 from __future__ import annotations
 

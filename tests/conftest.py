@@ -3,7 +3,7 @@ marked ``gpu``) run compiled kernels and are skipped where there is no GPU.  On 
 node run ``python -m pytest tests/test_gpu.py``: the other tests assume the interpreter."""
 import pytest
 
-from harness.device import GPU, select_execution_mode
+from harness.hardware.device import GPU, select_execution_mode
 
 # Must run before anything imports triton: turns the interpreter on when there is no GPU.
 MODE = select_execution_mode()

@@ -13,14 +13,14 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from harness.app import swizzle_choice
-from harness.device import describe_device
-from harness.job import JobOptions, run_job
-from harness.result import FAILED
-from harness.spec import JobSpec
-from harness.user_code import load_kernel, load_remap
+from harness.hardware.device import describe_device
+from harness.pipeline.job import JobOptions, run_job
+from harness.pipeline.result import FAILED
+from harness.pipeline.spec import JobSpec
+from harness.pipeline.user_code import load_kernel, load_remap
 from kernels.problem import ConvShape
 from tests.test_cli import _harness
-from tests.test_profiler_pipeline import STANDINS
+from tests.profilers.test_profiler_pipeline import STANDINS
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "byo"
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_F=8"]   # tiny grids of 2 to 4 tiles

@@ -6,7 +6,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 import swizzlebench_conf
-from harness.shapes import expand_preset
+from harness.pipeline.shapes import expand_preset
 
 CONF = Path(swizzlebench_conf.__file__).parent
 
@@ -105,7 +105,7 @@ def test_shape_select_and_dtype():
 
 
 def test_tiny_shapes_fit_the_interpreter_unscaled():
-    from harness.shapes import downscale
+    from harness.pipeline.shapes import downscale
     for e in expand_preset(_compose("shape=tiny").shape):
         assert downscale(e.shape) == e.shape
 

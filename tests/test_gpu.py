@@ -1,11 +1,11 @@
 """The same gates on a real GPU (compiled Triton, not the interpreter).  Skipped on CPU."""
 import pytest
 
-from harness.device import describe_device
-from harness.job import JobOptions, run_job
-from harness.result import FAILED, FINISHED
-from harness.spec import JobSpec
-from harness.timing import PairedSettings
+from harness.hardware.device import describe_device
+from harness.pipeline.job import JobOptions, run_job
+from harness.pipeline.result import FAILED, FINISHED
+from harness.pipeline.spec import JobSpec
+from harness.pipeline.timing import PairedSettings
 from kernels.problem import ConvShape
 
 pytestmark = pytest.mark.gpu
@@ -81,7 +81,7 @@ def test_ncu_profiles_real_dispatches(tmp_path):
 def test_tune_mode_on_gpu(tmp_path):
     """tune=fastest on a real GPU: the chosen config comes from the candidate space, is what
     the job launched and logged, and a second job takes it from the cache."""
-    from harness.tuning import TuneOptions
+    from harness.pipeline.tuning import TuneOptions
 
     base = {**TILES["igemm_fast"], "SPLIT_K": 1, "PERSISTENT": 0, "TMA": 0}
     spec = JobSpec(kernel="igemm_fast", tiles=tuple(base.items()), swizzle="grouped", num_xcds=8, group_size=4,

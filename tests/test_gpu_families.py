@@ -3,16 +3,16 @@ table, computed on the GPU, equals the Python oracle on many grids, and a job wi
 passes both gates and is timed.  Skipped on CPU."""
 import pytest
 
-from harness.device import describe_device
-from harness.job import JobOptions, run_job
-from harness.result import FINISHED
-from harness.spec import JobSpec
-from harness.timing import PairedSettings
+from harness.hardware.device import describe_device
+from harness.pipeline.job import JobOptions, run_job
+from harness.pipeline.result import FINISHED
+from harness.pipeline.spec import JobSpec
+from harness.pipeline.timing import PairedSettings
 from kernels.problem import ConvShape
 from swizzles import get_swizzle
 from swizzles.families import parse_label
 from swizzles.permutation import check_permutation, remap_table
-from tests.test_families import GRIDS, _oracle
+from tests.swizzles.test_families import GRIDS, _oracle
 
 pytestmark = pytest.mark.gpu
 

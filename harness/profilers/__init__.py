@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import shutil
 
-from harness.device import GPU, DeviceInfo
+from harness.hardware.device import GPU, DeviceInfo
 from harness.profilers.wrapped import Profiler, ProfilerUnavailable
 
 log = logging.getLogger("swizzlebench")

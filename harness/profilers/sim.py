@@ -360,7 +360,7 @@ class SimProfiler(Profiler):
 
     def profile(self, requests, workdir) -> dict:
         from harness.profilers.wrapped import ProfileOutcome
-        from harness.spec import JobSpec
+        from harness.pipeline.spec import JobSpec
 
         outcomes = {}
         for req in requests:
@@ -387,7 +387,7 @@ class SimProfiler(Profiler):
         return outcomes
 
     def _simulate(self, spec) -> SimResult:
-        from harness.user_code import spec_kernel, spec_remap
+        from harness.pipeline.user_code import spec_kernel, spec_remap
 
         return simulate_job(spec_kernel(spec), spec.shape, spec.tiles_dict, spec_remap(spec), spec.num_xcds,
                             spec.group_size, self.target, self.occupancy, line_bytes=self.line_bytes)

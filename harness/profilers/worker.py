@@ -57,14 +57,14 @@ def write_requests(path: Path, requests: list[ProfileRequest]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from harness.device import GPU, describe_device, select_execution_mode
+    from harness.hardware.device import GPU, describe_device, select_execution_mode
 
     mode = select_execution_mode()  # before triton is imported
     import torch
 
-    from harness.correctness import make_operands
-    from harness.spec import JobSpec
-    from harness.user_code import spec_kernel, spec_remap
+    from harness.pipeline.correctness import make_operands
+    from harness.pipeline.spec import JobSpec
+    from harness.pipeline.user_code import spec_kernel, spec_remap
     from kernels.base import LaunchConfig, SwizzleBinding
 
     device = describe_device(mode)

@@ -12,9 +12,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.environment import child_pythonpath
+from harness.hardware.environment import child_pythonpath
 from harness.errors import UserError
-from harness.pinning import DevicePin
+from harness.hardware.pinning import DevicePin
 from harness.profilers.base import DispatchCounters, L2Reading
 from harness.profilers.worker import BASELINE, CANDIDATE, ProfileRequest, launch_schedule, write_requests
 
@@ -174,8 +174,8 @@ def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list
 
 
 def _kernel_function_name(req: ProfileRequest) -> str:
-    from harness.spec import JobSpec
-    from harness.user_code import spec_kernel
+    from harness.pipeline.spec import JobSpec
+    from harness.pipeline.user_code import spec_kernel
 
     return spec_kernel(JobSpec.from_dict(req.spec)).jit_kernel.__name__
 

@@ -26,7 +26,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.report.data import (JOB_KIND, KIND_TAG, SWEEP_KIND, experiment_id_of, get_run, list_command, run_kind,
                                  runs_to_frame, search_all_runs, sweep_runs, tag_filter, utc)
-from harness.tracking import INVOCATION_TAG, SWEEP_TAG
+from harness.storage.tracking import INVOCATION_TAG, SWEEP_TAG
 
 ViewKind = Literal["latest", "sweeps", "experiment", "runs"]
 

@@ -2,15 +2,15 @@
 
 Hydra only instantiates plugins defined under the ``hydra_plugins`` namespace package, so
 this module holds the class Hydra sees and the config node it selects; the search itself
-is :mod:`harness.search_sweeper`.
+is :mod:`harness.search.sweeper`.
 """
 from hydra.core.config_store import ConfigStore
 
-from harness.search_sweeper import SearchSweeper, SearchSweeperConf
+from harness.search.sweeper import SearchSweeper, SearchSweeperConf
 
 
 class SwizzleSearchSweeper(SearchSweeper):
-    """Hydra's handle on :class:`harness.search_sweeper.SearchSweeper`."""
+    """Hydra's handle on :class:`harness.search.sweeper.SearchSweeper`."""
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="swizzle_search", node=SearchSweeperConf,

@@ -41,8 +41,8 @@ def harness(args: list[str], cwd: Path, env: dict[str, str] | None = None,
 
 
 def spool_sync(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """``python -m harness.spool sync ARGS``."""
-    return subprocess.run([sys.executable, "-m", "harness.spool", "sync", *args], cwd=cwd, env=cli_env(),
+    """``python -m harness.storage.sync ARGS``."""
+    return subprocess.run([sys.executable, "-m", "harness.storage.sync", *args], cwd=cwd, env=cli_env(),
                           capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
 
 

@@ -1,6 +1,6 @@
 """An unreachable tracking server (``tracking.uri=http://127.0.0.1:<closed port>``): the
 sweep runs on in seconds (no minutes of HTTP retries), every run is kept on local disk and
-its job says where; ``python -m harness.spool sync`` then logs them, with their sweep, into
+its job says where; ``python -m harness.storage.sync`` then logs them, with their sweep, into
 the store, once: a second sync finds nothing, and a spec already FINISHED there is not
 logged again."""
 from __future__ import annotations

@@ -12,7 +12,7 @@ The store (``make_store``) holds two sweeps of experiment ``synthetic``; the lat
 * a FAILED run with a hostile reason, and a run left RUNNING (crashed job).
 
 ``make_store`` is reused by tests/report/test_browser.py, tests/report/test_views.py and
-tests/test_mlflow_server.py.
+tests/storage/test_mlflow_server.py.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _job(client: MlflowClient, exp_id: str, sweep_id: str | None, start_ms: int,
          shape: str, preset: str, warps: int, metrics: dict[str, float], status: str = "FINISHED",
          reason: str = "verified: permutation; max_rel_err ok", extra_tags: dict[str, str] | None = None,
          timed: bool = True, extra_params: dict[str, str] | None = None) -> str:
-    """One job run as harness.tracking logs it (a child of ``sweep_id``, or a single run
+    """One job run as harness.storage.tracking logs it (a child of ``sweep_id``, or a single run
     when it is None); returns its run id."""
     shape_label = shape if shape == preset else f"{preset}-{shape}"
     parent = {"mlflow.parentRunId": sweep_id, "swizzlebench.sweep_run_id": sweep_id} if sweep_id else {}

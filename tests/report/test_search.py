@@ -1,5 +1,5 @@
 """The search section: from the sweeper's records, from MLflow runs, and in the sweep report
-of a search sweep (a synthetic store; a real CPU search: tests/test_search.py).
+of a search sweep (a synthetic store; a real CPU search: tests/search/test_search.py).
 
 The store's search sweep (tagged with its objective, as the sweeper tags it) has, on group
 igemm/resnet-l03/mi300x, built-ins identity (L2 50 %) and xcd (90 %), trials grouped_m
@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.report import build_report
 from harness.report.search import search_section, summary_table, trial_frame, trials_from_runs
-from harness.search_records import SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TrialRecord
+from harness.search.records import SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TrialRecord
 from tests.report.pages import section, table_rows
 from tests.report.test_report import HOSTILE, T0_MS, _job, new_store
 

@@ -9,7 +9,7 @@ The store (``make_paired_store``), experiment ``paired``, has NO identity job:
   difference; group <hostile shape>: xcd whose baseline failed its gate (hostile text);
 * sweep B, later: xcd on l03 again (same spec_hash): faster 1.30 [1.28, 1.32]; grouped on
   l03 again, FAILED; xcd on l22 (a new spec);
-* single runs (``python -m harness`` without -m, logged through harness.tracking.Tracker):
+* single runs (``python -m harness`` without -m, logged through harness.storage.tracking.Tracker):
   two shapes (l30, l31) from one invocation, one (l40) from another.
 
 Experiment ``cpu-paired``: a CPU-only sweep (verified, not timed; L2 from the simulator).
@@ -30,8 +30,8 @@ from harness.report import (FASTER, NO_COMPARISON, NO_DIFFERENCE, NOT_TIMED, SAM
                             Selection, build_report)
 from harness.report.cli import _parser
 from harness.report.views import load_runs
-from harness.result import FINISHED, JobResult
-from harness.tracking import INVOCATION_TAG, Tracker
+from harness.pipeline.result import FINISHED, JobResult
+from harness.storage.tracking import INVOCATION_TAG, Tracker
 from tests.report.test_report import HOSTILE, HOSTILE_SHAPE, T0_MS, _job, job_params
 
 EXPERIMENT = "paired"

@@ -1,0 +1,1 @@
+"""The machine a job runs on: device detection, GPU pinning, worker-process isolation."""

@@ -1,0 +1,265 @@
+"""One job, start to end: plan -> verify -> measure.  Nothing is measured unless both
+gates pass, and every failure says which gate and why.  A job with a baseline swizzle
+(config ``compare.baseline``) gates the baseline the same way and times both in the same
+rounds (:mod:`harness.pipeline.paired`)."""
+from __future__ import annotations
+
+import inspect
+import json
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from harness.pipeline.correctness import compare, make_operands, reference
+from harness.hardware.device import GPU, DeviceInfo
+from harness.pipeline.faults import FaultPlan, maybe_inject
+from harness.pipeline.result import FINISHED, JobResult
+from harness.pipeline.shapes import downscale
+from harness.pipeline.spec import JobSpec
+from harness.pipeline.paired import NOT_TIMED, measure_paired
+from harness.pipeline.timing import PairedSettings, vendor_conv
+from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, tune_kernel
+from harness.pipeline.tuning_space import Config
+from harness.pipeline.user_code import spec_kernel, spec_remap
+from swizzles import resolve_swizzle
+from kernels.base import LaunchConfig, SwizzleBinding
+from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
+
+
+#: Largest grid a job may launch: program ids are int32 in the kernels and the swizzles.
+MAX_PIDS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """Knobs of the pipeline that are not part of the measured spec."""
+
+    interpret_tiles: dict[str, int]
+    paired: PairedSettings = PairedSettings()
+    min_effect: float = 0.01          # smallest speedup change called a verdict (fraction)
+    fault: FaultPlan | None = None    # deliberate fault (harness.pipeline.faults), for robustness tests
+    tune: TuneOptions = TuneOptions()  # how spec.tune != "none" tunes (harness.pipeline.tuning)
+    isolated: bool = False            # running in an isolated worker process
+
+
+@dataclass
+class _Planned:
+    """A swizzle that passed the permutation gate, bound for launching."""
+
+    swizzle_fn: object
+    binding: SwizzleBinding
+    remap_hash: str      # remap_fingerprint of the table: equal iff same tile order
+    is_identity: bool    # the table is launch order
+    reason: str          # the permutation gate's verdict
+
+
+class _GateFailed(Exception):
+    """A gate rejected the job; ``gate`` names it."""
+
+    def __init__(self, reason: str, gate: str):
+        super().__init__(reason)
+        self.gate = gate
+
+
+def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult:
+    """Run one job; never raises for a problem of the job itself (it becomes a FAILED result).
+    Steps: plan (permutation gate) -> verify (correctness gate) -> measure, for the job's
+    swizzle and, when it has one, its baseline beside it."""
+    result = JobResult(run_name=spec.run_name, params=spec.as_params())
+    result.tags.update({"spec_hash": spec.spec_hash, "mode": device.mode, "device": device.name})
+    if device.uuid:
+        result.tags["device_uuid"] = device.uuid
+    stage = "plan"
+    try:
+        maybe_inject(options.fault, spec, in_worker=options.isolated)
+        kernel = spec_kernel(spec)
+        kernel.check_tiles(spec.tiles_dict)
+        if spec.tune != "none":   # the chosen config replaces the configured one from here on
+            stage = "tune"
+            spec = _tuned(spec, kernel, device, options.tune, result)
+            stage = "plan"
+        tiles = kernel.check_tiles(spec.tiles_dict)
+        launch = LaunchConfig(spec.num_warps, spec.num_stages)
+        grid = kernel.tile_grid(spec.shape, tiles)
+        result.params.update({"grid.num_pid_m": str(grid.num_pid_m), "grid.num_pid_n": str(grid.num_pid_n),
+                              "grid.num_pids": str(grid.num_pids)})
+        if grid.num_pids > MAX_PIDS:   # pids are int32 in every kernel and swizzle: they would wrap
+            return result.fail(
+                f"shape {spec.shape.name!r}: grid of {grid.num_pid_m} x {grid.num_pid_n} = {grid.num_pids} programs "
+                f"exceeds {MAX_PIDS} (2**31 - 1, the int32 program ids of the kernels and swizzles); "
+                "use a smaller shape or larger tiles", gate="shape")
+
+        # Gate 1: the remap over the job's real, full-size grid must be a permutation.
+        swizzle_fn = spec_remap(spec)
+        result.artifacts["kernel_source.py"] = _source_as_launched(kernel, swizzle_fn, spec, tiles)
+        try:
+            planned = _plan(spec, swizzle_fn, grid, device)
+        except _GateFailed as exc:
+            result.tags["gate.permutation"] = str(exc)
+            return result.fail(f"swizzle {spec.swizzle}: {exc}", gate=exc.gate)
+        result.tags["gate.permutation"] = planned.reason
+        # Two swizzles with the same table launch the same kernel in the same order (e.g. xcd
+        # with num_xcds=1): the report must not call their difference a speedup.
+        result.params["remap.hash"] = planned.remap_hash
+        result.params["remap.is_identity"] = str(planned.is_identity)
+        baseline = _plan_baseline(spec, grid, device, result)
+
+        # Gate 2: the output must match conv2d.  On the CPU the interpreter runs a
+        # down-scaled instance of the shape with small tiles (harness.pipeline.shapes.downscale).
+        stage = "verify"
+        if device.mode == GPU:
+            check_shape, check_tiles = spec.shape, tiles
+        else:
+            check_shape, check_tiles = downscale(spec.shape), kernel.check_tiles(options.interpret_tiles)
+            result.params["verified_shape"] = (f"N{check_shape.N} C{check_shape.C} H{check_shape.H} "
+                                               f"W{check_shape.W} F{check_shape.F}")
+        ops = make_operands(check_shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
+        try:
+            run, check = _verify(kernel, spec, planned, ops, check_shape, check_tiles, launch, device, grid)
+        except _GateFailed as exc:
+            return result.fail(str(exc), gate=exc.gate)
+        result.metrics["max_rel_err"] = check.max_rel_err
+        result.tags["gate.correctness"] = check.reason
+        run_baseline = None
+        if baseline is not None:
+            try:   # on the candidate's own buffers: the same addresses for both (kernels.base.bind)
+                run_baseline, _ = _verify(kernel, spec.baseline_spec(), baseline, ops, check_shape, check_tiles,
+                                          launch, device, grid, share=run.bound)
+            except _GateFailed as exc:
+                _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
+
+        # Measure: only verified kernels are timed, candidate and baseline in the same rounds.
+        stage = "measure"
+        if device.mode == GPU:
+            measure_paired(result, spec, run, run_baseline, vendor_conv(ops, spec.shape), options)
+        else:
+            result.tags["timing"] = "not measured: no GPU (correctness checked under the Triton interpreter)"
+            if spec.has_baseline:
+                result.tags.setdefault("verdict", NOT_TIMED)
+        result.status = FINISHED
+        result.reason = f"verified: {result.tags['gate.permutation']}; {check.reason}"
+        return result
+    except Exception as exc:  # a job's own failure must not stop the sweep
+        result.artifacts["traceback.txt"] = traceback.format_exc()
+        return result.fail(f"{stage} error: {type(exc).__name__}: {_first_line(exc)}", gate=stage)
+
+
+def _tuned(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result: JobResult) -> JobSpec:
+    """Tune mode: the fastest verified config of the kernel's candidate space for this shape
+    (:mod:`harness.pipeline.tuning`), with the baseline's swizzle fixed so that every swizzle is then
+    compared on the same config; cached.  Returns the spec to launch (and records it on
+    ``result``), or the spec unchanged where there is nothing to tune on."""
+    if device.mode != GPU and not topt.on_cpu:
+        result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
+                              "under the interpreter, by wall clock)"
+        return spec
+    shape = spec.shape if device.mode == GPU else downscale(spec.shape)
+    ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
+    fixed_name = spec.baseline if spec.baseline is not None else "identity"
+    fixed_formula = spec.baseline_formula if spec.baseline is not None else None
+    swizzle = SwizzleBinding(resolve_swizzle(fixed_name, fixed_formula), spec.num_xcds, spec.group_size)
+    default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
+    try:
+        tuned = tune_kernel(kernel, shape, ops, swizzle, _trial_timer(device, topt), default=default,
+                            cache=TuneCache(topt.cache_dir), swizzle_name=fixed_formula or fixed_name)
+    except TuneError as exc:
+        raise _GateFailed(f"tune: {exc}", "tune") from None
+    launched = spec.with_config(tuned.config.tiles_dict, tuned.config.num_warps, tuned.config.num_stages)
+    result.params.update(launched.as_params())
+    result.params.update(tuned.as_params())
+    result.params["tune.configured"] = default.label
+    result.tags["tune"] = tuned.summary + ("" if device.mode == GPU else " [interpreter wall clock: not a speed]")
+    result.artifacts["tune_trials.json"] = json.dumps([t.as_dict() for t in tuned.trials], indent=1)
+    result.launched = launched.to_dict()
+    return launched
+
+
+def _trial_timer(device: DeviceInfo, topt: TuneOptions):
+    """``run -> ms`` for tuning trials: do_bench's median (L2 cleared between launches) on a
+    GPU; the interpreter's wall clock on the CPU."""
+    if device.mode == GPU:
+        import triton.testing
+
+        return lambda run: float(triton.testing.do_bench(run, warmup=topt.warmup_ms, rep=topt.rep_ms,
+                                                         return_mode="median"))
+
+    def wall_ms(run) -> float:
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) * 1e3
+
+    return wall_ms
+
+
+def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo) -> _Planned:
+    """The permutation gate for one swizzle over the job's full grid."""
+    table = remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size,
+                        device.torch_device)
+    verdict = check_permutation(table)
+    if not verdict.ok:
+        raise _GateFailed(verdict.reason, "permutation")
+    return _Planned(swizzle_fn, SwizzleBinding(swizzle_fn, spec.num_xcds, spec.group_size),
+                    remap_fingerprint(table), bool((table == np.arange(len(table))).all()), verdict.reason)
+
+
+def _plan_baseline(spec: JobSpec, grid, device: DeviceInfo, result: JobResult) -> _Planned | None:
+    """Plan the job's baseline, or None (no baseline, the job is the baseline, or the
+    baseline failed its gate: then the job says why it has no comparison)."""
+    if spec.baseline is None:
+        return None
+    if not spec.has_baseline:
+        result.tags["compare.role"] = "baseline"
+        return None
+    result.tags["compare.role"] = "candidate"
+    try:
+        planned = _plan(spec, spec_remap(spec.baseline_spec()), grid, device)
+    except _GateFailed as exc:
+        _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
+        return None
+    result.params["baseline.remap.hash"] = planned.remap_hash
+    result.tags["compare.same_order"] = str(planned.remap_hash == result.params["remap.hash"]).lower()
+    return planned
+
+
+def _no_comparison(result: JobResult, why: str) -> None:
+    result.tags["verdict"] = f"no comparison: {why}"
+
+
+def _verify(kernel, spec: JobSpec, planned: _Planned, ops, check_shape, check_tiles, launch, device: DeviceInfo,
+            grid, share=None):
+    """The correctness gate for one swizzle: returns ``(run, verdict)`` or raises _GateFailed.
+    ``share``: run on the buffers of an earlier binding (re-poisoned first)."""
+    if device.mode != GPU:
+        small = kernel.tile_grid(check_shape, check_tiles)
+        small_verdict = check_permutation(remap_table(planned.swizzle_fn, small.num_pid_m, small.num_pid_n,
+                                                      spec.num_xcds, spec.group_size, "cpu"))
+        if not small_verdict.ok:
+            raise _GateFailed(
+                f"unverifiable on CPU: swizzle {spec.swizzle} is a permutation of the full grid "
+                f"({grid.num_pids} pids) but on the down-scaled grid used for the interpreter check "
+                f"it is {small_verdict.reason}", "correctness")
+    run, out = kernel.bind(ops, check_shape, check_tiles, planned.binding, launch, share=share)
+    run()
+    if device.mode == GPU:
+        torch.cuda.synchronize()
+    check = compare(kernel.output_as_nchw(out), reference(ops, check_shape), check_shape.dtype)
+    if not check.ok:
+        raise _GateFailed(f"kernel {spec.kernel} with swizzle {spec.swizzle}: {check.reason}", "correctness")
+    return run, check
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else repr(exc)
+
+
+def _source_as_launched(kernel, swizzle_fn, spec: JobSpec, tiles: dict) -> str:
+    """The Triton source of the kernel and the swizzle, headed by the launch parameters."""
+    meta = {"kernel": spec.kernel, "swizzle": spec.swizzle, "NUM_XCDS": spec.num_xcds,
+            "GROUP_SIZE": spec.group_size, "num_warps": spec.num_warps, "num_stages": spec.num_stages,
+            **tiles}
+    header = "# launched with: " + json.dumps(meta, sort_keys=True)
+    return "\n\n".join([header, inspect.getsource(swizzle_fn.fn), inspect.getsource(kernel.jit_kernel.fn)])

@@ -1,0 +1,86 @@
+"""A job's comparison with its baseline: paired timing rounds and paired L2 readings
+turned into the metrics, tags and verdicts a run carries.
+
+Metrics (candidate = the job's swizzle):
+``speedup`` (baseline time / candidate time, > 1: candidate faster), ``speedup_ci_lo/hi``
+(95 %), ``baseline_time_ms``, ``paired_rounds``, ``paired_time_s``; ``l2_delta_pts``
+(candidate - baseline hit rate, % points), ``l2_delta_ci_lo/hi``, ``baseline_l2_hit_rate``,
+``l2_pairs``.  Tags: ``verdict`` and ``l2_verdict`` (:mod:`harness.pipeline.stats`), ``compare.role``
+(``candidate`` or ``baseline``), ``compare.same_order``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import numpy as np
+
+from harness.pipeline.result import JobResult
+from harness.pipeline.spec import JobSpec
+from harness.pipeline.stats import PairedEstimate, l2_verdict, paired_difference, paired_ratio, time_verdict
+from harness.pipeline.timing import RoundSamples, time_interleaved, tflops
+
+NOT_TIMED = "not timed (no GPU: correctness checked under the Triton interpreter)"
+CANDIDATE, BASELINE, VENDOR = "candidate", "baseline", "vendor"
+
+
+def measure_paired(result: JobResult, spec: JobSpec, run: Callable[[], None], run_baseline: Callable[[], None] | None,
+                   run_vendor: Callable[[], None], options) -> RoundSamples:
+    """Time the candidate, its baseline (if any) and the vendor call in interleaved rounds
+    and record everything on ``result``; ``options`` is the job's JobOptions."""
+    arms = {CANDIDATE: run, VENDOR: run_vendor}
+    if run_baseline is not None:
+        arms[BASELINE] = run_baseline
+    tracked = (BASELINE, CANDIDATE) if run_baseline is not None else (CANDIDATE, VENDOR)
+    samples = time_interleaved(arms, options.paired, seed=spec.input_seed, tracked=tracked)
+    m = result.metrics
+    median, p20, p80 = samples.quantiles(CANDIDATE)
+    v_median, v_p20, v_p80 = samples.quantiles(VENDOR)
+    vs_vendor = paired_ratio(samples.per_round(CANDIDATE), samples.per_round(VENDOR), options.paired.method)
+    m.update({
+        "time_ms_median": median, "time_ms_p20": p20, "time_ms_p80": p80, "tflops": tflops(spec.shape, median),
+        "vendor_time_ms": v_median, "vendor_time_ms_p20": v_p20, "vendor_time_ms_p80": v_p80,
+        "vendor_tflops": tflops(spec.shape, v_median),
+        # time / vendor time, paired per round (geometric mean): < 1 means faster than the vendor
+        "ratio_to_vendor": vs_vendor.estimate,
+        "paired_rounds": float(samples.rounds), "paired_time_s": samples.wall_s,
+        "paired_drained_batches": float(samples.drained_batches),
+        "paired_launches_per_round": float(options.paired.launches_per_round),
+    })
+    result.tags["timing"] = (f"measured: {samples.rounds} interleaved rounds of {', '.join(arms)} "
+                             f"({options.paired.launches_per_round} launches each, L2 flushed before every launch)")
+    if run_baseline is not None:
+        b_median, b_p20, b_p80 = samples.quantiles(BASELINE)
+        speedup = paired_ratio(samples.per_round(BASELINE), samples.per_round(CANDIDATE), options.paired.method)
+        m.update({"baseline_time_ms": b_median, "baseline_time_ms_p20": b_p20, "baseline_time_ms_p80": b_p80})
+        record_speedup(result, speedup, options.min_effect)
+    result.artifacts["paired_samples.json"] = json.dumps(samples.to_json())
+    return samples
+
+
+def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float) -> None:
+    """Log a paired speedup and its verdict on ``result``."""
+    result.metrics.update(_finite({"speedup": speedup.estimate, "speedup_ci_lo": speedup.ci_lo,
+                                   "speedup_ci_hi": speedup.ci_hi}))
+    result.tags["verdict"] = time_verdict(speedup, min_effect)
+
+
+def record_l2(result: JobResult, candidate: list[float], baseline: list[float], min_delta: float,
+              source: str, deterministic: bool = False) -> PairedEstimate:
+    """Log the paired L2 hit-rate difference (candidate - baseline, % points) of
+    ``len(candidate)`` pairs read from ``source`` (``ncu``, ``rocprofv3``, ``sim``).
+    ``deterministic``: the source has no noise (the simulator), so the difference is exact."""
+    delta = paired_difference(np.asarray(candidate), np.asarray(baseline))
+    if deterministic:
+        delta = PairedEstimate(delta.estimate, delta.estimate, delta.estimate, delta.n)
+    result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
+                                   "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
+                                   "l2_pairs": float(delta.n)}))
+    result.tags["l2_verdict"] = l2_verdict(delta, min_delta)
+    result.tags["l2_source"] = source
+    return delta
+
+
+def _finite(values: dict[str, float]) -> dict[str, float]:
+    """Drop infinite bounds (a CI from one pair): MLflow stores finite numbers only."""
+    return {k: v for k, v in values.items() if np.isfinite(v)}

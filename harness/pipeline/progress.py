@@ -1,0 +1,30 @@
+"""The one live line per job printed as a sweep runs."""
+from __future__ import annotations
+
+from harness.pipeline.result import FINISHED, JobResult
+
+
+def progress_line(position: str, result: JobResult) -> str:
+    """``[job 2 | 3/23] igemm/xcd/resnet-l03/w8  FINISHED  0.412 ms [0.405, 0.420] ...``"""
+    m = result.metrics
+    head = f"{position} {result.run_name:<36} {result.status:<8}"
+    if result.status != FINISHED:
+        return f"{head} {result.reason}"
+    if "time_ms_median" in m:
+        body = (f"{m['time_ms_median']:.4f} ms [p20 {m['time_ms_p20']:.4f}, p80 {m['time_ms_p80']:.4f}]  "
+                f"{m['tflops']:.1f} TFLOP/s  vendor {m['vendor_time_ms']:.4f} ms  "
+                f"max_rel_err {m['max_rel_err']:.2g}")
+    else:
+        body = f"verified (max_rel_err {m.get('max_rel_err', float('nan')):.2g}); {result.tags.get('timing', '')}"
+    if "l2_hit_rate" in m:
+        spread = f" ± {m['l2_hit_rate_std']:.2f}" if m.get("l2_samples", 1) > 1 else ""
+        body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({result.tags.get('profiler', '?')})"
+    baseline = result.params.get("compare.baseline")
+    if "speedup" in m:
+        body += (f"  | vs {baseline}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
+                 f"{m.get('speedup_ci_hi', float('nan')):.4f}] {result.tags.get('verdict', '')}")
+    elif result.tags.get("verdict", "").startswith("no comparison"):
+        body += f"  | {result.tags['verdict']}"
+    if "l2_delta_pts" in m:
+        body += f"; L2 {m['l2_delta_pts']:+.2f} pts {result.tags.get('l2_verdict', '')}"
+    return f"{head} {body}"

@@ -1,0 +1,166 @@
+"""Tune mode's candidate spaces: the launch configs worth trying for a kernel on a shape
+and a device (:func:`candidates`), and the records that describe them (:class:`Config`,
+:class:`DeviceTraits`).  Pure functions of the shape and the device's traits: the tuner
+(:mod:`harness.pipeline.tuning`) verifies and times what they list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from kernels.problem import ConvShape
+
+
+@dataclass(frozen=True)
+class Config:
+    """One launch config: the kernel's tiles (sizes and flags), warps and pipeline stages."""
+
+    tiles: tuple[tuple[str, int], ...]
+    num_warps: int
+    num_stages: int
+
+    @classmethod
+    def make(cls, tiles: Mapping[str, int], num_warps: int, num_stages: int) -> "Config":
+        return cls(tuple((str(k), int(v)) for k, v in tiles.items()), int(num_warps), int(num_stages))
+
+    @property
+    def tiles_dict(self) -> dict[str, int]:
+        return dict(self.tiles)
+
+    @property
+    def label(self) -> str:
+        """Short and stable, e.g. ``M128 N64 K64 SPLIT_K1 TMA1 w4 s4``."""
+        short = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
+        parts = [f"{short.get(k, k)}{v}" for k, v in self.tiles]
+        return " ".join(parts + [f"w{self.num_warps}", f"s{self.num_stages}"])
+
+    def as_dict(self) -> dict:
+        return {"tiles": self.tiles_dict, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Config":
+        return cls.make(d["tiles"], d["num_warps"], d["num_stages"])
+
+
+@dataclass(frozen=True)
+class DeviceTraits:
+    """What the candidate space needs to know about the device."""
+
+    name: str                 # e.g. "NVIDIA H200" ("interpreter" on the CPU)
+    num_sms: int              # streaming multiprocessors / compute units
+    tma: bool                 # tensor descriptors (NVIDIA compute capability >= 9.0)
+
+    @classmethod
+    def of(cls, device) -> "DeviceTraits":
+        import torch
+
+        device = torch.device(device)
+        if device.type == "cpu":
+            return cls("interpreter", 4, False)
+        props = torch.cuda.get_device_properties(device)
+        tma = torch.version.hip is None and (props.major, props.minor) >= (9, 0)
+        return cls(props.name, props.multi_processor_count, tma)
+
+
+# -----------------------------------------------------------
+# Candidate spaces, one per kernel family.
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _warps_for(block_m: int, block_n: int) -> tuple[int, ...]:
+    """4 warps (one warpgroup) up to 64x128 outputs, 8 from 128x256; both in between."""
+    area = block_m * block_n
+    return (4,) if area <= 8192 else (8,) if area >= 32768 else (4, 8)
+
+
+def _filter_tiles(F: int) -> tuple[int, ...]:
+    """BLOCK_N no wider than the filters need (F=64 -> 64 only; F=24 -> 32)."""
+    cap = max(32, _pow2_at_least(F))
+    return tuple(b for b in (32, 64, 128, 256) if b <= cap and (b >= 64 or F <= 32))
+
+
+def igemm_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+    """igemm: the tile sizes and launch settings it takes today."""
+    out = []
+    for bm in (64, 128):
+        for bn in _filter_tiles(shape.F):
+            for bk in (32, 64):
+                for warps in _warps_for(bm, bn):
+                    for stages in (2, 3, 4):
+                        out.append(Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, warps, stages))
+    return out
+
+
+def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tuple[int, ...] = (3, 4),
+                     k_options: int = 2) -> list[Config]:
+    """igemm_fast: tiles x warps x stages around wgmma-friendly shapes, with
+
+    * the packed K order only where the channels are few (C <= 32: the tap order's zero
+      padding would cost more than the gather) and the tap order only where C >= 16;
+    * on 1x1 stride-1 layers, the NCHW input read in place (no layout copy) beside both;
+    * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
+      of at least 4 K steps each;
+    * TMA on where the device has it, plus a TMA-off and a persistent twin of each base
+      tile shape, so that the measurements, not a guess, decide both.
+    """
+    M = shape.N * shape.P * shape.Q
+    matrix = shape.R == shape.S == shape.stride == 1 and shape.padding == 0
+    # (PACK_K, NCHW_IN): tap order, packed order, and (1x1 stride 1) the NCHW input read in place
+    orders = [o for o, ok in (((0, 0), shape.C >= 16), ((1, 0), shape.C <= 32), ((0, 1), matrix and shape.C >= 16))
+              if ok]
+    tma = 1 if traits.tma else 0
+    seen, out = set(), []
+
+    def add(tiles: dict, warps: int, stages: int) -> None:
+        cfg = Config.make(tiles, warps, stages)
+        if cfg not in seen:
+            seen.add(cfg)
+            out.append(cfg)
+
+    for pack, nchw in orders:
+        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, _pow2_at_least(shape.C))))
+        ks = ks[-k_options:]
+        steps_of = (lambda bk: -(-shape.R * shape.S * shape.C // bk)) if pack else (
+            lambda bk: shape.R * shape.S * -(-shape.C // bk))
+        for bm in (64, 128):
+            for bn in _filter_tiles(shape.F):
+                rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
+                tiles_mn = rows * -(-shape.F // bn)
+                for warps in _warps_for(bm, bn):
+                    for bk in ks:
+                        base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
+                                "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma}
+                        for stages in stages_options:
+                            add(base, warps, stages)
+                        if bk != ks[-1]:
+                            continue
+                        # Twins of the deepest-K base: TMA off, persistent, split-K.
+                        deep = stages_options[-1]
+                        if tma:
+                            add({**base, "TMA": 0}, warps, deep)
+                        if tiles_mn > traits.num_sms:
+                            add({**base, "PERSISTENT": 1}, warps, deep)
+                        else:
+                            for split in (2, 4):
+                                if steps_of(bk) >= 4 * split:
+                                    add({**base, "SPLIT_K": split}, warps, deep)
+    return out
+
+
+#: kernel name -> candidate space.  A kernel without one is tuned over its given config only.
+SPACES: dict[str, Callable[[ConvShape, DeviceTraits], list[Config]]] = {
+    "igemm": igemm_space,
+    "igemm_fast": igemm_fast_space,
+}
+
+
+def candidates(kernel: str, shape: ConvShape, traits: DeviceTraits, default: Config | None = None) -> list[Config]:
+    """The configs tune mode tries for ``kernel`` on ``shape`` (``[default]`` without a space)."""
+    space = SPACES.get(kernel)
+    if space is None:
+        if default is None:
+            raise ValueError(f"kernel {kernel!r} has no candidate space; give its config")
+        return [default]
+    return space(shape, traits)

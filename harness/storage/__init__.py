@@ -1,0 +1,1 @@
+"""Where results go: MLflow tracking, the offline spool and its sync, provenance tags."""

@@ -1,0 +1,451 @@
+"""MLflow tracking: one experiment per sweep name, one parent run per multirun, one
+child run per (job, shape).  Uses ``MlflowClient`` (no global active-run state), so a
+job can log while a sweep is in flight in the same process.
+
+No result is lost to the store: writes that hit SQLite's ``database is locked`` are
+retried with backoff, and when the store cannot be reached or written (connection
+refused, a timeout, an ``MlflowException``) the run's complete record goes to the offline
+spool (``harness.storage.spool``) with one line saying where; ``python -m harness.storage.sync``
+logs it later.
+
+Length: one class, the Tracker, because every way of writing a run (start, finish, sweep
+parent, replay from the spool) shares the same store-error fallback; split, each part
+would repeat it.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import socket
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import requests
+import sqlalchemy.exc
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from harness.hardware.environment import temporary_environment
+from harness.pipeline.result import FAILED, FINISHED, JobResult
+from harness.storage.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
+                           sync_command)
+
+#: tag holding the one-line reason of a run's status (FAILED) or what was verified.
+STATUS_REASON_TAG = "status_reason"
+HOST_TAG = "swizzlebench.host"
+PID_TAG = "swizzlebench.pid"
+SWEEP_TAG = "swizzlebench.sweep_run_id"
+PARENT_TAG = "mlflow.parentRunId"
+#: tag shared by the job runs one Tracker logs, i.e. by the runs of one Hydra job (all the
+#: shapes of one ``python -m harness`` without -m, which has no sweep run to group them).
+INVOCATION_TAG = "swizzlebench.invocation"
+#: tag naming the spool record a run was logged from (``harness.storage.sync``).
+SPOOL_TAG = "swizzlebench.spool_id"
+#: MLflow 3's experiment type: the UI opens a ``genai_development`` experiment (or one with
+#: no kind) on the GenAI overview, a ``custom_model_development`` one ("Machine learning")
+#: on its runs table.  MLflow's Python package has no constant for it: the names are the
+#: UI's ExperimentKind enum, which MLflow's own demo generator sets the same way.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+#: What "the store cannot be reached or written" looks like: the REST store wraps
+#: connection errors and timeouts in MlflowException; artifact uploads raise requests'
+#: errors; the SQLite store raises SQLAlchemy / sqlite3 errors; local artifacts OSError.
+STORE_ERRORS = (MlflowException, requests.exceptions.RequestException, sqlalchemy.exc.SQLAlchemyError,
+                sqlite3.Error, OSError)
+
+#: Retries of a write that hit SQLite's lock (each attempt already waits out MLflow's
+#: 20 s busy timeout), with exponential backoff and jitter from LOCK_BACKOFF_S.
+LOCK_RETRIES = 4
+LOCK_BACKOFF_S = 0.25
+#: While probing a store, fail in seconds instead of minutes of HTTP retries.
+PROBE_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+T = TypeVar("T")
+
+
+def short_http_retries():
+    """MLflow's REST client reads its retry settings at each request: shorten them for the
+    duration of a probe so an unreachable server fails in seconds, then restore them."""
+    return temporary_environment(PROBE_HTTP_ENV)
+
+
+def is_database_locked(exc: BaseException) -> bool:
+    return "database is locked" in str(exc)
+
+
+def retry_when_locked(call: Callable[..., T], *args, **kwargs) -> T:
+    """``call(*args, **kwargs)``, retried with backoff while SQLite says the database is locked."""
+    for attempt in range(LOCK_RETRIES + 1):
+        try:
+            return call(*args, **kwargs)
+        except STORE_ERRORS as exc:
+            if attempt == LOCK_RETRIES or not is_database_locked(exc):
+                raise
+            time.sleep(LOCK_BACKOFF_S * 2 ** attempt * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def short_error(exc: BaseException) -> str:
+    """A store error in one short line: ``cannot reach URL: [Errno 111] Connection refused``
+    for the REST client's connection errors (whose text runs to several hundred
+    characters), else ``Type: first line`` capped."""
+    text = str(exc).strip()
+    request = re.search(r"API request to (\S+) failed", text)
+    cause = re.search(r"\[Errno -?\d+\][^'\"()]*|[Rr]ead timed out|timeout", text)
+    if request and cause:
+        return f"cannot reach {request.group(1).split('/api/')[0]}: {cause.group(0).strip()}"
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else repr(exc)}"
+
+
+@dataclass
+class _RunStart:
+    """What ``start_job`` knew about a run, kept until ``finish_job`` (spool record)."""
+
+    run_name: str
+    parent_run_id: str | None
+    tags: dict[str, str] = field(default_factory=dict)
+    start_time_ms: int = field(default_factory=now_ms)
+
+
+class Tracker:
+    """Logs runs to the MLflow store at ``uri`` under ``experiment``; runs the store cannot
+    take go to the spool at ``spool_dir`` (see the module docstring).
+
+    The store is probed once, when the tracker is made (quickly: ``short_http_retries``).
+    After the first failure the tracker is *offline* (``offline_reason`` says why) and
+    spools the rest of its runs without waiting on the store again."""
+
+    def __init__(self, uri: str, experiment: str, spool_dir: str | Path = DEFAULT_SPOOL_DIR):
+        self.uri = uri
+        self.experiment = experiment
+        self.spool = Spool(spool_dir)
+        self.offline_reason: str | None = None
+        self.experiment_id: str | None = None
+        self._runs: dict[str, _RunStart] = {}
+        self.invocation_id = uuid.uuid4().hex
+        try:
+            self.client = MlflowClient(tracking_uri=uri)
+            with short_http_retries():
+                self.experiment_id = retry_when_locked(ensure_experiment, self.client, experiment)
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+
+    @property
+    def offline(self) -> bool:
+        return self.offline_reason is not None
+
+    # -- sweep (parent) runs -------------------------------------------------------
+    def start_sweep(self, run_name: str, params: dict[str, str], tags: dict[str, str]) -> str:
+        """The sweep's parent run id: a run in the store, or a spool id when offline.  The run
+        is tagged with the launching host and process, so that a later sweep can tell it was
+        killed (``close_dead_sweeps``)."""
+        tags = {**tags, "swizzlebench.kind": "sweep", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+        if not self.offline:
+            self.close_dead_sweeps()
+            try:
+                run = retry_when_locked(self.client.create_run, self.experiment_id, run_name=run_name, tags=tags)
+                self._log_batch(run.info.run_id, params=params)
+                return run.info.run_id
+            except STORE_ERRORS as exc:
+                self._go_offline(exc)
+        record = self._record(SWEEP, new_spool_id(), _RunStart(run_name, None, tags), "RUNNING")
+        record.params = {k: str(v) for k, v in params.items()}
+        path = self.spool.write(record)
+        print(f"[spool] tracking store {self.uri} unavailable ({self.offline_reason}): the sweep's runs are "
+              f"kept on local disk under {self.spool.directory} (sweep record {path.name}); the sweep goes on. "
+              f"Log them later with: {sync_command(self.spool.directory)}", flush=True)
+        return record.record_id
+
+    def end_sweep(self, run_id: str, status: str = FINISHED, reason: str | None = None) -> None:
+        """End the sweep's run with ``status`` (and ``reason`` as its status_reason tag)."""
+        tags = {STATUS_REASON_TAG: reason[:5000]} if reason else {}
+        if is_spool_id(run_id):
+            found = self.spool.find(run_id)
+            if found is not None:
+                _, record = found
+                record.status, record.end_time_ms = status, now_ms()
+                record.tags.update(tags)
+                self.spool.write(record)
+                return
+            # Synced while the sweep ran: end the run it became in the store.
+            run_id = self.spool.synced_runs().get(run_id, run_id)
+            if is_spool_id(run_id):
+                return
+        if not self.offline:
+            try:
+                if tags:
+                    self._log_batch(run_id, tags=tags)
+                retry_when_locked(self.client.set_terminated, run_id, status)
+                return
+            except STORE_ERRORS as exc:
+                self._go_offline(exc)
+        record = self._record(SWEEP, new_spool_id(),
+                              _RunStart("sweep", None, {"swizzlebench.kind": "sweep", **tags}), status, run_id=run_id)
+        record.end_time_ms = now_ms()
+        path = self.spool.write(record)
+        print(f"[spool] the end of sweep run {run_id} was kept at {path} (tracking store {self.uri} "
+              f"unavailable: {self.offline_reason}); log it later with: {sync_command(self.spool.directory)}",
+              flush=True)
+
+    # -- job (child) runs ------------------------------------------------------------
+    def start_job(self, run_name: str, parent_run_id: str | None, tags: dict[str, str]) -> str:
+        """Create the job's run as RUNNING before any work: a crash leaves a visible trace.
+        Offline (or under a spooled sweep) the run gets a spool id and is spooled at finish."""
+        start = _RunStart(run_name, parent_run_id,
+                          {**tags, "swizzlebench.kind": "job", INVOCATION_TAG: self.invocation_id})
+        run_id = None
+        if not self.offline and not is_spool_id(parent_run_id):
+            tags = dict(start.tags)
+            if parent_run_id:
+                tags.update({PARENT_TAG: parent_run_id, SWEEP_TAG: parent_run_id})
+            try:
+                run_id = retry_when_locked(self.client.create_run, self.experiment_id, run_name=run_name,
+                                           tags=tags).info.run_id
+            except STORE_ERRORS as exc:
+                self._go_offline(exc)
+        run_id = run_id or new_spool_id()
+        self._runs[run_id] = start
+        return run_id
+
+    def finish_job(self, run_id: str, result: JobResult) -> Path | None:
+        """Log the job's result and end its run.  Returns None, or the path of the spool
+        record when the store could not take it (a line saying so is printed)."""
+        start = self._runs.pop(run_id, None) or _RunStart(result.run_name, None)
+        if not self.offline and not is_spool_id(run_id):
+            try:
+                self._finish_in_store(run_id, result)
+                return None
+            except STORE_ERRORS as exc:
+                self._go_offline(exc)
+        return self._spool_job(run_id, start, result)
+
+    def _finish_in_store(self, run_id: str, result: JobResult) -> None:
+        tags = {**result.tags, STATUS_REASON_TAG: result.reason[:5000]}
+        self._log_batch(run_id, params=result.params, metrics=result.metrics, tags=tags)
+        for name, text in result.artifacts.items():
+            retry_when_locked(self.client.log_text, run_id, text, name)
+        for folder, path in result.files:
+            if path.exists():
+                retry_when_locked(self.client.log_artifact, run_id, str(path), folder)
+        retry_when_locked(self.client.set_terminated, run_id, FINISHED if result.status == FINISHED else FAILED)
+
+    def _spool_job(self, run_id: str, start: _RunStart, result: JobResult) -> Path:
+        in_store = not is_spool_id(run_id)
+        record = self._record(JOB, new_spool_id() if in_store else run_id, start,
+                              FINISHED if result.status == FINISHED else FAILED, run_id=run_id if in_store else None)
+        record.end_time_ms = now_ms()
+        record.params = {k: str(v) for k, v in result.params.items()}
+        record.metrics = {k: float(v) for k, v in result.metrics.items()}
+        record.tags.update({**{k: str(v) for k, v in result.tags.items()}, STATUS_REASON_TAG: result.reason[:5000]})
+        record.artifacts = dict(result.artifacts)
+        path = self.spool.write(record, files=result.files)
+        why = (f"tracking store {self.uri} unavailable: {self.offline_reason}" if self.offline
+               else f"its sweep run {start.parent_run_id} is spooled")
+        print(f"[spool] run {result.run_name} ({record.status}) kept on local disk at {path} ({why}); the sweep "
+              f"goes on. Log it later with: {sync_command(self.spool.directory)}", flush=True)
+        return path
+
+    def _record(self, kind: str, record_id: str, start: _RunStart, status: str,
+                run_id: str | None = None) -> SpoolRecord:
+        return SpoolRecord(record_id=record_id, kind=kind, tracking_uri=self.uri, experiment=self.experiment,
+                           run_name=start.run_name, status=status, start_time_ms=start.start_time_ms,
+                           run_id=run_id, parent_run_id=start.parent_run_id, tags=dict(start.tags),
+                           reason=self.offline_reason or "its sweep run is spooled")
+
+    def _go_offline(self, exc: BaseException) -> None:
+        self.offline_reason = short_error(exc)
+
+    def close_dead_sweeps(self) -> int:
+        """Mark KILLED the RUNNING sweep runs of this host whose launching process is gone (a
+        sweep killed midway never reaches ``on_multirun_end``).  Returns how many."""
+        try:
+            runs = self.client.search_runs(
+                [self.experiment_id], max_results=1000,
+                filter_string=f"tags.`swizzlebench.kind` = 'sweep' and attributes.status = 'RUNNING' "
+                              f"and tags.`{HOST_TAG}` = '{socket.gethostname()}'")
+        except STORE_ERRORS:
+            return 0
+        closed = 0
+        for run in runs:
+            pid = run.data.tags.get(PID_TAG, "")
+            if pid.isdigit() and not _process_alive(int(pid)):
+                self.client.set_tag(run.info.run_id, STATUS_REASON_TAG,
+                                    f"killed: launching process {pid} is gone; a later sweep closed this run")
+                self.client.set_terminated(run.info.run_id, "KILLED")
+                closed += 1
+        return closed
+
+    # -- resume ---------------------------------------------------------------------
+    def find_finished(self, spec_hash: str) -> str | None:
+        """Run id of a FINISHED job run with this spec hash in the experiment, if any
+        (None when offline: the job runs, and sync drops it if the store has one)."""
+        if self.offline:
+            return None
+        try:
+            return self._find_finished(spec_hash)
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+            return None
+
+    def _find_finished(self, spec_hash: str, exclude: str | None = None) -> str | None:
+        runs = retry_when_locked(
+            self.client.search_runs, [self.experiment_id], max_results=2,
+            filter_string=f"tags.spec_hash = '{spec_hash}' and attributes.status = 'FINISHED'")
+        return next((r.info.run_id for r in runs if r.info.run_id != exclude), None)
+
+    def close_stale(self, spec_hash: str) -> int:
+        """Mark RUNNING runs of this spec (left by a killed sweep) as KILLED before the job
+        runs again, so each spec ends with exactly one live result.  Returns how many."""
+        if self.offline:
+            return 0
+        try:
+            runs = retry_when_locked(
+                self.client.search_runs, [self.experiment_id], max_results=1000,
+                filter_string=f"tags.spec_hash = '{spec_hash}' and attributes.status = 'RUNNING'")
+            for run in runs:
+                self._kill(run.info.run_id, "killed: the sweep stopped mid-job; re-run")
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+            return 0
+        return len(runs)
+
+    def _kill(self, run_id: str, reason: str) -> None:
+        retry_when_locked(self.client.set_tag, run_id, STATUS_REASON_TAG, reason)
+        retry_when_locked(self.client.set_terminated, run_id, "KILLED")
+
+    # -- replay of spooled records (harness.storage.sync) -----------------------------------
+    def replay(self, record: SpoolRecord, parent_run_id: str | None) -> tuple[str, str]:
+        """Log a spool record into the store; returns (outcome, run id).  Outcomes:
+        ``already_logged`` (a run carries its spool id), ``duplicate`` (its spec hash is
+        already FINISHED here: nothing logged) or ``logged``.  Raises STORE_ERRORS."""
+        done = retry_when_locked(self.client.search_runs, [self.experiment_id], max_results=1,
+                                 filter_string=f"tags.`{SPOOL_TAG}` = '{record.record_id}'")
+        if done:
+            return "already_logged", done[0].info.run_id
+        existing = self._running_run(record.run_id)
+        if record.kind == SWEEP and record.run_id and existing is None:
+            return "already_logged", record.run_id   # the end of a sweep run that has ended (or is not here)
+        if record.kind == JOB and record.spec_hash:
+            finished = self._find_finished(record.spec_hash, exclude=record.run_id)
+            if finished:
+                if existing:
+                    self._kill(existing.info.run_id, f"superseded by FINISHED run {finished} of the same spec")
+                return "duplicate", finished
+        tags = {**record.tags, SPOOL_TAG: record.record_id}
+        if parent_run_id:
+            tags.update({PARENT_TAG: parent_run_id, SWEEP_TAG: parent_run_id})
+        params, metrics = record.params, record.metrics
+        if existing is None:
+            run_id = retry_when_locked(self.client.create_run, self.experiment_id, start_time=record.start_time_ms,
+                                       tags=tags, run_name=record.run_name).info.run_id
+        else:   # created before the store failed: complete it, logging only what it lacks
+            run_id = existing.info.run_id
+            params = {k: v for k, v in params.items() if k not in existing.data.params}
+            metrics = {k: v for k, v in metrics.items() if k not in existing.data.metrics}
+        self._log_batch(run_id, params=params, metrics=metrics, tags=tags)
+        for name, text in record.artifacts.items():
+            retry_when_locked(self.client.log_text, run_id, text, name)
+        for folder, relative in record.files:
+            retry_when_locked(self.client.log_artifact, run_id, str(self.spool.directory / relative), folder or None)
+        if record.status != "RUNNING":
+            retry_when_locked(self.client.set_terminated, run_id, record.status, end_time=record.end_time_ms)
+        return "logged", run_id
+
+    def _running_run(self, run_id: str | None):
+        """The store's run ``run_id`` if it exists here and is still RUNNING, else None."""
+        if not run_id:
+            return None
+        try:
+            run = retry_when_locked(self.client.get_run, run_id)
+        except MlflowException as exc:
+            if "RESOURCE_DOES_NOT_EXIST" in str(exc.error_code) or "not found" in str(exc).lower():
+                return None
+            raise
+        return run if run.info.status == "RUNNING" and run.info.experiment_id == self.experiment_id else None
+
+    def _log_batch(self, run_id: str, params: dict | None = None, metrics: dict | None = None,
+                   tags: dict | None = None) -> None:
+        now = int(time.time() * 1000)
+        p = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        m = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+        t = [RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()]
+        # MLflow caps one batch at 100 params / 1000 metrics / 100 tags.
+        for i in range(0, max(len(p), len(m), len(t), 1), 100):
+            retry_when_locked(self.client.log_batch, run_id, metrics=m[i:i + 100], params=p[i:i + 100],
+                              tags=t[i:i + 100])
+
+
+def ensure_experiment(client: MlflowClient, name: str) -> str:
+    """Return the id of experiment ``name``, creating it if needed (tolerating a
+    concurrent creator), with its kind set so that the MLflow UI opens it on the runs
+    table (``EXPERIMENT_KIND_TAG``; also set on an experiment made before it was)."""
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except Exception:
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in exp.tags:
+        client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return exp.experiment_id
+
+
+def mlflow_ui_url(base: str, experiment_id: str, charts: bool = False) -> str:
+    """The experiment's runs table in the MLflow UI served at ``base`` (``http://host:5000``);
+    ``charts``: its chart view instead.  The address says ``workflowType=machine_learning``:
+    MLflow 3.17's UI takes an experiment's kind from a per-browser GenAI / Model training
+    switch (GenAI by default), not from ``EXPERIMENT_KIND_TAG``, and would open the GenAI
+    overview."""
+    query = "workflowType=machine_learning" + ("&compareRunsMode=CHART" if charts else "")
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def resolve_tracking_uri(uri: str, base: str | None = None) -> str:
+    """``uri`` with a relative SQLite path made absolute against ``base``: by default the
+    directory the sweep was launched from (Hydra's ``hydra.runtime.cwd``), else the cwd.
+
+    ``sqlite:///mlflow.db`` names a file relative to the process's working directory, which
+    under a launcher need not be where the user typed the command (``hydra.job.chdir=true``,
+    a SLURM job started elsewhere), so every job and the sweep's parent run would otherwise
+    risk writing to different stores.  Absolute paths (``sqlite:////abs/mlflow.db``), the
+    in-memory ``sqlite://`` and every other scheme (``http://host:5000``...) pass unchanged."""
+    from pathlib import Path  # imports kept local: this section is appended to the module
+
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return uri
+    path, sep, query = uri[len(prefix):].partition("?")
+    if not path or path.startswith("/") or path.startswith(":memory:"):
+        return uri
+    if base is None:
+        base = _launch_directory()
+    return f"{prefix}{Path(base).resolve() / path}{sep}{query}"
+
+
+def _launch_directory() -> str:
+    """Hydra's original working directory when a Hydra app is running, else the cwd."""
+    import os
+
+    from hydra.core.hydra_config import HydraConfig
+
+    return str(HydraConfig.get().runtime.cwd) if HydraConfig.initialized() else os.getcwd()
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

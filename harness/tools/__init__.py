@@ -1,0 +1,1 @@
+"""Tooling around the harness (an offline wheelhouse for GPU nodes)."""

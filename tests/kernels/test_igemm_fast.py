@@ -1,0 +1,148 @@
+"""igemm_fast under the interpreter: every variant x every swizzle on odd grids, through the
+same two gates as a job (permutation of the grid the kernel walks, output against conv2d)."""
+import dataclasses
+
+import pytest
+import torch
+
+from harness.pipeline.correctness import compare, make_operands, reference
+from kernels import KERNELS
+from kernels.base import LaunchConfig, SwizzleBinding
+from kernels.igemm_fast import check_tma_supported, pack_weights
+from kernels.problem import ConvShape
+from swizzles import SWIZZLES
+from swizzles.permutation import check_permutation, remap_table
+
+KERNEL = KERNELS["igemm_fast"]
+BASE = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0}
+# Each variant on a shape that exercises it; every grid is odd (not a multiple of 8 or of
+# the 3 persistent programs' stride pattern).
+VARIANTS = {
+    # 3x3 with padding, C and F not multiples of BLOCK: grid 5 x 2
+    "tap": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1), {}),
+    # a stem-like layer: 3 channels, 7x7, stride 2: grid 5 x 2 (packed K order)
+    "packed": (ConvShape("stem", N=2, C=3, H=11, W=11, F=20, R=7, S=7, stride=2, padding=3), {"PACK_K": 1}),
+    # split-K over a persistent grid: grid 5 x 2, 2 slices, 3 programs
+    "split_persistent": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
+                         {"SPLIT_K": 2, "PERSISTENT": 1}),
+    # 1x1 stride 1: the input is the M x C matrix, read through a tensor descriptor: grid 7 x 2
+    "tma_matrix": (ConvShape("mat", N=2, C=24, H=7, W=7, F=20, R=1, S=1), {"TMA": 1}),
+    # 1x1 stride 1 read from NCHW in place (tiles never straddle images): grid 5 x cdiv(25, 16)
+    # = 10 x 2; then with split-K over a persistent grid
+    "nchw_in": (ConvShape("nchw", N=5, C=24, H=5, W=5, F=20, R=1, S=1), {"NCHW_IN": 1, "TMA": 1}),
+    "nchw_in_split": (ConvShape("nchw", N=5, C=40, H=5, W=5, F=20, R=1, S=1),
+                      {"NCHW_IN": 1, "SPLIT_K": 2, "PERSISTENT": 1}),
+    # tensor descriptor for the weights of a strided 1x1, packed order: grid 5 x 2
+    "tma_packed_s2": (ConvShape("s2", N=3, C=8, H=9, W=9, F=20, R=1, S=1, stride=2), {"TMA": 1, "PACK_K": 1}),
+}
+
+
+def _run(shape, tiles, swizzle, num_xcds=8, group_size=2, dtype_shape=None):
+    ops = make_operands(shape, False, seed=3, device="cpu")
+    run, out = KERNEL.bind(ops, shape, tiles, SwizzleBinding(SWIZZLES[swizzle], num_xcds, group_size),
+                           LaunchConfig(4, 3))
+    run()
+    return compare(KERNEL.output_as_nchw(out), reference(ops, shape), shape.dtype)
+
+
+@pytest.mark.parametrize("swizzle", sorted(SWIZZLES))
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_variant_every_swizzle(variant, swizzle):
+    shape, flags = VARIANTS[variant]
+    tiles = {**BASE, **flags}
+    grid = KERNEL.tile_grid(shape, tiles)
+    assert grid.num_pids % 8 and grid.num_pids % 3, "grids are meant to be odd"
+    table = remap_table(SWIZZLES[swizzle], grid.num_pid_m, grid.num_pid_n, 8, 2)
+    verdict = check_permutation(table)
+    if not verdict.ok:
+        # The gate stops it before any launch; seed formulas are the ones expected here.
+        assert swizzle.startswith("seed_"), verdict.reason
+        assert verdict.reason.startswith(f"not a permutation of {grid.num_pids} pids")
+        return
+    check = _run(shape, tiles, swizzle)
+    assert check.ok, f"{variant}/{swizzle}: {check.reason}"
+
+
+def test_seed_swizzles_fail_the_gate_somewhere():
+    """At least one seed formula is not a permutation of the odd grids above: the test
+    above really exercises the rejection branch."""
+    shape, flags = VARIANTS["tap"]
+    grid = KERNEL.tile_grid(shape, {**BASE, **flags})
+    rejected = [s for s in SWIZZLES if s.startswith("seed_")
+                and not check_permutation(remap_table(SWIZZLES[s], grid.num_pid_m, grid.num_pid_n, 8, 2)).ok]
+    assert rejected
+
+
+def test_bf16_is_verified():
+    shape, flags = VARIANTS["packed"]
+    assert _run(dataclasses.replace(shape, dtype="bfloat16"), {**BASE, **flags}, "grouped").ok
+
+
+def test_tile_grid_is_what_the_swizzle_sees():
+    """Split-K and persistence change the launch, not the tile grid: the permutation gate
+    checks num_pid_m x num_pid_n tiles, which every work item's remap indexes."""
+    shape, _ = VARIANTS["tap"]
+    plain = KERNEL.tile_grid(shape, BASE)
+    assert plain == KERNEL.tile_grid(shape, {**BASE, "SPLIT_K": 4, "PERSISTENT": 1})
+    assert (plain.num_pid_m, plain.num_pid_n) == (5, 2)   # cdiv(2*6*6, 16), cdiv(20, 16)
+    cpu = torch.device("cpu")
+    assert KERNEL.num_programs(shape, BASE, cpu) == 10
+    assert KERNEL.num_programs(shape, {**BASE, "SPLIT_K": 2, "PERSISTENT": 1}, cpu) == 3
+
+
+def test_nchw_in_needs_a_matrix_layer():
+    shape, _ = VARIANTS["tap"]
+    with pytest.raises(ValueError, match="NCHW_IN=1 needs a 1x1, stride-1, unpadded layer"):
+        KERNEL.tile_grid(shape, {**BASE, "NCHW_IN": 1})
+    nchw, _ = VARIANTS["nchw_in"]
+    assert KERNEL.tile_grid(nchw, {**BASE, "NCHW_IN": 1}).num_pid_m == 5 * 2   # per image: cdiv(25, 16)
+    assert KERNEL.tile_grid(nchw, BASE).num_pid_m == 8                          # cdiv(125, 16)
+
+
+def test_input_copy_is_inside_the_timed_call():
+    """The NCHW -> NHWC copy is part of run(): changing the input after bind changes the output."""
+    shape, _ = VARIANTS["tap"]
+    ops = make_operands(shape, False, seed=1, device="cpu")
+    run, out = KERNEL.bind(ops, shape, BASE, SwizzleBinding(SWIZZLES["identity"], 8, 1), LaunchConfig())
+    ops.x.copy_(make_operands(shape, False, seed=2, device="cpu").x)
+    run()
+    assert compare(KERNEL.output_as_nchw(out), reference(ops, shape), shape.dtype).ok
+
+
+def test_packed_weights_layout():
+    shape = ConvShape("w", N=1, C=3, H=5, W=5, F=5, R=2, S=2)
+    w = torch.randn(5, 3, 2, 2)
+    tap = pack_weights(w, shape, {**BASE, "BLOCK_K": 16})
+    assert tap.shape == (16, 2 * 2 * 16)                       # F padded to BLOCK_N, C to BLOCK_K per tap
+    assert torch.equal(tap[:5].view(5, 2, 2, 16)[..., :3], w.permute(0, 2, 3, 1))
+    assert not tap[:5].view(5, 2, 2, 16)[..., 3:].any() and not tap[5:].any()
+    packed = pack_weights(w, shape, {**BASE, "BLOCK_K": 16, "PACK_K": 1})
+    assert packed.shape == (16, 16)                            # 12 = R*S*C columns padded to 16
+    assert torch.equal(packed[:5, :12], w.permute(0, 2, 3, 1).reshape(5, 12))
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"BLOCK_M": 8}, "BLOCK_M=8 must be a power of two >= 16"),
+    ({"SPLIT_K": 3}, "SPLIT_K=3 must be a power of two >= 1"),
+    ({"TMA": 2}, "TMA=2 must be 0 or 1"),
+])
+def test_check_tiles_names_the_bad_entry(bad, message):
+    with pytest.raises(ValueError, match=message):
+        KERNEL.check_tiles({**BASE, **bad})
+
+
+def test_tma_fails_clearly_before_hopper(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100")
+    monkeypatch.setattr(torch.version, "hip", None)
+    with pytest.raises(ValueError, match=r"TMA=1 needs compute capability >= 9.0 \(Hopper\); NVIDIA A100 is 8.0"):
+        check_tma_supported(torch.device("cuda"))
+    check_tma_supported(torch.device("cpu"))   # the interpreter emulates descriptors
+
+
+def test_sim_refuses_what_it_cannot_model():
+    shape, _ = VARIANTS["tap"]
+    with pytest.raises(NotImplementedError, match="no address model for PERSISTENT=1 SPLIT_K=1"):
+        KERNEL.load_plan(shape, {**BASE, "PERSISTENT": 1})
+    with pytest.raises(NotImplementedError, match="SPLIT_K=2"):
+        KERNEL.access_model(shape, {**BASE, "SPLIT_K": 2}, 128)
