@@ -60,6 +60,10 @@ the CPU machine, against its local indexes; no internet there):
 
 This module must stay importable on the bare GPU image: standard library plus
 ``packaging`` (falling back on pip's vendored copy) only.
+
+Length: the offline-install tool for a GPU node with no internet: what pip does not do
+(source-only dependencies built as wheels, packages the GPU image already has left out,
+checking a --target install against the node) is the bulk of it; see above.
 """
 from __future__ import annotations
 
