@@ -12,6 +12,8 @@ import signal
 import time
 from dataclasses import dataclass
 
+from harness.errors import UserError
+
 FAULT_KINDS = ("segv", "hang", "illegal_address", "raise")
 
 
@@ -23,7 +25,7 @@ class FaultPlan:
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
-            raise ValueError(f"fault.kind={self.kind!r} is invalid; valid kinds: {', '.join(FAULT_KINDS)}")
+            raise UserError(f"fault.kind={self.kind!r} is invalid; valid kinds: {', '.join(FAULT_KINDS)}")
 
     def matches(self, spec) -> bool:
         return ((self.shape is None or spec.shape.name == self.shape)
