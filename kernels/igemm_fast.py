@@ -23,6 +23,11 @@ What changes, and why (the measurements are in benchmarks/kernel_notes.md):
    loads).  ``PACK_K=1`` ("packed"): k runs over (r, s, c) with no padding between taps.
    For the 3-channel stem that is 147 -> 160 columns of K instead of 49 x BLOCK_K: the tap
    order would spend 95% of its tensor-core work on zeros.  A is then a gather.
+   ``PACK_K=2`` ("rows"): step = (filter row r, block of that row's S*C columns), padded per
+   row.  In NHWC one row of a receptive field, all its (s, c), is a single contiguous run of
+   S*C elements, so a pixel's slice of A is one contiguous load whose offsets the compiler
+   sees as ``x_row + r*W*C + arange``: 7 x 32 = 224 columns for the stem (packed: 160), in
+   exchange for loads that coalesce instead of per-element address arithmetic.
 4. **Split-K** (``SPLIT_K > 1``): layers with fewer tiles than the GPU has SMs (the 7x7 and
    14x14 stages of a ResNet at batch 32) split the reduction; each split writes its fp32
    partial sums and a second small kernel adds them in a fixed order (deterministic).
@@ -89,6 +94,19 @@ def _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, 
     ok = (mask_m[:, None] & (tap < R * S)[None, :]
           & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
     return tl.load(x_ptr + x_row[:, None] + ((r * W + s) * C + c)[None, :], mask=ok, other=0.0)
+
+
+@triton.jit
+def _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K: tl.constexpr):
+    """A for step = (filter row r, BLOCK_K of its S*C columns j = s*C + c): the receptive
+    field's row is contiguous in NHWC, so the columns are consecutive addresses."""
+    steps_per_row = tl.cdiv(S * C, BLOCK_K)
+    r = step // steps_per_row
+    j = (step - r * steps_per_row) * BLOCK_K + offs_k
+    ih = ih0 + r
+    iw = iw0[:, None] + (j // C)[None, :]
+    ok = ((mask_m & (ih >= 0) & (ih < H))[:, None] & (j < S * C)[None, :] & (iw >= 0) & (iw < W))
+    return tl.load(x_ptr + (x_row + r * W * C)[:, None] + j[None, :], mask=ok, other=0.0)
 
 
 @triton.jit
@@ -172,6 +190,8 @@ def igemm_fast_kernel(
                 a = x_desc.load([pid_m * BLOCK_M, step * BLOCK_K])
             elif NCHW_IN:
                 a = _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K)
+            elif PACK_K == 2:
+                a = _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K)
             elif PACK_K:
                 a = _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, BLOCK_K)
             else:
@@ -216,9 +236,11 @@ def is_matrix_layer(shape: ConvShape) -> bool:
 
 
 def k_pad(shape: ConvShape, tiles: Mapping[str, int]) -> int:
-    """Columns of the packed weights: whole BLOCK_K steps over (tap, padded channels) or
-    over the packed (r, s, c) run."""
+    """Columns of the packed weights: whole BLOCK_K steps over (tap, padded channels), over
+    each filter row's (s, c) run (PACK_K=2), or over the packed (r, s, c) run."""
     bk = tiles["BLOCK_K"]
+    if tiles["PACK_K"] == 2:
+        return shape.R * triton.cdiv(shape.S * shape.C, bk) * bk
     if tiles["PACK_K"]:
         return triton.cdiv(shape.R * shape.S * shape.C, bk) * bk
     return shape.R * shape.S * triton.cdiv(shape.C, bk) * bk
@@ -231,7 +253,10 @@ def pack_weights(w: torch.Tensor, shape: ConvShape, tiles: Mapping[str, int]) ->
     bk, bn = tiles["BLOCK_K"], tiles["BLOCK_N"]
     ohwi = w.permute(0, 2, 3, 1)                                   # F, R, S, C
     packed = torch.zeros((triton.cdiv(F, bn) * bn, k_pad(shape, tiles)), dtype=w.dtype, device=w.device)
-    if tiles["PACK_K"]:
+    if tiles["PACK_K"] == 2:
+        row_pad = triton.cdiv(S * C, bk) * bk
+        packed[:F].view(F, R, row_pad)[..., :S * C] = ohwi.reshape(F, R, S * C)
+    elif tiles["PACK_K"]:
         packed[:F, :R * S * C] = ohwi.reshape(F, R * S * C)
     else:
         c_pad = triton.cdiv(C, bk) * bk
@@ -295,7 +320,9 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         for key, value in given.items():
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be an integer")
-            if key in FLAGS:
+            if key == "PACK_K":
+                ok, rule = value in (0, 1, 2), "0 (tap order), 1 (packed) or 2 (rows)"
+            elif key in FLAGS:
                 ok, rule = value in (0, 1), "0 or 1"
             elif key == "SPLIT_K":
                 ok, rule = value >= 1 and not value & (value - 1), "a power of two >= 1"
@@ -395,10 +422,16 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             x_runs = _nchw_input_runs(shape, bm, bk, bases["x"], eb)
             x_runs_per_step = bk
         elif tiles["PACK_K"]:
-            k = steps[:, None] * bk + np.arange(bk)                  # (steps, BLOCK_K) column of K
-            tap, c = k // C, k % C
-            nbytes = np.where(tap < shape.R * S, eb, 0)
-            x_runs = input_runs(shape, bm, bases["x"], eb, tap // S, tap % S, c, nbytes)
+            if tiles["PACK_K"] == 2:                                 # (row r, j = s * C + c) per column
+                per_row = triton.cdiv(S * C, bk)
+                j = (steps % per_row)[:, None] * bk + np.arange(bk)
+                tap, c = (steps // per_row)[:, None] * S + j // C, j % C
+                nbytes = np.where(j < S * C, eb, 0)
+            else:                                                    # (r, s, c) packed
+                k = steps[:, None] * bk + np.arange(bk)              # (steps, BLOCK_K) column of K
+                tap, c = k // C, k % C
+                nbytes = np.where(tap < shape.R * S, eb, 0)
+            x_runs = input_runs(shape, bm, bases["x"], eb, tap // S, tap % S, np.minimum(c, C - 1), nbytes)
             x_runs_per_step = bm * bk
         else:
             num_cb = triton.cdiv(C, bk)

@@ -97,8 +97,9 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                      k_options: int = 2) -> list[Config]:
     """igemm_fast: tiles x warps x stages around wgmma-friendly shapes, with
 
-    * the packed K order only where the channels are few (C <= 32: the tap order's zero
-      padding would cost more than the gather) and the tap order only where C >= 16;
+    * the packed and the row-packed K orders only where the channels are few (C <= 32: the
+      tap order's zero padding would cost more than the gather), with 256-row tiles too (their
+      K is short), and the tap order only where C >= 16;
     * on 1x1 stride-1 layers, the NCHW input read in place (no layout copy) beside both;
     * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
       of at least 4 K steps each;
@@ -108,7 +109,8 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
     M = shape.N * shape.P * shape.Q
     matrix = shape.R == shape.S == shape.stride == 1 and shape.padding == 0
     # (PACK_K, NCHW_IN): tap order, packed order, and (1x1 stride 1) the NCHW input read in place
-    orders = [o for o, ok in (((0, 0), shape.C >= 16), ((1, 0), shape.C <= 32), ((0, 1), matrix and shape.C >= 16))
+    orders = [o for o, ok in (((0, 0), shape.C >= 16), ((1, 0), shape.C <= 32), ((2, 0), shape.C <= 32 and shape.S > 1),
+                              ((0, 1), matrix and shape.C >= 16))
               if ok]
     tma = 1 if traits.tma else 0
     seen, out = set(), []
@@ -124,7 +126,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
         ks = ks[-k_options:]
         steps_of = (lambda bk: -(-shape.R * shape.S * shape.C // bk)) if pack else (
             lambda bk: shape.R * shape.S * -(-shape.C // bk))
-        for bm in (64, 128):
+        for bm in (64, 128, 256) if pack else (64, 128):   # few channels: short K, so taller tiles
             for bn in _filter_tiles(shape.F):
                 rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
                 tiles_mn = rows * -(-shape.F // bn)

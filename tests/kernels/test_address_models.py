@@ -40,6 +40,8 @@ CASES = [
                          "TMA": 0}, "xcd_grouped", 8, 2),
     ("igemm_fast", T1, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 1, "NCHW_IN": 0, "PERSISTENT": 0,
                         "TMA": 0}, "grouped", 8, 3),
+    ("igemm_fast", SMALL, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 2, "NCHW_IN": 0,
+                           "PERSISTENT": 0, "TMA": 0}, "xcd", 8, 2),
     ("igemm_fast", ConvShape("nchw", N=3, C=20, H=5, W=3, F=10, R=1, S=1),
      {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 1, "PERSISTENT": 0,
       "TMA": 0}, "xcd", 8, 8),

@@ -22,6 +22,8 @@ VARIANTS = {
     "tap": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1), {}),
     # a stem-like layer: 3 channels, 7x7, stride 2: grid 5 x 2 (packed K order)
     "packed": (ConvShape("stem", N=2, C=3, H=11, W=11, F=20, R=7, S=7, stride=2, padding=3), {"PACK_K": 1}),
+    # the same with each filter row's (s, c) run as one contiguous load (row-packed K order)
+    "rows": (ConvShape("stem", N=2, C=3, H=11, W=11, F=20, R=7, S=7, stride=2, padding=3), {"PACK_K": 2}),
     # split-K over a persistent grid: grid 5 x 2, 2 slices, 3 programs
     "split_persistent": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
                          {"SPLIT_K": 2, "PERSISTENT": 1}),
@@ -119,12 +121,17 @@ def test_packed_weights_layout():
     packed = pack_weights(w, shape, {**BASE, "BLOCK_K": 16, "PACK_K": 1})
     assert packed.shape == (16, 16)                            # 12 = R*S*C columns padded to 16
     assert torch.equal(packed[:5, :12], w.permute(0, 2, 3, 1).reshape(5, 12))
+    rows = pack_weights(w, shape, {**BASE, "BLOCK_K": 16, "PACK_K": 2})
+    assert rows.shape == (16, 2 * 16)                          # per filter row: S*C = 6 columns padded to 16
+    assert torch.equal(rows[:5].view(5, 2, 16)[..., :6], w.permute(0, 2, 3, 1).reshape(5, 2, 6))
+    assert not rows[:5].view(5, 2, 16)[..., 6:].any()
 
 
 @pytest.mark.parametrize("bad, message", [
     ({"BLOCK_M": 8}, "BLOCK_M=8 must be a power of two >= 16"),
     ({"SPLIT_K": 3}, "SPLIT_K=3 must be a power of two >= 1"),
     ({"TMA": 2}, "TMA=2 must be 0 or 1"),
+    ({"PACK_K": 3}, r"PACK_K=3 must be 0 \(tap order\), 1 \(packed\) or 2 \(rows\)"),
 ])
 def test_check_tiles_names_the_bad_entry(bad, message):
     with pytest.raises(ValueError, match=message):
