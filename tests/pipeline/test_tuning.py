@@ -40,7 +40,8 @@ def test_space_follows_the_shape_and_the_device():
     def flags(shape, traits, key):
         return {c.tiles_dict[key] for c in candidates("igemm_fast", shape, traits)}
 
-    assert flags(STEM, HOPPER, "PACK_K") == {1}        # C = 3: the tap order would be 95% zeros
+    assert flags(STEM, HOPPER, "PACK_K") == {1, 2}     # C = 3: the tap order would be 95% zeros
+    assert flags(STEM, HOPPER, "BLOCK_M") == {64, 128, 256}
     assert flags(L03, HOPPER, "PACK_K") == {0}
     assert flags(L19, HOPPER, "SPLIT_K") == {1, 2, 4}  # 13 x 4 tiles of 128 x 128 < 132 SMs
     assert flags(L03, HOPPER, "SPLIT_K") == {1}        # 784 tiles: no idle SMs to fill
