@@ -134,7 +134,7 @@ def tune_options(cfg: DictConfig) -> TuneOptions:
     """The ``tune`` group (``tune=none`` when absent)."""
     t = cfg.get("tune") or {}
     return TuneOptions(mode=str(t.get("name", "none")), cache_dir=t.get("cache_dir"),
-                       warmup_ms=float(t.get("warmup_ms", 5)), rep_ms=float(t.get("rep_ms", 25)),
+                       warmup_ms=float(t.get("warmup_ms", 5)), rounds=int(t.get("rounds", 10)),
                        on_cpu=bool(t.get("on_cpu", False)), compile_jobs=int(t.get("compile_jobs", 8)))
 
 

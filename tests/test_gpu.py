@@ -88,7 +88,7 @@ def test_tune_mode_on_gpu(tmp_path):
                    shape=SHAPES[0], shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0,
                    baseline="identity", tune="fastest")
     options = JobOptions(interpret_tiles=base, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5),
-                         tune=TuneOptions(mode="fastest", cache_dir=str(tmp_path), warmup_ms=1, rep_ms=5))
+                         tune=TuneOptions(mode="fastest", cache_dir=str(tmp_path), warmup_ms=1, rounds=5))
     first = run_job(spec, describe_device("gpu"), options)
     assert first.status == FINISHED, first.reason
     assert first.params["tune.from_cache"] == "False" and int(first.params["tune.trials"]) > 1

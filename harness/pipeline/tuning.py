@@ -49,8 +49,8 @@ class TuneOptions:
 
     mode: str = "none"              # "none" (launch the configured config) or "fastest"
     cache_dir: str | None = None    # None: default_cache_dir()
-    warmup_ms: float = 5.0          # do_bench warm-up per trial, ms
-    rep_ms: float = 25.0            # do_bench measuring budget per trial, ms
+    warmup_ms: float = 5.0          # warm-up launches per trial, ms
+    rounds: int = 10                # timed rounds per trial (3 launches each; median), GPU
     on_cpu: bool = False            # also tune under the CPU interpreter (wall clock: exercises
                                     # the pipeline, says nothing about speed)
     compile_jobs: int = 8           # processes compiling a job's candidates before its trials (GPU)

@@ -180,7 +180,7 @@ def test_tune_config_group_composes():
     with initialize_config_module("swizzlebench_conf", version_base="1.3"):
         on = compose("config", overrides=["tune=fastest", "kernel=igemm_fast"])
         off = compose("config")
-    assert on.tune.name == "fastest" and on.tune.rep_ms == 25 and on.tune.on_cpu is False
+    assert on.tune.name == "fastest" and on.tune.rounds == 10 and on.tune.on_cpu is False
     assert off.tune.name == "none"
     assert KERNELS[on.kernel.name].check_tiles(on.kernel.tiles)
 
