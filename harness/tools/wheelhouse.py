@@ -28,16 +28,16 @@ pip does the work; this module keeps what pip lacks (measured 2026-11-23, pip 23
   packages (:data:`GPU_IMAGE_PRESENT`, ``--exclude-present-file``): what only matplotlib needs
   is on the image with it.  pip evaluates markers for the running interpreter (the report's
   ``environment`` says python_version 3.11), the walk for the target.  Then ``pip download
-  --no-deps`` of the selected ``name==version`` set, and ``MANIFEST.txt`` with what the
-  wheelhouse expects the node to have.
+  --no-deps`` of the selected ``name==version`` set, and ``MANIFEST.txt`` with what the node
+  must have.  The whole ``build`` for 3.12: 51 s, 50 wheels, 37.1 MB (for 3.11: 42 s).
 * checking a ``--target`` install.  ``pip install --no-index --find-links wheelhouse
   swizzlebench`` is all it takes with a writable site-packages; with ``--target`` pip
   ignores the node's torch and cannot resolve (ResolutionImpossible, 0.8 s), so the wheels
   go in ``--no-deps`` (as benchmarks/gpu_setup.sh does).  Before that, ``install`` has pip
   check MANIFEST's "expects on the node" (``pip --isolated install --dry-run --no-index
   --no-deps REQS``: exit 0 when all are satisfied, else pip's error naming the first one,
-  0.7 s); after it, an import test.  pip itself rejects wheels for another Python or
-  platform, and the wheelhouse is consistent by construction (one pip resolution).
+  0.7 s); after it, an import test (``install --target`` of the 3.11 one: 23 s).  pip itself
+  rejects a cp312 wheelhouse on 3.11 (1.5 s, nothing installed).
 
 Importable on the bare GPU image: standard library plus ``packaging`` (or pip's copy).
 """
