@@ -1,11 +1,13 @@
 """harness.tools.wheelhouse: the offline-install wheelhouse, tested without the network.
 
-Every pip call goes through ``harness.tools.wheelhouse.run_command``, which these tests replace
-with a fake that writes tiny but real wheel files.  The one test that talks to an index
-is skipped unless SWIZZLEBENCH_NETWORK_TESTS=1.
+Every pip call goes through ``harness.tools.wheelhouse.run_command``.  The build and install
+tests replace it with a fake pip that answers like pip 23.2 (a ``--report`` JSON, wheel files
+written); the pre-flight check runs the real pip (``--no-index``, nothing installed).  The one
+test that talks to an index is skipped unless SWIZZLEBENCH_NETWORK_TESTS=1.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,43 +16,42 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from packaging.tags import sys_tags
-from packaging.utils import parse_wheel_filename
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from harness.tools import wheelhouse as wh
 
-CP312 = wh.target_tags((3, 12), wh.expand_platforms(["manylinux_2_28_x86_64"]))
-ENV312 = wh.marker_environment((3, 12), ["manylinux_2_28_x86_64"])
+REAL_RUN = wh.run_command
 
 
 # --------------------------------------------------------------------------- helpers
 
-def make_wheel(directory: Path, name: str, version: str, requires=(), tag: str = "py3-none-any",
-               files: dict[str, str] | None = None) -> Path:
+def make_wheel(directory: Path, name: str, version: str, tag: str = "py3-none-any") -> Path:
     """A small but valid wheel file."""
     dist = f"{name.replace('-', '_')}-{version}"
     path = Path(directory) / f"{dist}-{tag}.whl"
-    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
-    meta += [f"Requires-Dist: {r}" for r in requires]
+    path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr(f"{dist}.dist-info/METADATA", "\n".join(meta) + "\n")
+        zf.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
         zf.writestr(f"{dist}.dist-info/WHEEL", f"Wheel-Version: 1.0\nTag: {tag}\n")
-        for rel, text in (files or {}).items():
-            zf.writestr(rel, text)
         zf.writestr(f"{dist}.dist-info/RECORD", "")
     return path
 
 
-def info(name, version="1.0", requires=()):
-    return wh.WheelInfo(Path(f"/nowhere/{name}-{version}-py3-none-any.whl"), name, version, list(requires))
-
-
-def ok(cmd, stdout="", stderr=""):
-    return subprocess.CompletedProcess(cmd, 0, stdout=stdout, stderr=stderr)
+def ok(cmd, stdout="", stderr="", code=0):
+    return subprocess.CompletedProcess(cmd, code, stdout=stdout, stderr=stderr)
 
 
 def _arg(cmd, flag):
     return Path(cmd[cmd.index(flag) + 1])
+
+
+def report(*items, python_version="3.11"):
+    """A pip ``--report`` with (name, version, requires_dist) items, resolved on ``python_version``."""
+    env = {**default_environment(), "python_version": python_version}
+    return {"version": "1", "environment": env, "install": [
+        {"metadata": {"name": n, "version": v, "requires_dist": list(r)}} for n, v, r in items]}
 
 
 # Package index of the fake pip: name -> (version, requires, tag).
@@ -76,69 +77,72 @@ FAKE_INDEX = {
     "seaborn": ("0.13.2", ["numpy", "pandas", "matplotlib"], "py3-none-any"),
     "matplotlib": ("3.10.0", ["numpy", "pyparsing"], "cp312-cp312-manylinux_2_17_x86_64"),
     "pyparsing": ("3.2.0", [], "py3-none-any"),
+    "antlr4-python3-runtime": None,  # sdist only: must come from --find-links
 }
 
 
 class FakePip:
-    """Stands in for ``run_command``: records commands, writes wheels like pip would."""
+    """Stands in for ``run_command``: records commands, answers like pip would (real pip for --isolated)."""
 
-    def __init__(self, download_failures=(), built_tag="py3-none-any"):
+    def __init__(self, built_tag="py3-none-any"):
         self.calls: list[list[str]] = []
-        self.download_failures = list(download_failures)
         self.built_tag = built_tag
 
     def __call__(self, cmd, **kwargs):
         cmd = list(cmd)
         self.calls.append(cmd)
-        if cmd[1:4] == ["-m", "pip", "wheel"]:
+        if cmd[3:4] == ["--isolated"]:  # the pre-flight check: real pip, --no-index
+            return REAL_RUN(cmd, **kwargs)
+        if cmd[3:4] == ["wheel"]:
             spec, out = cmd[5], _arg(cmd, "-w")
             if Path(spec).is_dir():  # the project itself
-                name = wh.read_project_name(Path(spec) / "pyproject.toml")
-                make_wheel(out, name, "0.1.0", wh.read_dependencies(Path(spec) / "pyproject.toml"))
+                name, _ = wh.read_pyproject(Path(spec) / "pyproject.toml")
+                make_wheel(out, name, "0.1.0")
             else:
-                from packaging.requirements import Requirement
-
                 req = Requirement(spec)
-                version = str(next(iter(req.specifier)).version).replace("*", "0") if req.specifier else "1.0"
-                make_wheel(out, req.name, version, tag=self.built_tag)
+                make_wheel(out, req.name, str(next(iter(req.specifier)).version), tag=self.built_tag)
             return ok(cmd)
-        if cmd[1:4] == ["-m", "pip", "download"]:
-            if self.download_failures:
-                missing = self.download_failures.pop(0)
-                return subprocess.CompletedProcess(
-                    cmd, 1, stdout="", stderr=f"ERROR: Could not find a version that satisfies the requirement "
-                                              f"{missing} (from versions: none)\nERROR: No matching distribution "
-                                              f"found for {missing}\n")
-            dest = _arg(cmd, "-d")
-            links = [Path(cmd[i + 1]) for i, a in enumerate(cmd) if a == "--find-links"]
-            reqs = cmd[cmd.index(dest.as_posix()) + 1:]
-            self._resolve(reqs, dest, links)
+        if cmd[3:5] == ["install", "--dry-run"]:
+            reqs = cmd[cmd.index("--target") + 2:]
+            resolved = self._resolve(reqs, self._local(cmd))
+            if resolved is None:
+                return ok(cmd, stderr="ERROR: ResolutionImpossible: for help visit https://pip.pypa.io\n", code=1)
+            _arg(cmd, "--report").write_text(json.dumps(report(*resolved)))
+            return ok(cmd, stdout="Would install ...\n")
+        if cmd[3:4] == ["download"]:
+            dest, local = _arg(cmd, "-d"), self._local(cmd)
+            for spec in cmd[cmd.index("-d") + 2:]:
+                name = canonicalize_name(Requirement(spec).name)
+                if name in local:
+                    (dest / local[name].name).write_bytes(local[name].read_bytes())
+                else:
+                    make_wheel(dest, name, FAKE_INDEX[name][0], FAKE_INDEX[name][2])
             return ok(cmd)
         return ok(cmd)
 
-    def _resolve(self, reqs, dest, links):
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
+    @staticmethod
+    def _local(cmd):
+        links = [Path(cmd[i + 1]) for i, a in enumerate(cmd) if a == "--find-links"]
+        return {canonicalize_name(parse_wheel_filename(p.name)[0]): p for d in links for p in d.glob("*.whl")}
 
-        local = {}
-        for d in links:
-            for p in d.glob("*.whl"):
-                local[canonicalize_name(parse_wheel_filename(p.name)[0])] = p
-        seen, todo = set(), list(reqs)
+    def _resolve(self, reqs, local):
+        """Like pip: markers for the running interpreter, everything reachable (no exclusion)."""
+        seen, out, todo = set(), [], list(reqs)
         while todo:
             req = Requirement(todo.pop())
-            if req.marker and not req.marker.evaluate({**ENV312, "extra": ""}):
-                continue
             name = canonicalize_name(req.name)
-            if name in seen:
+            if (req.marker and not req.marker.evaluate({"extra": ""})) or name in seen:
                 continue
             seen.add(name)
             if name in local:
-                (dest / local[name].name).write_bytes(local[name].read_bytes())
-                continue
-            version, requires, tag = FAKE_INDEX[name]
-            make_wheel(dest, name, version, requires, tag)
-            todo.extend(requires)
+                out.append((name, str(parse_wheel_filename(local[name].name)[1]), []))
+            elif FAKE_INDEX.get(name) is None:
+                return None
+            else:
+                version, requires, _ = FAKE_INDEX[name]
+                out.append((name, version, requires))
+                todo.extend(requires)
+        return out
 
 
 @pytest.fixture
@@ -159,18 +163,18 @@ def project(tmp_path):
 
 # --------------------------------------------------------------------------- pure parts
 
-def test_reads_dependencies_of_the_real_pyproject():
-    deps = wh.read_dependencies(wh.PROJECT_ROOT / "pyproject.toml")
-    names = {d.split(">")[0].split("<")[0].split("=")[0] for d in deps}
-    assert {"torch", "triton", "hydra-core", "mlflow"} <= names
+def test_reads_the_real_pyproject():
+    name, deps = wh.read_pyproject(wh.PROJECT_ROOT / "pyproject.toml")
+    assert name == "swizzlebench"
+    assert {"torch", "triton", "hydra-core", "mlflow"} <= {Requirement(d).name for d in deps}
 
 
-def test_read_dependencies_rejects_bad_requirement(tmp_path):
+def test_read_pyproject_rejects_bad_requirement(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[project]\nname="x"\ndependencies=["ok>=1", "not valid !!"]\n')
     with pytest.raises(wh.WheelhouseError, match="bad dependency"):
-        wh.read_dependencies(tmp_path / "pyproject.toml")
+        wh.read_pyproject(tmp_path / "pyproject.toml")
     with pytest.raises(wh.WheelhouseError, match="not found"):
-        wh.read_dependencies(tmp_path / "missing.toml")
+        wh.read_pyproject(tmp_path / "missing.toml")
 
 
 def test_default_exclusions():
@@ -180,12 +184,13 @@ def test_default_exclusions():
         assert ex.excludes(name), name
     for name in ["mlflow", "mlflow-skinny", "hydra-core", "omegaconf", "antlr4-python3-runtime", "sqlalchemy"]:
         assert not ex.excludes(name), name
-    assert ex.heavy("torch") and ex.heavy("nvidia-cublas-cu12") and not ex.heavy("numpy")
+    assert all(ex.excludes(n, wh.ALWAYS_EXCLUDE) for n in ["torch", "nvidia-cublas-cu12"])
+    assert not ex.excludes("numpy", wh.ALWAYS_EXCLUDE)
 
 
-def test_keep_forces_a_package_in_and_exclude_replaces_the_default_list():
+def test_keep_forces_a_package_in_and_a_list_replaces_the_default():
     ex = wh.make_exclusions(keep=["NumPy", "torch"])
-    assert not ex.excludes("numpy") and not ex.excludes("torch") and not ex.heavy("torch")
+    assert not ex.excludes("numpy") and not ex.excludes("torch") and not ex.excludes("torch", wh.ALWAYS_EXCLUDE)
     assert ex.excludes("pandas") and ex.excludes("triton")
     ex = wh.make_exclusions(["pandas", "Scikit_Learn", "opentelemetry-*"])
     assert ex.excludes("pandas") and ex.excludes("scikit-learn") and ex.excludes("opentelemetry-sdk")
@@ -194,24 +199,11 @@ def test_keep_forces_a_package_in_and_exclude_replaces_the_default_list():
     assert wh.split_csv(["a, b", "c,,", ""]) == ["a", "b", "c"]
 
 
-def test_parse_present_file(tmp_path):
+def test_present_names(tmp_path):
     f = tmp_path / "present.txt"
-    f.write_text(textwrap.dedent("""\
-        # pip list --format=freeze of the GPU image
-        numpy==2.1.2
-        torch==2.11.0+cu128
-        PyYAML==6.0.2   # trailing comment
-        my_local_pkg @ file:///build/my_local_pkg-1.0-py3-none-any.whl
-        -e git+https://example.invalid/repo.git@abc#egg=edit_me
-        Pillow===11.0.0
-        bare-name
-        """))
-    assert wh.parse_present_file(f) == {
-        "numpy": "2.1.2", "torch": "2.11.0+cu128", "pyyaml": "6.0.2", "my-local-pkg": None,
-        "edit-me": None, "pillow": "11.0.0", "bare-name": None,
-    }
-    f.write_text("Package    Version\n---------- -------\nnumpy      2.1.2\nscipy      1.14.1\n")
-    assert wh.parse_present_file(f) == {"numpy": "2.1.2", "scipy": "1.14.1"}
+    f.write_text("# pip list --format=freeze of the GPU image\nnumpy==2.1.2\ntorch==2.11.0+cu128\n"
+                 "PyYAML==6.0.2   # trailing comment\n\nPillow===11.0.0\nmy_pkg @ file:///x.whl\nbare-name\n")
+    assert wh.present_names(f) == ["numpy", "torch", "pyyaml", "pillow", "my-pkg", "bare-name"]
 
 
 def test_expand_platforms_adds_older_manylinux_tags():
@@ -221,84 +213,45 @@ def test_expand_platforms_adds_older_manylinux_tags():
               "manylinux2010_x86_64", "manylinux1_x86_64", "manylinux_2_5_x86_64"]:
         assert p in plats
     assert "manylinux_2_29_x86_64" not in plats and "linux_x86_64" not in plats
-    assert len(plats) == len(set(plats))
+    assert len(plats) == len(set(plats)) == 27
     assert "manylinux_2_17_aarch64" in wh.expand_platforms(["manylinux2014_aarch64"])
     assert wh.expand_platforms(["win_amd64"]) == ["win_amd64"]
-    assert wh.parse_python_version("3.12") == (3, 12) == wh.parse_python_version("312")
-    with pytest.raises(wh.WheelhouseError):
-        wh.parse_python_version("three")
-
-
-def test_wheel_tag_compatibility_for_cp312_manylinux_2_28():
-    good = ["a-1-py3-none-any.whl", "b-1-py2.py3-none-any.whl",
-            "c-1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-            "d-1-cp311-abi3-manylinux_2_28_x86_64.whl", "e-1-cp312-cp312-manylinux1_x86_64.whl"]
-    bad = ["f-1-cp311-cp311-manylinux_2_17_x86_64.whl", "g-1-cp312-cp312-manylinux_2_34_x86_64.whl",
-           "h-1-cp312-cp312-win_amd64.whl", "i-1-cp312-cp312-musllinux_1_2_x86_64.whl",
-           "j-1-cp312-cp312-manylinux_2_28_aarch64.whl", "k-1-cp312-cp312-linux_x86_64.whl"]
-    assert wh.incompatible_wheels(map(Path, good + bad), CP312) == sorted(bad)
-
-
-def test_marker_environment_of_the_target():
-    assert ENV312["python_version"] == "3.12" and ENV312["sys_platform"] == "linux"
-    assert ENV312["platform_machine"] == "x86_64" and ENV312["platform_system"] == "Linux"
-
-
-def test_find_duplicates_detects_two_versions_and_two_builds():
-    files = [Path(p) for p in ["PyYAML-6.0.1-cp312-cp312-manylinux_2_17_x86_64.whl",
-                               "pyyaml-6.0.2-cp312-cp312-manylinux_2_17_x86_64.whl",
-                               "mlflow-3.1.0-py3-none-any.whl",
-                               "numpy-2.2.0-cp312-cp312-manylinux_2_17_x86_64.whl",
-                               "numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl"]]
-    dups = wh.find_duplicates(files)
-    assert set(dups) == {"pyyaml", "numpy"}
-    assert wh.find_duplicates(files[1:4]) == {}
 
 
 def test_select_needed_stops_at_excluded_packages_and_follows_markers_and_extras():
-    wheels = {i.name: i for i in [
-        info("mlflow", requires=["pandas<4", "sqlalchemy>=4", 'waitress; platform_system == "Windows"',
-                                 'gunicorn; platform_system != "Windows"', "foo[bar]"]),
-        info("sqlalchemy"), info("gunicorn", requires=["packaging"]), info("waitress"),
-        info("pandas", requires=["python-dateutil", "tzdata"]), info("python-dateutil"), info("tzdata"),
-        info("hydra-core", requires=["omegaconf", "antlr4-python3-runtime==4.9.*"]),
-        info("omegaconf", requires=["PyYAML>=5.1", 'dataclasses; python_version == "3.6"']),
-        info("antlr4-python3-runtime", "4.9.3"),
-        info("foo", requires=['baz; extra == "bar"', 'qux; extra == "other"', "missing-one"]),
-        info("baz"), info("qux"),
-    ]}
-    sel = wh.select_needed(wheels, ["torch>=2.6", "mlflow>=3", "hydra-core", "pandas>=2"],
-                           wh.make_exclusions(), ENV312)
-    assert sel.needed == {"mlflow", "sqlalchemy", "gunicorn", "hydra-core", "omegaconf", "antlr4-python3-runtime",
-                          "foo", "baz"}
+    rep = report(
+        ("mlflow", "3.1", ["pandas<4", "sqlalchemy>=4", 'waitress; platform_system == "Windows"',
+                           'gunicorn; platform_system != "Windows"', "foo[bar]"]),
+        ("sqlalchemy", "2", []), ("gunicorn", "23", ["packaging"]),
+        ("pandas", "2.2", ["python-dateutil", "tzdata"]), ("python-dateutil", "2.9", []), ("tzdata", "1", []),
+        ("hydra-core", "1.3", ["omegaconf", "antlr4-python3-runtime==4.9.*"]),
+        ("omegaconf", "2.3", ["PyYAML>=5.1", 'dataclasses; python_version == "3.6"',
+                              'backport; python_version < "3.12"', 'newer; python_version >= "3.12"']),
+        ("antlr4-python3-runtime", "4.9.3", []), ("backport", "1", []),
+        ("foo", "1", ['baz; extra == "bar"', 'qux; extra == "other"']), ("baz", "1", []), ("qux", "1", []),
+    )
+    sel = wh.select_needed(rep, ["torch>=2.6", "mlflow>=3", "hydra-core", "pandas>=2"],
+                           wh.make_exclusions(), "3.12")
+    assert sel.needed == {"mlflow": "3.1", "sqlalchemy": "2", "gunicorn": "23", "hydra-core": "1.3",
+                          "omegaconf": "2.3", "antlr4-python3-runtime": "4.9.3", "foo": "1", "baz": "1"}
     assert set(sel.assumed) == {"torch", "pandas", "packaging", "pyyaml"}  # not dateutil: only pandas needs it
-    assert str(sel.assumed["pandas"]) in ("<4,>=2", ">=2,<4")
-    assert sel.unresolved == {"missing-one"}
+    assert sel.assumed["pandas"].contains("2.5") and not sel.assumed["pandas"].contains("4.0")
+    assert sel.unresolved == {"newer"}  # true for the target (3.12), but pip resolved on 3.11
 
 
-def test_merge_specifiers_drops_redundant_bounds():
-    merged = wh.merge_specifiers(["<5,>=4.0.0", ">=4.10.0", ">=4.16.0", ""])
-    assert {str(s) for s in merged} == {"<5", ">=4.16.0"}
-    assert {str(s) for s in wh.merge_specifiers([">=2", ">2", "!=3.0"])} == {">2", "!=3.0"}
-    assert str(wh.merge_specifiers([""])) == ""
-
-
-def test_read_wheel_and_manifest_round_trip(tmp_path):
-    a = make_wheel(tmp_path, "hydra-core", "1.3.2", ["omegaconf<2.4", 'x; extra == "y"'])
+def test_manifest_round_trip(tmp_path):
+    a = make_wheel(tmp_path, "hydra-core", "1.3.2")
     b = make_wheel(tmp_path, "sqlalchemy", "20.0.0", tag="cp312-cp312-manylinux_2_28_x86_64")
-    ia, ib = wh.read_wheel(a), wh.read_wheel(b)
-    assert (ia.name, ia.version, ia.requires) == ("hydra-core", "1.3.2", ["omegaconf<2.4", 'x; extra == "y"'])
-    total = wh.write_manifest(tmp_path, [ib, ia], python_version="3.12", platforms=["manylinux_2_28_x86_64"],
-                              assumed={"torch": wh.merge_specifiers([">=2.6"])})
+    total = wh.write_manifest(tmp_path, [b, a], python_version="3.12", platforms=["manylinux_2_28_x86_64"],
+                              assumed={"torch": wh.SpecifierSet(">=2.6"), "numpy": wh.SpecifierSet("<3,>=1.26")})
     assert total == a.stat().st_size + b.stat().st_size
     text = (tmp_path / wh.MANIFEST_NAME).read_text()
     body = [ln for ln in text.splitlines() if not ln.startswith("#")]
     assert body == [f"hydra-core 1.3.2 {a.stat().st_size} {a.name}", f"sqlalchemy 20.0.0 {b.stat().st_size} {b.name}"]
     assert f"{total / 1e6:.1f} MB" in text
     man = wh.read_manifest(tmp_path / wh.MANIFEST_NAME)
-    assert man.python_version == "3.12" and man.platforms == ["manylinux_2_28_x86_64"]
-    assert man.requires_present == ["torch>=2.6"]
-    assert man.files == {a.name: a.stat().st_size, b.name: b.stat().st_size}
+    assert man["python-version"] == ["3.12"] and man["platforms"] == ["manylinux_2_28_x86_64"]
+    assert man["requires-present"] == ["numpy<3,>=1.26", "torch>=2.6"]
 
 
 def test_project_copy_leaves_out_venv_build_and_dest(tmp_path):
@@ -312,33 +265,21 @@ def test_project_copy_leaves_out_venv_build_and_dest(tmp_path):
     assert copied == {"pkg", "pkg/__init__.py", "pyproject.toml"}
 
 
-def test_command_lines(tmp_path):
-    cmd = wh.pip_download_cmd("py", ["mlflow>=3,<4", "hydra-core"], tmp_path / "d", python_version="3.12",
-                              platforms=["manylinux_2_28_x86_64", "manylinux2014_x86_64"],
-                              find_links=[tmp_path / "b"], constraints=tmp_path / "c.txt")
-    assert cmd[:4] == ["py", "-m", "pip", "download"]
-    assert "--only-binary=:all:" in cmd and cmd[-2:] == ["mlflow>=3,<4", "hydra-core"]
-    assert cmd[cmd.index("--python-version") + 1] == "3.12" and cmd[cmd.index("--implementation") + 1] == "cp"
-    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--platform"] == ["manylinux_2_28_x86_64",
-                                                                            "manylinux2014_x86_64"]
-    assert _arg(cmd, "--find-links") == tmp_path / "b" and _arg(cmd, "-d") == tmp_path / "d"
-    assert _arg(cmd, "--constraint") == tmp_path / "c.txt"
-    assert wh.pip_wheel_cmd("py", "antlr4-python3-runtime==4.9.3", tmp_path) == [
-        "py", "-m", "pip", "wheel", "--no-deps", "antlr4-python3-runtime==4.9.3", "-w", str(tmp_path)]
-    assert wh.pip_install_cmd("py", tmp_path) == [
-        "py", "-m", "pip", "install", "--no-index", "--find-links", str(tmp_path), "swizzlebench"]
-    tcmd = wh.pip_install_cmd("py", tmp_path, target=tmp_path / "t", wheels=[tmp_path / "a.whl"])
-    assert {"--no-index", "--no-deps", "--upgrade"} <= set(tcmd)
-    assert _arg(tcmd, "--target") == tmp_path / "t" and tcmd[-1] == str(tmp_path / "a.whl")
+def test_target_args():
+    args = wh.target_args("3.12", ["manylinux_2_28_x86_64", "manylinux2014_x86_64"], Path("b"), Path("c.txt"))
+    assert "--only-binary=:all:" in args and _arg(args, "--python-version") == Path("3.12")
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--platform"] == ["manylinux_2_28_x86_64",
+                                                                              "manylinux2014_x86_64"]
+    assert _arg(args, "--find-links") == Path("b") and _arg(args, "--constraint") == Path("c.txt")
+    assert "--constraint" not in wh.target_args("3.12", ["x"], Path("b"), None)
 
 
 # --------------------------------------------------------------------------- build (pip faked)
 
-def test_build_with_fake_pip(project, tmp_path, monkeypatch, capsys):
+def test_build_with_fake_pip(project, tmp_path, monkeypatch):
     fake = FakePip()
     monkeypatch.setattr(wh, "run_command", fake)
     dest = tmp_path / "house"
-    dest.mkdir()
     make_wheel(dest, "mlflow", "2.0.0")  # stale: from an older build
     (dest / "notes.txt").write_text("mine")  # not a wheel: left alone
 
@@ -348,55 +289,42 @@ def test_build_with_fake_pip(project, tmp_path, monkeypatch, capsys):
     names = {parse_wheel_filename(p.name)[0] for p in dest.glob("*.whl")}
     assert names == {"swizzlebench", "hydra-core", "omegaconf", "antlr4-python3-runtime", "mlflow",
                      "mlflow-skinny", "gunicorn", "sqlalchemy"}
-    assert wh.find_duplicates(dest.glob("*.whl")) == {}
+    assert not any(p.name.startswith("mlflow-2.0.0") for p in dest.glob("*.whl"))
     assert (dest / "notes.txt").exists()
-    man = wh.read_manifest(dest / wh.MANIFEST_NAME)
-    assert set(man.files) == {p.name for p in dest.glob("*.whl")}
     assert total == sum(p.stat().st_size for p in dest.glob("*.whl"))
-    present = {r.split("<")[0].split(">")[0].split("=")[0] for r in man.requires_present}
+    present = {Requirement(r).name for r in wh.read_manifest(dest / wh.MANIFEST_NAME)["requires-present"]}
     assert {"torch", "triton", "pandas", "numpy", "seaborn", "pyyaml", "packaging", "typing-extensions"} <= present
-    out = capsys.readouterr().out
-    assert "total" in out and "MB" in out
 
     wheel_calls = [c for c in fake.calls if c[3] == "wheel"]
     assert wheel_calls[0][5] == "antlr4-python3-runtime==4.9.3"
+    (resolve,) = [c for c in fake.calls if c[3:5] == ["install", "--dry-run"]]
+    assert not any(a.startswith(("torch", "triton")) for a in resolve)  # heavy ones never resolved
+    assert _arg(resolve, "--find-links") == Path(wheel_calls[0][-1]) and "--constraint" not in resolve
     (download,) = [c for c in fake.calls if c[3] == "download"]
-    assert not any(a.startswith(("torch", "triton")) for a in download)  # heavy ones never resolved
-    assert _arg(download, "--find-links") == Path(wheel_calls[0][-1])
-    assert "--constraint" not in download
+    assert "--no-deps" in download and "mlflow==3.1.0" in download and not any("pandas" in a for a in download)
 
 
-def test_build_pins_present_versions_and_keep(project, tmp_path, monkeypatch):
+def test_build_pins_with_the_present_file_and_keep(project, tmp_path, monkeypatch):
     fake = FakePip()
     monkeypatch.setattr(wh, "run_command", fake)
-    pins_seen = {}
-    real = wh.pip_download_cmd
-
-    def spy(*a, **kw):
-        if kw.get("constraints"):
-            pins_seen["text"] = Path(kw["constraints"]).read_text()
-        return real(*a, **kw)
-
-    monkeypatch.setattr(wh, "pip_download_cmd", spy)
-    ex = wh.make_exclusions(keep=["pyyaml"])
-    wh.build_wheelhouse(python_version="3.12", platforms=["manylinux_2_28_x86_64"], dest=tmp_path / "h",
-                        exclusions=ex, project_dir=project, pins={"numpy": "2.2.0", "pandas": "2.2.3"})
-    assert pins_seen["text"] == "numpy==2.2.0\npandas==2.2.3\n"
+    present = tmp_path / "present.txt"
+    present.write_text("numpy==2.2.0\npandas==2.2.3\nseaborn==0.13.2\nmatplotlib==3.10.0\npyparsing==3.2.0\n"
+                       "packaging==24.2\ntyping-extensions==4.12.2\npython-dateutil==2.9.0\npyyaml==6.0.2\n")
+    assert wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64", "--project",
+                    str(project), "--exclude-present-file", str(present), "--keep", "pyyaml",
+                    "--dest", str(tmp_path / "h")]) == 0
+    (resolve,) = [c for c in fake.calls if c[3:5] == ["install", "--dry-run"]]
+    assert _arg(resolve, "--constraint") == present
     names = {parse_wheel_filename(p.name)[0] for p in (tmp_path / "h").glob("*.whl")}
     assert "pyyaml" in names and "numpy" not in names
+    assert "tzdata" not in names  # only pandas needs it, and pandas is in the present file
 
 
-def test_build_builds_unknown_sdist_only_dependency_and_retries(project, tmp_path, monkeypatch):
-    FAKE_INDEX_EXTRA = {"hydra-core": ("1.3.2", ["omegaconf", "antlr4-python3-runtime==4.9.*", "oldpure==1.0"],
-                                       "py3-none-any")}
-    monkeypatch.setitem(FAKE_INDEX, "hydra-core", FAKE_INDEX_EXTRA["hydra-core"])
-    fake = FakePip(download_failures=["oldpure==1.0"])
-    monkeypatch.setattr(wh, "run_command", fake)
-    wh.build_wheelhouse(python_version="3.12", platforms=["manylinux_2_28_x86_64"], dest=tmp_path / "h",
-                        exclusions=wh.make_exclusions(), project_dir=project)
-    assert [c[5] for c in fake.calls if c[3] == "wheel"][-1] == "oldpure==1.0"
-    assert len([c for c in fake.calls if c[3] == "download"]) == 2
-    assert any(p.name.startswith("oldpure-1.0-") for p in (tmp_path / "h").glob("*.whl"))
+def test_build_needs_the_sdist_only_wheel(project, tmp_path, monkeypatch):
+    monkeypatch.setattr(wh, "run_command", FakePip())
+    rc = wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64", "--project",
+                  str(project), "--also-exclude", "antlr4-python3-runtime", "--dest", str(tmp_path / "h")])
+    assert rc == 2  # not built because excluded: pip cannot resolve omegaconf (as measured)
 
 
 def test_build_rejects_platform_specific_wheel_from_sdist(project, tmp_path, monkeypatch):
@@ -406,47 +334,32 @@ def test_build_rejects_platform_specific_wheel_from_sdist(project, tmp_path, mon
                             exclusions=wh.make_exclusions(), project_dir=project)
 
 
-def test_build_reports_pip_failure(project, tmp_path, monkeypatch):
-    # pip cannot find it, building it from source "works", pip still cannot: give up with pip's error
-    fake = FakePip(download_failures=["hydra-core>=1.3,<1.4"] * 2)
-    monkeypatch.setattr(wh, "run_command", fake)
-    with pytest.raises(wh.WheelhouseError, match="download failed"):
-        wh.build_wheelhouse(python_version="3.12", platforms=["manylinux_2_28_x86_64"], dest=tmp_path / "h",
-                            exclusions=wh.make_exclusions(), project_dir=project)
-
-
 def test_cli_build_arguments(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(wh, "build_wheelhouse", lambda **kw: seen.update(kw) or 0)
     present = tmp_path / "present.txt"
-    present.write_text("numpy==2.1.2\ntorch==2.11.0+cu128\nscipy==1.14.1\nsqlalchemy==19.0.0\n")
+    present.write_text("numpy==2.1.2\ntorch==2.11.0+cu128\nsqlalchemy==19.0.0\n")
     rc = wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
-                  "--exclude-present-file", str(present), "--keep", "sqlalchemy", "--dest", str(tmp_path / "w")])
+                  "--exclude-present-file", str(present), "--keep", "sqlalchemy", "--sdist", "old==1.0",
+                  "--dest", str(tmp_path / "w")])
     assert rc == 0 and seen["dest"] == tmp_path / "w" and seen["platforms"] == ["manylinux_2_28_x86_64"]
     ex = seen["exclusions"]
     assert ex.excludes("numpy") and ex.excludes("torch") and not ex.excludes("pandas") and not ex.excludes("sqlalchemy")
-    assert seen["pins"] == {"numpy": "2.1.2", "scipy": "1.14.1"}  # not the heavy torch, not the kept sqlalchemy
-    wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64", "--exclude", "a,b"])
-    assert seen["exclusions"].excludes("a") and not seen["exclusions"].excludes("numpy") and seen["pins"] is None
+    assert seen["constraints"] == present and seen["sdists"] == [*wh.SDIST_ONLY, "old==1.0"]
     wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
              "--also-exclude", "sqlalchemy,numba", "--keep", "numpy"])
     ex = seen["exclusions"]
-    assert ex.excludes("sqlalchemy") and ex.excludes("numba") and ex.excludes("pandas") and not ex.excludes("numpy")
-    with pytest.raises(SystemExit):
-        wh.main(["build", "--python-version", "3.12", "--platform", "x", "--exclude", "a",
-                 "--exclude-present-file", str(present)])
+    assert ex.excludes("sqlalchemy") and ex.excludes("pandas") and not ex.excludes("numpy")
+    assert seen["constraints"] is None
 
 
-# --------------------------------------------------------------------------- install (pip faked)
+# --------------------------------------------------------------------------- install
 
-def _house(tmp_path, tag="py3-none-any", requires_present=None):
+def _house(tmp_path, requires_present=("pytest>=1",)):
     house = tmp_path / "house"
-    house.mkdir()
-    infos = [wh.read_wheel(make_wheel(house, "swizzlebench", "0.1.0", tag=tag)),
-             wh.read_wheel(make_wheel(house, "omegaconf", "2.3.0"))]
-    present = requires_present or {"pytest": ">=1"}
-    wh.write_manifest(house, infos, python_version="3.12", platforms=["manylinux_2_28_x86_64"],
-                      assumed={n: wh.merge_specifiers([s]) for n, s in present.items()})
+    wheels = [make_wheel(house, "swizzlebench", "0.1.0"), make_wheel(house, "omegaconf", "2.3.0")]
+    wh.write_manifest(house, wheels, python_version="3.12", platforms=["manylinux_2_28_x86_64"],
+                      assumed={Requirement(r).name: Requirement(r).specifier for r in requires_present})
     return house
 
 
@@ -460,28 +373,17 @@ def test_install_errors_are_clear(tmp_path, monkeypatch):
     assert wh.main(["install", "--wheelhouse", str(tmp_path / "absent")]) == 2
 
 
-def test_install_refuses_wheels_for_another_python(tmp_path, monkeypatch):
-    monkeypatch.setattr(wh, "run_command", FakePip())
-    other = "cp39-cp39-win32" if sys.version_info[:2] != (3, 9) else "cp310-cp310-win32"
-    house = _house(tmp_path, tag=other)
-    with pytest.raises(wh.WheelhouseError, match=r"built for Python 3\.12.*" + wh.interpreter_tag()):
+def test_preflight_asks_the_real_pip_for_what_the_node_must_have(tmp_path, monkeypatch):
+    fake = FakePip()
+    monkeypatch.setattr(wh, "run_command", fake)
+    house = _house(tmp_path, requires_present=("pytest>=1", "surely-not-installed-xyz>=1"))
+    with pytest.raises(wh.WheelhouseError, match="(?s)leaves out:.*surely-not-installed-xyz>=1"):
         wh.install_wheelhouse(house)
-
-
-def test_install_detects_incomplete_copy_and_missing_base_packages(tmp_path, monkeypatch):
-    monkeypatch.setattr(wh, "run_command", FakePip())
-    house = _house(tmp_path, requires_present={"pytest": ">=1", "surely-not-installed-xyz": ">=1"})
-    with pytest.raises(wh.WheelhouseError, match="surely-not-installed-xyz is not installed"):
-        wh.install_wheelhouse(house)
-    next(house.glob("omegaconf-*.whl")).unlink()
-    with pytest.raises(wh.WheelhouseError, match="incomplete wheelhouse copy"):
-        wh.install_wheelhouse(house)
-
-
-def test_check_present():
-    assert wh.check_present(["pytest>=1"]) == []
-    assert "is installed, wheelhouse needs" in wh.check_present(["pytest<1"])[0]
-    assert "not installed" in wh.check_present(["surely-not-installed-xyz"])[0]
+    assert not any(c[3:4] == ["install"] for c in fake.calls)  # nothing installed
+    assert wh.install_wheelhouse(house, check=False) == 0
+    house2 = _house(tmp_path / "2", requires_present=("pytest<1",))
+    with pytest.raises(wh.WheelhouseError, match="pytest<1"):
+        wh.install_wheelhouse(house2)
 
 
 def test_install_commands(tmp_path, monkeypatch, capsys):
@@ -501,37 +403,6 @@ def test_install_commands(tmp_path, monkeypatch, capsys):
     assert f"export PYTHONPATH={(tmp_path / 'deps').resolve()}" in capsys.readouterr().out
 
 
-def test_install_reports_broken_requirements(tmp_path, monkeypatch):
-    class Broken(FakePip):
-        def __call__(self, cmd, **kw):
-            if cmd[1:] == ["-m", "pip", "check"]:
-                return ok(cmd, stdout="omegaconf 2.3.0 has requirement PyYAML>=5.1.0, but you have pyyaml 3.0.\n"
-                                      "someoneelse 1.0 requires thing, which is not installed.\n")
-            return super().__call__(cmd, **kw)
-
-    monkeypatch.setattr(wh, "run_command", Broken())
-    with pytest.raises(wh.WheelhouseError, match="omegaconf 2.3.0 has requirement") as exc:
-        wh.install_wheelhouse(_house(tmp_path))
-    assert "someoneelse" not in str(exc.value)  # the image's own problems are not ours
-
-
-def test_unpack_wheel_without_pip(tmp_path):
-    whl = make_wheel(tmp_path, "demo", "1.0", files={
-        "demo/__init__.py": "X = 1\n", "demo-1.0.data/purelib/demo_extra.py": "Y = 2\n",
-        "demo-1.0.data/scripts/demo-cli": "#!python\n", "demo-1.0.data/headers/demo.h": "",
-    })
-    target = tmp_path / "t"
-    (target / "demo-0.9.dist-info").mkdir(parents=True)  # older version's metadata goes away
-    wh.unpack_wheel(whl, target)
-    assert (target / "demo" / "__init__.py").read_text() == "X = 1\n"
-    assert (target / "demo_extra.py").exists() and (target / "bin" / "demo-cli").exists()
-    assert not (target / "demo.h").exists() and not (target / "demo-0.9.dist-info").exists()
-    assert (target / "demo-1.0.dist-info" / "METADATA").exists()
-    evil = make_wheel(tmp_path, "evil", "1.0", files={"../escape.py": ""})
-    with pytest.raises(wh.WheelhouseError, match="unsafe path"):
-        wh.unpack_wheel(evil, target)
-
-
 def test_module_imports_only_stdlib_and_packaging():
     code = "import sys, harness.tools.wheelhouse; print(sorted(m for m in ('mlflow','hydra','torch','numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=wh.PROJECT_ROOT)
@@ -541,7 +412,8 @@ def test_module_imports_only_stdlib_and_packaging():
 # --------------------------------------------------------------------------- network (opt-in)
 
 @pytest.mark.skipif(os.environ.get("SWIZZLEBENCH_NETWORK_TESTS") != "1",
-                    reason="talks to the package index; set SWIZZLEBENCH_NETWORK_TESTS=1")
+                    reason="talks to the package index (pip download/--dry-run --report); "
+                           "set SWIZZLEBENCH_NETWORK_TESTS=1")
 def test_real_build_for_hydra_only(tmp_path):
     proj = tmp_path / "proj"
     (proj / "tinypkg").mkdir(parents=True)
@@ -559,9 +431,7 @@ def test_real_build_for_hydra_only(tmp_path):
     total = wh.build_wheelhouse(python_version="3.12", platforms=["manylinux_2_28_x86_64"], dest=dest,
                                 exclusions=wh.make_exclusions(), project_dir=proj)
     names = {parse_wheel_filename(p.name)[0] for p in dest.glob("*.whl")}
-    assert {"tinypkg", "hydra-core", "omegaconf", "antlr4-python3-runtime"} <= names
-    assert not names & {"torch", "pyyaml", "packaging"}
-    assert wh.incompatible_wheels(dest.glob("*.whl"), CP312) == []
+    assert names == {"tinypkg", "hydra-core", "omegaconf", "antlr4-python3-runtime"}
     assert 0 < total < 5e6
-    if sys.version_info[:2] == (3, 12):
-        assert wh.incompatible_wheels(dest.glob("*.whl"), set(sys_tags())) == []
+    present = {Requirement(r).name for r in wh.read_manifest(dest / wh.MANIFEST_NAME)["requires-present"]}
+    assert present == {"torch", "pyyaml", "packaging"}
