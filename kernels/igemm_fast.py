@@ -47,6 +47,10 @@ The input is otherwise NHWC.  Like every family's input transform it runs *insid
 timed launcher (:meth:`kernels.base.ConvKernel.input_view`): the harness hands this kernel
 and the vendor call the same input tensor (channels_last by default, ``input_layout``), so
 the NHWC view is free there, and with ``input_layout=nchw`` the copy is charged to us.
+
+Length: one family, read top to bottom: the jit kernel and its A-tile loaders, the host-side
+weight packing and the address model all encode the same three K orders and must agree;
+split, a change to one order would have to be made in three files.
 """
 from __future__ import annotations
 

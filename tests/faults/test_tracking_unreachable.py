@@ -19,7 +19,7 @@ from tests.faults import FAST, harness, job_lines, runs_of, spool_sync
 EXPERIMENT = "offline"
 SPOOLED = re.compile(r"^\[spool\] run (\S+) \((FINISHED|FAILED)\) kept on local disk at (\S+\.json) "
                      r"\(tracking store (\S+) unavailable: (.+)\); the sweep goes on\. "
-                     r"Log it later with: python -m harness\.spool sync --spool (\S+)$")
+                     r"Log it later with: python -m harness\.storage\.sync --spool (\S+)$")
 
 
 def _closed_port() -> int:
