@@ -1,6 +1,7 @@
 """Tests run on the CPU under the Triton interpreter; GPU tests (``tests/test_gpu.py``,
 marked ``gpu``) run compiled kernels and are skipped where there is no GPU.  On a GPU
-node run ``python -m pytest tests/test_gpu.py``: the other tests assume the interpreter."""
+node run ``python -m pytest -o addopts="" tests/test_gpu.py`` (no xdist there): the other tests
+assume the interpreter."""
 import pytest
 
 from harness.hardware.device import GPU, select_execution_mode
