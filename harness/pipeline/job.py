@@ -158,8 +158,7 @@ def _tuned(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result:
         return spec
     shape = spec.shape if device.mode == GPU else downscale(spec.shape)
     ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
-    fixed_name = spec.baseline if spec.baseline is not None else "identity"
-    fixed_formula = spec.baseline_formula if spec.baseline is not None else None
+    fixed_name, fixed_formula = spec.tune_swizzle
     swizzle = SwizzleBinding(resolve_swizzle(fixed_name, fixed_formula), spec.num_xcds, spec.group_size)
     default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
     try:

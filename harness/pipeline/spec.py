@@ -82,6 +82,12 @@ class JobSpec:
         return dataclasses.replace(self, tiles=tuple((str(k), int(v)) for k, v in tiles.items()),
                                    num_warps=int(num_warps), num_stages=int(num_stages))
 
+    @property
+    def tune_swizzle(self) -> tuple[str, str | None]:
+        """(name, formula) of the swizzle tune mode fixes while it tries configs: the
+        baseline's, identity when there is none (so every swizzle is compared on one config)."""
+        return (self.baseline, self.baseline_formula) if self.baseline is not None else ("identity", None)
+
     def baseline_spec(self) -> "JobSpec":
         """This job with the baseline's swizzle (and no baseline of its own)."""
         if self.baseline is None:

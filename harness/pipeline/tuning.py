@@ -342,7 +342,7 @@ def precompile_specs(specs: Sequence, options: TuneOptions) -> str:
         kernel = get_kernel(spec.kernel)
         default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
         configs = candidates(kernel.name, spec.shape, traits, default)
-        swizzle, formula = (spec.baseline, spec.baseline_formula) if spec.baseline is not None else ("identity", None)
+        swizzle, formula = spec.tune_swizzle
         if cache.get(cache_key(kernel, spec.shape, traits, formula or swizzle, configs)) is None:
             tasks.append(CompileTask(kernel.name, spec.shape, tuple(configs), swizzle, formula, spec.num_xcds,
                                      spec.group_size, spec.input_layout))
