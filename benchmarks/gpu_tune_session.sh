@@ -13,11 +13,11 @@ OUT_ARG=$1; shift
 STAGE=${STAGE:-all}
 COMMON=(kernel=igemm_fast tune=fastest profiler=none tune.cache_dir=/tmp/swb-tunecache compare.max_time_s=1 "$@")
 DB="sqlite:////tmp/swb-tune.db"
+# The store is copied out after every stage: a call cut short still brings back what it measured.
 if [ "$STAGE" != cached ]; then
-  run tune_resnet 330 shape=resnet "${COMMON[@]}"
-  run tune_holdout 150 shape=holdout "${COMMON[@]}"
+  run tune_resnet "${RESNET_LIMIT_S:-330}" shape=resnet "${COMMON[@]}"; cp /tmp/swb-tune.db "$OUT/tune.db"
+  run tune_holdout 150 shape=holdout "${COMMON[@]}"; cp /tmp/swb-tune.db "$OUT/tune.db"
 fi
 if [ "$STAGE" != first ]; then
-  run tune_resnet_cached 200 shape=resnet resume=false "${COMMON[@]}"
+  run tune_resnet_cached 200 shape=resnet resume=false "${COMMON[@]}"; cp /tmp/swb-tune.db "$OUT/tune.db"
 fi
-cp /tmp/swb-tune.db "$OUT/tune.db"

@@ -22,7 +22,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernels.igemm_fast import igemm_fast_kernel, is_matrix_layer, k_pad
+from kernels.igemm_fast import folded, igemm_fast_kernel, is_matrix_layer, k_pad
 from kernels.problem import ConvShape
 from swizzles import SWIZZLES
 
@@ -31,6 +31,7 @@ SHAPE_FIELDS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
 
 def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: int, swizzle: str = "identity"):
     fn = igemm_fast_kernel
+    shape = folded(shape) if tiles.get("FOLD") else shape      # the fold pass itself is not compiled here
     ints = {"N": shape.N, "C": shape.C, "H": shape.H, "W": shape.W, "F": shape.F, "P": shape.P, "Q": shape.Q, "PQ": shape.P * shape.Q,
             "R": shape.R, "S": shape.S, "stride": shape.stride, "padding": shape.padding,
             "K_PAD": k_pad(shape, tiles), "num_programs": 132}
@@ -39,8 +40,8 @@ def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: in
     constexprs = {"SWIZZLE": SWIZZLES[swizzle], "NUM_XCDS": 8, "GROUP_SIZE": 8,
                   "BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_K": tiles["BLOCK_K"],
                   "SPLIT_K": tiles["SPLIT_K"], "PACK_K": tiles["PACK_K"], "NCHW_IN": tiles["NCHW_IN"],
-                  "TMA": tiles["TMA"], "A_TMA": a_tma,
-                  "DOT_IN_FP32": False}
+                  "TMA": tiles["TMA"], "A_TMA": a_tma, "TMA_STORE": tiles.get("TMA_STORE", 0),
+                  "PADDED": shape.padding > 0, "DOT_IN_FP32": False}
     dtype = {"float16": "*fp16", "bfloat16": "*bf16"}[shape.dtype]
     signature, attrs = {}, {}
     no_spec = set(fn.do_not_specialize) | {fn.arg_names[i] for i in fn.do_not_specialize if isinstance(i, int)}
@@ -66,8 +67,8 @@ def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: in
 
 def report(compiled) -> dict:
     """Registers and local memory (cuobjdump), shared memory, and SASS counts of the
-    instructions that decide speed: HGMMA (wgmma), UTMALDG (TMA), LDGSTS (cp.async),
-    LDG by width, LDL/STL (spills)."""
+    instructions that decide speed: HGMMA (wgmma), UTMALDG / UTMASTG (TMA load / store),
+    LDGSTS (cp.async), LDG and STG by width, LDL/STL (spills)."""
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
@@ -78,10 +79,11 @@ def report(compiled) -> dict:
         sass = subprocess.run([os.path.join(tools, "nvdisasm"), cubin], capture_output=True, text=True).stdout
     regs = re.search(r"REG:(\d+)", usage)
     local = re.search(r"LOCAL:(\d+)", usage)
-    ops = collections.Counter(re.findall(r"\b(HGMMA|HMMA|UTMALDG|LDGSTS|LDG|LDL|STL)(\.[.\w]*)?", sass))
+    ops = collections.Counter(re.findall(r"\b(HGMMA|HMMA|UTMALDG|UTMASTG|LDGSTS|LDG|STG|LDL|STL)(\.[.\w]*)?", sass))
     counts = collections.Counter()
     for (op, suffix), n in ops.items():
-        counts[op + (".128" if op == "LDG" and ".128" in suffix else "")] += n
+        width = re.search(r"\.(128|64|U16|16)\b", suffix) if op in ("LDG", "LDGSTS", "STG") else None
+        counts[op + (f".{width.group(1)}" if width else "")] += n
     return {"regs": int(regs.group(1)) if regs else None, "local_bytes": int(local.group(1)) if local else None,
             "shared": compiled.metadata.shared, **dict(sorted(counts.items()))}
 

@@ -42,6 +42,17 @@ What changes, and why (the measurements are in benchmarks/kernel_notes.md):
 7. **NCHW in** (``NCHW_IN=1``, 1x1 stride-1 layers): per image the NCHW input already *is*
    the matrix A^T (channels x pixels, contiguous along pixels), so the kernel reads it where
    it lies, pixel tiles never straddling two images, and skips the layout copy below.
+8. **TMA store** (``TMA_STORE=1``): the output tile leaves through a tensor descriptor (one
+   bulk copy from shared memory, rows past M clipped by the hardware) instead of masked
+   stores from the accumulator's registers.  Most ResNet layers write more than they read
+   (l04: 51 MB out, 13 MB in), so the epilogue is a large part of their time.
+9. **Stride folding** (``FOLD=1``, strided layers with few channels: the stem): a stride-s
+   conv is a stride-1 conv over the *space-to-depth* input, whose pixel (h', w') holds the
+   s x s input pixels it covers as s*s*C channels, with ceil(R/s) x ceil(S/s) taps (weights
+   re-packed once, zeros for the taps past R and S).  The stem's 3 channels become 12,
+   padded to 16: every load is an aligned 32-byte run instead of a gather of 3-element
+   pieces at 6-byte offsets.  The fold is a pass over the input that the vendor call does not
+   need, so it runs inside the timed launch (:func:`fold_input_kernel`).
 
 The input is otherwise NHWC.  Like every family's input transform it runs *inside* the
 timed launcher (:meth:`kernels.base.ConvKernel.input_view`): the harness hands this kernel
@@ -49,8 +60,8 @@ and the vendor call the same input tensor (channels_last by default, ``input_lay
 the NHWC view is free there, and with ``input_layout=nchw`` the copy is charged to us.
 
 Length: one family, read top to bottom: the jit kernel and its A-tile loaders, the host-side
-weight packing and the address model all encode the same three K orders and must agree;
-split, a change to one order would have to be made in three files.
+weight packing and the address model all encode the same three K orders (and the fold) and
+must agree; split, a change to one order would have to be made in three files.
 """
 from __future__ import annotations
 
@@ -101,15 +112,22 @@ def _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, 
 
 
 @triton.jit
-def _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K: tl.constexpr):
+def _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K: tl.constexpr,
+                 PADDED: tl.constexpr):
     """A for step = (filter row r, BLOCK_K of its S*C columns j = s*C + c): the receptive
-    field's row is contiguous in NHWC, so the columns are consecutive addresses."""
+    field's row is contiguous in NHWC, so the columns are consecutive addresses.  Without
+    padding every tap of a valid pixel is in the image, and the mask (whole rows and whole
+    16-column groups) lets the compiler issue 16-byte loads; with it, each column has its
+    own horizontal bound."""
     steps_per_row = tl.cdiv(S * C, BLOCK_K)
     r = step // steps_per_row
     j = (step - r * steps_per_row) * BLOCK_K + offs_k
-    ih = ih0 + r
-    iw = iw0[:, None] + (j // C)[None, :]
-    ok = ((mask_m & (ih >= 0) & (ih < H))[:, None] & (j < S * C)[None, :] & (iw >= 0) & (iw < W))
+    if PADDED:
+        ih = ih0 + r
+        iw = iw0[:, None] + (j // C)[None, :]
+        ok = ((mask_m & (ih >= 0) & (ih < H))[:, None] & (j < S * C)[None, :] & (iw >= 0) & (iw < W))
+    else:
+        ok = mask_m[:, None] & (j < S * C)[None, :]
     return tl.load(x_ptr + (x_row + r * W * C)[:, None] + j[None, :], mask=ok, other=0.0)
 
 
@@ -131,7 +149,7 @@ def igemm_fast_kernel(
     SWIZZLE: tl.constexpr, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, PACK_K: tl.constexpr, NCHW_IN: tl.constexpr, TMA: tl.constexpr,
-    A_TMA: tl.constexpr, DOT_IN_FP32: tl.constexpr = False,
+    A_TMA: tl.constexpr, TMA_STORE: tl.constexpr, PADDED: tl.constexpr, DOT_IN_FP32: tl.constexpr = False,
 ):
     # -----------------------------------------------------------
     # The work: num_pid_m x num_pid_n output tiles (the grid the swizzle sees), each
@@ -159,6 +177,8 @@ def igemm_fast_kernel(
                                            block_shape=[BLOCK_N, BLOCK_K])
     if A_TMA:
         x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, C], strides=[C, 1], block_shape=[BLOCK_M, BLOCK_K])
+    if TMA_STORE:
+        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, F], strides=[F, 1], block_shape=[BLOCK_M, BLOCK_N])
 
     for work in range(tl.program_id(0), num_tiles * SPLIT_K, num_programs):
         # ---------------------------------------------------------
@@ -195,7 +215,7 @@ def igemm_fast_kernel(
             elif NCHW_IN:
                 a = _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K)
             elif PACK_K == 2:
-                a = _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K)
+                a = _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K, PADDED)
             elif PACK_K:
                 a = _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, BLOCK_K)
             else:
@@ -210,7 +230,9 @@ def igemm_fast_kernel(
         # The output is the row-major M x F matrix (NHWC); a split writes fp32 partials
         # to its own slice of the workspace instead.
         mask = mask_m[:, None] & (offs_f < F)[None, :]
-        if SPLIT_K == 1:
+        if TMA_STORE:
+            y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
+        elif SPLIT_K == 1:
             tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
         else:
             tl.store(ws_ptr + (split * M + offs_m)[:, None] * F + offs_f[None, :], acc, mask=mask)
@@ -227,8 +249,29 @@ def split_k_sum_kernel(ws_ptr, y_ptr, numel, SPLIT_K: tl.constexpr, BLOCK: tl.co
     tl.store(y_ptr + offs, total.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def fold_input_kernel(x_ptr, y_ptr, num_pixels, C, H, W, HF, WF, CF, stride, padding,
+                      BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Space-to-depth: ``y[n, h', w', (dh*stride + dw)*C + c] = x[n, h'*stride + dh - padding,
+    w'*stride + dw - padding, c]`` (both NHWC), zero outside the input and in the channels
+    ``>= stride*stride*C`` that pad CF to a 16-byte multiple."""
+    offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)     # folded pixel (n, h', w')
+    cf = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)          # folded channel
+    wf = offs_p % WF
+    hf = (offs_p // WF) % HF
+    n = offs_p // (WF * HF)
+    phase = cf // C                                                   # dh * stride + dw
+    c = cf - phase * C
+    ih = (hf * stride - padding)[:, None] + (phase // stride)[None, :]
+    iw = (wf * stride - padding)[:, None] + (phase % stride)[None, :]
+    pixel = (offs_p < num_pixels)[:, None]
+    ok = pixel & (phase < stride * stride)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    v = tl.load(x_ptr + ((n[:, None] * H + ih) * W + iw) * C + c[None, :], mask=ok, other=0.0)
+    tl.store(y_ptr + offs_p[:, None] * CF + cf[None, :], v, mask=pixel & (cf < CF)[None, :])
+
+
 #: The config knobs beside the three tile sizes, and the values each may take.
-FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA")
+FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD")
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
@@ -237,6 +280,43 @@ INTERPRETER_PROGRAMS = 3
 def is_matrix_layer(shape: ConvShape) -> bool:
     """1x1, stride 1, no padding: the NHWC input is the M x C matrix of the product."""
     return shape.R == 1 and shape.S == 1 and shape.stride == 1 and shape.padding == 0
+
+
+def folded(shape: ConvShape) -> ConvShape:
+    """The stride-1, unpadded conv that stride folding runs instead of ``shape``: input pixel
+    (h', w') holds the stride x stride pixels it covers (``stride*stride*C`` channels, padded
+    to a multiple of 8 for 16-byte rows), ceil(R/stride) x ceil(S/stride) taps, the same
+    output size P x Q."""
+    s = shape.stride
+    R, S = -(-shape.R // s), -(-shape.S // s)
+    return ConvShape(f"{shape.name}/fold", N=shape.N, C=-(-s * s * shape.C // 8) * 8, H=shape.P + R - 1,
+                     W=shape.Q + S - 1, F=shape.F, R=R, S=S, stride=1, padding=0, dtype=shape.dtype)
+
+
+def fold_weights(w: torch.Tensor, shape: ConvShape) -> torch.Tensor:
+    """F,C,R,S weights -> the folded layer's F,C',R',S': tap (r, s) = (r'*stride + dh,
+    s'*stride + dw) becomes channel (dh*stride + dw)*C + c of tap (r', s'); taps past R, S
+    and the padding channels are zeros."""
+    st, fold = shape.stride, folded(shape)
+    F, C = shape.F, shape.C
+    grown = w.new_zeros((F, C, fold.R * st, fold.S * st))
+    grown[:, :, :shape.R, :shape.S] = w
+    phases = grown.view(F, C, fold.R, st, fold.S, st).permute(0, 3, 5, 1, 2, 4)   # F, dh, dw, C, R', S'
+    out = w.new_zeros((F, fold.C, fold.R, fold.S))
+    out[:, :st * st * C] = phases.reshape(F, st * st * C, fold.R, fold.S)
+    return out
+
+
+def fold_input(x: torch.Tensor, shape: ConvShape, out: torch.Tensor) -> torch.Tensor:
+    """Write the space-to-depth input of NHWC ``x`` into ``out`` (the folded layer's NHWC input)."""
+    fold = folded(shape)
+    pixels = fold.N * fold.H * fold.W
+    block_c = min(64, triton.next_power_of_2(fold.C))
+    block_p = max(16, 4096 // block_c)
+    fold_input_kernel[(triton.cdiv(pixels, block_p), triton.cdiv(fold.C, block_c))](
+        x, out, pixels, shape.C, shape.H, shape.W, fold.H, fold.W, fold.C, shape.stride, shape.padding,
+        BLOCK_P=block_p, BLOCK_C=block_c, num_warps=4)
+    return out
 
 
 def k_pad(shape: ConvShape, tiles: Mapping[str, int]) -> int:
@@ -350,22 +430,49 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         """NHWC (a view of a channels_last ``x``), or with NCHW_IN the NCHW tensor itself."""
         return x.contiguous() if tiles["NCHW_IN"] else nhwc(x)
 
+    @staticmethod
+    def conv_shape(shape: ConvShape, tiles: Mapping[str, int]) -> ConvShape:
+        """The conv the jit kernel runs: ``shape`` itself, or with FOLD its folded twin."""
+        return folded(shape) if tiles["FOLD"] else shape
+
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
-        """Packed weights (once: they are constants of the layer), the split-K workspace and
-        the output."""
+        """Packed weights (once: they are constants of the layer; with FOLD, folded first),
+        the split-K workspace, the folded input's buffer (FOLD) and the output."""
         out = self.empty_output(shape, ops.x.device)
         split = tiles["SPLIT_K"]
         workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32,
                                  device=ops.x.device) if split > 1 else out)
-        return Bound((pack_weights(ops.w, shape, tiles), workspace), out)
+        conv = self.conv_shape(shape, tiles)
+        w = fold_weights(ops.w, shape) if tiles["FOLD"] else ops.w
+        x_fold = (torch.empty((conv.N, conv.H, conv.W, conv.C), dtype=ops.x.dtype, device=ops.x.device)
+                  if tiles["FOLD"] else None)
+        return Bound((pack_weights(w, conv, tiles), workspace, x_fold), out)
+
+    def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
+        """Say now, in one sentence, what a flag needs of the layer or the device."""
+        self.tile_grid(shape, tiles)                     # NCHW_IN on a layer it cannot read
+        if tiles["TMA"] or tiles["TMA_STORE"]:
+            check_tma_supported(device)
+        if tiles["TMA_STORE"]:
+            bad = [why for why, no in ((f"SPLIT_K={tiles['SPLIT_K']} (partials go to an fp32 workspace)",
+                                        tiles["SPLIT_K"] > 1),
+                                       ("NCHW_IN=1 (pixel tiles end at each image, not at a box edge)",
+                                        tiles["NCHW_IN"]),
+                                       (f"F={shape.F} (rows must be a multiple of 16 bytes: F % 8 == 0)",
+                                        shape.F % 8)) if no]
+            if bad:
+                raise ValueError(f"kernel {self.name!r}: TMA_STORE=1 needs SPLIT_K=1, NCHW_IN=0 and F % 8 == 0; "
+                                 f"got {'; '.join(bad)}")
+        if tiles["FOLD"] and (shape.stride == 1 or tiles["NCHW_IN"]):
+            raise ValueError(f"kernel {self.name!r}: FOLD=1 folds a stride > 1 into channels and reads NHWC; "
+                             f"{shape.name!r} has stride {shape.stride}" + (", NCHW_IN=1" if tiles["NCHW_IN"] else ""))
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
         """As :meth:`ConvKernel.bind`, after checking what the config needs of the device."""
         tiles = self.check_tiles(tiles)
-        self.tile_grid(shape, tiles)                     # NCHW_IN on a layer it cannot read: say so now
-        if tiles["TMA"]:
-            check_tma_supported(ops.x.device)
+        self.check_flags(shape, tiles, ops.x.device)
+        if tiles["TMA"] or tiles["TMA_STORE"]:
             _set_descriptor_scratch(ops.x.device)
         return super().bind(ops, shape, tiles, swizzle, launch, share=share)
 
@@ -379,7 +486,10 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         return min(work, slots)
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
-        x, w_packed, workspace = operands
+        x, w_packed, workspace, x_fold = operands
+        if tiles["FOLD"]:                                # the fold pass: timed, like any input transform
+            x = fold_input(x, shape, x_fold)
+        shape = self.conv_shape(shape, tiles)
         split = tiles["SPLIT_K"]
         if split > 1 and split * out.numel() >= 2**31:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={split} workspace of {split * out.numel()} "
@@ -394,7 +504,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
             SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"], A_TMA=a_tma,
-            DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
+            TMA_STORE=tiles["TMA_STORE"], PADDED=shape.padding > 0, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages)
         if split > 1:
             block = 1024
@@ -409,8 +519,11 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         reads BLOCK_K contiguous elements.
 
         The simulated L2 dispatches one program per tile; a persistent or split-K launch
-        is not that, so it has no address model (use ``profiler=ncu``)."""
+        is not that, so it has no address model (use ``profiler=ncu``).  With FOLD the model
+        is the folded conv's (its input is the folded tensor); the fold pass's own reads and
+        writes are not modelled."""
         tiles = self.check_tiles(tiles)
+        shape = self.conv_shape(shape, tiles)
         if tiles["PERSISTENT"] or tiles["SPLIT_K"] > 1:
             raise NotImplementedError(
                 f"kernel {self.name!r}: no address model for PERSISTENT={tiles['PERSISTENT']} "

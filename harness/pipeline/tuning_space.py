@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from kernels.igemm_fast import folded
 from kernels.problem import ConvShape
 
 
@@ -101,16 +102,22 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
       tap order's zero padding would cost more than the gather), with 256-row tiles too (their
       K is short), and the tap order only where C >= 16;
     * on 1x1 stride-1 layers, the NCHW input read in place (no layout copy) beside both;
+    * on strided layers with few channels, the folded layer (stride into channels) in tap
+      and row order;
     * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
       of at least 4 K steps each;
-    * TMA on where the device has it, plus a TMA-off and a persistent twin of each base
-      tile shape, so that the measurements, not a guess, decide both.
+    * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
+      each base tile shape, so that the measurements, not a guess, decide.
     """
     M = shape.N * shape.P * shape.Q
     matrix = shape.R == shape.S == shape.stride == 1 and shape.padding == 0
-    # (PACK_K, NCHW_IN): tap order, packed order, and (1x1 stride 1) the NCHW input read in place
-    orders = [o for o, ok in (((0, 0), shape.C >= 16), ((1, 0), shape.C <= 32), ((2, 0), shape.C <= 32 and shape.S > 1),
-                              ((0, 1), matrix and shape.C >= 16))
+    # (PACK_K, NCHW_IN, FOLD): tap order, packed order, row-packed order, (1x1 stride 1) the
+    # NCHW input read in place, and (strided, few channels) the folded layer in tap or row order
+    fold = folded(shape) if shape.stride > 1 else None
+    orders = [o for o, ok in (((0, 0, 0), shape.C >= 16), ((1, 0, 0), shape.C <= 32),
+                              ((2, 0, 0), shape.C <= 32 and shape.S > 1), ((0, 1, 0), matrix and shape.C >= 16),
+                              ((0, 0, 1), fold is not None and shape.C <= 32),
+                              ((2, 0, 1), fold is not None and shape.C <= 32 and fold.S > 1))
               if ok]
     tma = 1 if traits.tma else 0
     seen, out = set(), []
@@ -121,29 +128,38 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
             seen.add(cfg)
             out.append(cfg)
 
-    for pack, nchw in orders:
-        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, _pow2_at_least(shape.C))))
+    for pack, nchw, fold_on in orders:
+        conv = fold if fold_on else shape                  # the conv the kernel runs
+        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, _pow2_at_least(conv.C))))
         ks = ks[-k_options:]
-        steps_of = (lambda bk: -(-shape.R * shape.S * shape.C // bk)) if pack else (
-            lambda bk: shape.R * shape.S * -(-shape.C // bk))
-        for bm in (64, 128, 256) if pack else (64, 128):   # few channels: short K, so taller tiles
+        steps_of = (lambda bk: -(-conv.R * conv.S * conv.C // bk)) if pack else (
+            lambda bk: conv.R * conv.S * -(-conv.C // bk))
+        few = pack or fold_on                              # few channels: short K, so taller tiles
+        for bm in (64, 128, 256) if few else (64, 128):
             for bn in _filter_tiles(shape.F):
                 rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
                 tiles_mn = rows * -(-shape.F // bn)
                 for warps in _warps_for(bm, bn):
                     for bk in ks:
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
-                                "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma}
+                                "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma,
+                                "TMA_STORE": 0, "FOLD": fold_on}
                         for stages in stages_options:
                             add(base, warps, stages)
                         if bk != ks[-1]:
                             continue
-                        # Twins of the deepest-K base: TMA off, persistent, split-K.
+                        # Twins of the deepest-K base: TMA off, TMA store, persistent (with and
+                        # without TMA store), split-K.
                         deep = stages_options[-1]
+                        store = tma and not nchw and shape.F % 8 == 0
                         if tma:
                             add({**base, "TMA": 0}, warps, deep)
+                        if store:
+                            add({**base, "TMA_STORE": 1}, warps, deep)
                         if tiles_mn > traits.num_sms:
                             add({**base, "PERSISTENT": 1}, warps, deep)
+                            if store:
+                                add({**base, "PERSISTENT": 1, "TMA_STORE": 1}, warps, deep)
                         else:
                             for split in (2, 4):
                                 if steps_of(bk) >= 4 * split:

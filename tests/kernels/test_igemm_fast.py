@@ -14,7 +14,7 @@ from swizzles import SWIZZLES
 from swizzles.permutation import check_permutation, remap_table
 
 KERNEL = KERNELS["igemm_fast"]
-BASE = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0}
+BASE = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0}
 # Each variant on a shape that exercises it; every grid is odd (not a multiple of 8 or of
 # the 3 persistent programs' stride pattern).
 VARIANTS = {
@@ -36,6 +36,22 @@ VARIANTS = {
                       {"NCHW_IN": 1, "SPLIT_K": 2, "PERSISTENT": 1}),
     # tensor descriptor for the weights of a strided 1x1, packed order: grid 5 x 2
     "tma_packed_s2": (ConvShape("s2", N=3, C=8, H=9, W=9, F=20, R=1, S=1, stride=2), {"TMA": 1, "PACK_K": 1}),
+    # the output through a tensor descriptor (rows past M and filters past F clipped): grid
+    # 5 x 2; then on a persistent grid
+    "tma_store": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=24, R=3, S=3, stride=1, padding=1), {"TMA_STORE": 1}),
+    "tma_store_persistent": (ConvShape("mat", N=2, C=24, H=7, W=7, F=24, R=1, S=1),
+                             {"TMA": 1, "TMA_STORE": 1, "PERSISTENT": 1}),
+    # the stem folded: 3 channels x 2 x 2 phases = 12 (padded to 16), 4x4 taps, stride 1: grid
+    # 5 x 2, in tap order and in row order (one 64-column run per filter row)
+    "fold": (ConvShape("stem", N=2, C=3, H=11, W=11, F=20, R=7, S=7, stride=2, padding=3), {"FOLD": 1}),
+    "fold_rows": (ConvShape("stem", N=2, C=3, H=11, W=11, F=20, R=7, S=7, stride=2, padding=3),
+                  {"FOLD": 1, "PACK_K": 2}),
+    # 3x3 stride 2: 2x2 taps, the second row and column of which are half zeros; 5 channels
+    # x 4 phases = 20 (padded to 24): grid 5 x 2
+    "fold_3x3": (ConvShape("s2", N=2, C=5, H=11, W=12, F=20, R=3, S=3, stride=2, padding=1), {"FOLD": 1}),
+    # a 3x3 stride-3 layer folds into a 1x1 over 3 channels x 9 phases = 27 (padded to 32)
+    # channels, here read through a tensor descriptor: grid 5 x 2
+    "fold_s3": (ConvShape("s3", N=2, C=3, H=17, W=16, F=20, R=3, S=3, stride=3, padding=1), {"FOLD": 1, "TMA": 1}),
 }
 
 
@@ -153,3 +169,38 @@ def test_sim_refuses_what_it_cannot_model():
         KERNEL.load_plan(shape, {**BASE, "PERSISTENT": 1})
     with pytest.raises(NotImplementedError, match="SPLIT_K=2"):
         KERNEL.access_model(shape, {**BASE, "SPLIT_K": 2}, 128)
+
+
+def test_flags_say_what_they_need():
+    """TMA_STORE and FOLD refuse, in one sentence naming the value, what they cannot do."""
+    cpu = torch.device("cpu")
+    tap, _ = VARIANTS["tap"]
+    with pytest.raises(ValueError, match=r"TMA_STORE=1 needs .* got F=20"):
+        KERNEL.check_flags(tap, {**BASE, "TMA_STORE": 1}, cpu)
+    store, _ = VARIANTS["tma_store"]
+    with pytest.raises(ValueError, match=r"got SPLIT_K=2"):
+        KERNEL.check_flags(store, {**BASE, "TMA_STORE": 1, "SPLIT_K": 2}, cpu)
+    with pytest.raises(ValueError, match=r"FOLD=1 folds a stride > 1 .* 'odd3' has stride 1"):
+        KERNEL.check_flags(tap, {**BASE, "FOLD": 1}, cpu)
+    KERNEL.check_flags(store, {**BASE, "TMA_STORE": 1}, cpu)      # what it can do passes
+
+
+def test_folded_layer_is_the_same_conv():
+    """The fold's arithmetic on its own: conv2d of the folded input with the folded weights
+    (stride 1, no padding) is the strided layer's output, in float64."""
+    from kernels.igemm_fast import fold_weights, folded
+
+    for shape in (VARIANTS["fold"][0], VARIANTS["fold_3x3"][0], VARIANTS["fold_s3"][0]):
+        x = torch.randn(shape.N, shape.C, shape.H, shape.W, dtype=torch.float64)
+        w = torch.randn(shape.F, shape.C, shape.R, shape.S, dtype=torch.float64)
+        fold, st = folded(shape), shape.stride
+        padded = torch.nn.functional.pad(x, (shape.padding,) * 4)
+        grown = padded.new_zeros(shape.N, shape.C, fold.H * st, fold.W * st)
+        h, w_ = min(grown.shape[2], padded.shape[2]), min(grown.shape[3], padded.shape[3])
+        grown[:, :, :h, :w_] = padded[:, :, :h, :w_]
+        xf = grown.view(shape.N, shape.C, fold.H, st, fold.W, st).permute(0, 3, 5, 1, 2, 4)
+        xf = xf.reshape(shape.N, st * st * shape.C, fold.H, fold.W)
+        xf = torch.nn.functional.pad(xf, (0, 0, 0, 0, 0, fold.C - st * st * shape.C))
+        got = torch.nn.functional.conv2d(xf, fold_weights(w, shape))
+        want = torch.nn.functional.conv2d(x, w, stride=st, padding=shape.padding)
+        assert got.shape == want.shape and torch.allclose(got, want), shape.name

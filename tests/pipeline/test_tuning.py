@@ -40,7 +40,10 @@ def test_space_follows_the_shape_and_the_device():
     def flags(shape, traits, key):
         return {c.tiles_dict[key] for c in candidates("igemm_fast", shape, traits)}
 
-    assert flags(STEM, HOPPER, "PACK_K") == {1, 2}     # C = 3: the tap order would be 95% zeros
+    unfolded = {c.tiles_dict["PACK_K"] for c in candidates("igemm_fast", STEM, HOPPER) if not c.tiles_dict["FOLD"]}
+    assert unfolded == {1, 2}                          # C = 3: the tap order would be 95% zeros
+    assert flags(STEM, HOPPER, "FOLD") == {0, 1}       # strided, few channels: fold them
+    assert flags(L03, HOPPER, "FOLD") == flags(L19, HOPPER, "FOLD") == {0}   # stride 1; C = 512
     assert flags(STEM, HOPPER, "BLOCK_M") == {64, 128, 256}
     assert flags(L03, HOPPER, "PACK_K") == {0}
     assert flags(L19, HOPPER, "SPLIT_K") == {1, 2, 4}  # 13 x 4 tiles of 128 x 128 < 132 SMs
@@ -48,6 +51,9 @@ def test_space_follows_the_shape_and_the_device():
     assert flags(L03, HOPPER, "TMA") == {0, 1}
     elsewhere = DeviceTraits("AMD Instinct MI300X", 304, False)
     assert flags(L03, elsewhere, "TMA") == {0}         # the Hopper path only where supported
+    assert flags(L03, HOPPER, "TMA_STORE") == {0, 1} and flags(L03, elsewhere, "TMA_STORE") == {0}
+    assert not any(c.tiles_dict["TMA_STORE"] and c.tiles_dict["SPLIT_K"] > 1
+                   for c in candidates("igemm_fast", L19, HOPPER))
     assert {c.tiles_dict["BLOCK_N"] for c in candidates("igemm_fast", L03, HOPPER)} == {64}  # F = 64
 
 
@@ -153,7 +159,7 @@ def test_tune_kernel_with_real_launches(tmp_path):
     stand-in timer sees each verified run once, the choice computes the right output."""
     kernel = KERNELS["igemm_fast"]
     shape = ConvShape("t", N=1, C=5, H=6, W=5, F=10, R=3, S=3, stride=1, padding=1)
-    base = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0}
+    base = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0}
     configs = [Config.make(base, 4, 3), Config.make({**base, "PACK_K": 1}, 4, 3),
                Config.make({**base, "SPLIT_K": 2, "PERSISTENT": 1}, 4, 3)]
     ops = make_operands(shape, False, seed=0, device="cpu")
