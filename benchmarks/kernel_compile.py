@@ -45,8 +45,17 @@ def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: in
     dtype = {"float16": "*fp16", "bfloat16": "*bf16"}[shape.dtype]
     signature, attrs = {}, {}
     no_spec = set(fn.do_not_specialize) | {fn.arg_names[i] for i in fn.do_not_specialize if isinstance(i, int)}
+    elem = dtype[1:]
+    descs = {"x_desc": [tiles["BLOCK_M"], tiles["BLOCK_K"]] if a_tma else None,
+             "w_desc": [tiles["BLOCK_N"], tiles["BLOCK_K"]] if tiles["TMA"] else None,
+             "y_desc": [tiles["BLOCK_M"], tiles["BLOCK_N"]] if tiles.get("TMA_STORE") else None}
     for i, name in enumerate(fn.arg_names):
-        if name in constexprs:
+        if name in descs:                 # host-built descriptors (kernels.igemm_fast.descriptors)
+            if descs[name] is None:
+                signature[name], constexprs[name] = "constexpr", None
+            else:
+                signature[name] = f"tensordesc<{elem}[{','.join(map(str, descs[name]))}]>"
+        elif name in constexprs:
             signature[name] = "constexpr"
         elif name.endswith("_ptr"):
             signature[name] = "*fp32" if name == "ws_ptr" else dtype

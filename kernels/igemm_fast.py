@@ -71,6 +71,7 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.access import LoadPlan, OperandLoads, element_bytes, tensor_bases
 from kernels.base import Bound, LaunchConfig, Operands, SwizzleBinding, TileGrid
@@ -144,7 +145,7 @@ def _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K: tl
 
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "stride", "padding", "num_programs"])
 def igemm_fast_kernel(
-    x_ptr, w_ptr, y_ptr, ws_ptr,
+    x_ptr, w_ptr, y_ptr, ws_ptr, x_desc, w_desc, y_desc,
     N, C, H, W, F, P, Q, PQ, R, S, stride, padding, K_PAD, num_programs,
     SWIZZLE: tl.constexpr, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -169,16 +170,10 @@ def igemm_fast_kernel(
     steps_per_split = tl.cdiv(num_steps, SPLIT_K)
     offs_k = tl.arange(0, BLOCK_K)
 
-    # Tensor descriptors (Hopper's TMA unit): built once per program.  The weights are
-    # padded to whole tiles, so their boxes never leave the matrix; the input matrix of a
-    # 1x1 layer is not, and the descriptor fills rows >= M and channels >= C with zeros.
-    if TMA:
-        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[num_pid_n * BLOCK_N, K_PAD], strides=[K_PAD, 1],
-                                           block_shape=[BLOCK_N, BLOCK_K])
-    if A_TMA:
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, C], strides=[C, 1], block_shape=[BLOCK_M, BLOCK_K])
-    if TMA_STORE:
-        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, F], strides=[F, 1], block_shape=[BLOCK_M, BLOCK_N])
+    # Tensor descriptors (Hopper's TMA unit), built on the host and passed by value
+    # (:func:`descriptors`; None where the flag is off).  The weights are padded to whole
+    # tiles, so their boxes never leave the matrix; the input matrix of a 1x1 layer and the
+    # output are not: loads past them read zeros, stores past them are dropped.
 
     for work in range(tl.program_id(0), num_tiles * SPLIT_K, num_programs):
         # ---------------------------------------------------------
@@ -348,13 +343,17 @@ def pack_weights(w: torch.Tensor, shape: ConvShape, tiles: Mapping[str, int]) ->
     return packed
 
 
-def _set_descriptor_scratch(device: torch.device) -> None:
-    """In-kernel tensor descriptors live in a global scratch buffer Triton asks for."""
-
-    def alloc(size: int, alignment: int, stream) -> torch.Tensor:
-        return torch.empty(size, dtype=torch.int8, device=device)
-
-    triton.set_allocator(alloc)
+def descriptors(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, shape: ConvShape,
+                tiles: Mapping[str, int], a_tma: bool) -> tuple:
+    """The kernel's (x, w, y) tensor descriptors, None for each one its flags leave off.
+    Built on the host (a few microseconds of CPU per launch, no GPU work) and passed by
+    value: a descriptor built inside the kernel (``tl.make_tensor_descriptor``) costs every
+    program a global write and a fence before its first load."""
+    bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+    M = shape.N * shape.P * shape.Q
+    return (TensorDescriptor(x, [M, shape.C], [shape.C, 1], [bm, bk]) if a_tma else None,
+            TensorDescriptor.from_tensor(w_packed, [bn, bk]) if tiles["TMA"] else None,
+            TensorDescriptor(out, [M, shape.F], [shape.F, 1], [bm, bn]) if tiles["TMA_STORE"] else None)
 
 
 def check_tma_supported(device: torch.device) -> None:
@@ -472,8 +471,6 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         """As :meth:`ConvKernel.bind`, after checking what the config needs of the device."""
         tiles = self.check_tiles(tiles)
         self.check_flags(shape, tiles, ops.x.device)
-        if tiles["TMA"] or tiles["TMA_STORE"]:
-            _set_descriptor_scratch(ops.x.device)
         return super().bind(ops, shape, tiles, swizzle, launch, share=share)
 
     def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
@@ -498,7 +495,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         a_tma = bool(tiles["TMA"] and is_matrix_layer(shape) and shape.C % 8 == 0
                      and not tiles["PACK_K"] and not tiles["NCHW_IN"])
         igemm_fast_kernel[(programs,)](
-            x, w_packed, out, workspace,
+            x, w_packed, out, workspace, *descriptors(x, w_packed, out, shape, tiles, a_tma),
             shape.N, shape.C, shape.H, shape.W, shape.F, shape.P, shape.Q, shape.P * shape.Q, shape.R, shape.S,
             shape.stride, shape.padding, w_packed.shape[1], programs,
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,

@@ -18,6 +18,12 @@ TILES = {
     "igemm_fast": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 2, "PACK_K": 0, "NCHW_IN": 0,
                    "PERSISTENT": 1, "TMA": 1, "TMA_STORE": 0, "FOLD": 0},
 }
+#: igemm_fast's other paths on a real GPU: the output through a TMA store on a persistent
+#: grid, and stride folding in row order (the fold pass and the folded conv, both compiled).
+FAST_VARIANTS = {
+    "tma_store": {**TILES["igemm_fast"], "SPLIT_K": 1, "TMA_STORE": 1},
+    "fold_rows": {**TILES["igemm_fast"], "SPLIT_K": 1, "PERSISTENT": 0, "PACK_K": 2, "FOLD": 1, "BLOCK_K": 64},
+}
 SHAPES = [
     ConvShape("pad", N=3, C=40, H=17, W=15, F=70, R=3, S=3, stride=1, padding=1),
     ConvShape("s2", N=2, C=24, H=20, W=20, F=33, R=3, S=3, stride=2, padding=1, dtype="bfloat16"),
@@ -98,3 +104,18 @@ def test_tune_mode_on_gpu(tmp_path):
     assert first.metrics["speedup"] > 0 and first.metrics["vendor_time_ms"] > 0
     again = run_job(spec, describe_device("gpu"), options)
     assert again.params["tune.from_cache"] == "True" and again.params["tune.config"] == first.params["tune.config"]
+
+
+@pytest.mark.parametrize("swizzle", ["identity", "xcd_grouped"])
+@pytest.mark.parametrize("variant", sorted(FAST_VARIANTS))
+def test_gpu_fast_variants(variant, swizzle):
+    tiles = FAST_VARIANTS[variant]
+    shape = (ConvShape("stem", N=2, C=3, H=30, W=30, F=16, R=7, S=7, stride=2, padding=3) if tiles["FOLD"]
+             else ConvShape("pad8", N=3, C=40, H=17, W=15, F=72, R=3, S=3, stride=1, padding=1))
+    spec = JobSpec(kernel="igemm_fast", tiles=tuple(tiles.items()), swizzle=swizzle, num_xcds=8, group_size=4,
+                   shape=shape, shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0,
+                   baseline="identity")
+    result = run_job(spec, describe_device("gpu"), JobOptions(
+        interpret_tiles=tiles, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
+    assert result.status == FINISHED, result.reason
+    assert result.metrics["max_rel_err"] < 3e-2

@@ -82,6 +82,16 @@ def _filter_tiles(F: int) -> tuple[int, ...]:
     return tuple(b for b in (32, 64, 128, 256) if b <= cap and (b >= 64 or F <= 32))
 
 
+def _stages_for(steps: int, options: tuple[int, ...]) -> tuple[int, ...]:
+    """Pipeline depths worth trying for a loop of ``steps`` K steps: ``options``, except that a
+    loop of 1-3 steps gets depths up to steps + 1 from 2 (a buffer per step is all it can fill;
+    more only take shared memory, and with it programs per SM, from a layer that is
+    memory-bound: a 1x1 layer with C = 64 has one step)."""
+    if steps >= 4:
+        return options
+    return tuple(range(2, steps + 2))
+
+
 def igemm_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
     """igemm: the tile sizes and launch settings it takes today."""
     out = []
@@ -144,22 +154,24 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
                                 "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma,
                                 "TMA_STORE": 0, "FOLD": fold_on}
-                        for stages in stages_options:
+                        stages_here = _stages_for(steps_of(bk), stages_options)
+                        for stages in stages_here:
                             add(base, warps, stages)
                         if bk != ks[-1]:
                             continue
                         # Twins of the deepest-K base: TMA off, TMA store, persistent (with and
-                        # without TMA store), split-K.
-                        deep = stages_options[-1]
+                        # without TMA store), split-K.  The TMA store's output tile takes shared
+                        # memory too, so its twins get the shallowest pipeline.
+                        deep, shallow = stages_here[-1], stages_here[0]
                         store = tma and not nchw and shape.F % 8 == 0
                         if tma:
                             add({**base, "TMA": 0}, warps, deep)
                         if store:
-                            add({**base, "TMA_STORE": 1}, warps, deep)
+                            add({**base, "TMA_STORE": 1}, warps, shallow)
                         if tiles_mn > traits.num_sms:
                             add({**base, "PERSISTENT": 1}, warps, deep)
                             if store:
-                                add({**base, "PERSISTENT": 1, "TMA_STORE": 1}, warps, deep)
+                                add({**base, "PERSISTENT": 1, "TMA_STORE": 1}, warps, shallow)
                         else:
                             for split in (2, 4):
                                 if steps_of(bk) >= 4 * split:
