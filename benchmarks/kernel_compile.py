@@ -41,7 +41,8 @@ def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: in
                   "BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_K": tiles["BLOCK_K"],
                   "SPLIT_K": tiles["SPLIT_K"], "PACK_K": tiles["PACK_K"], "NCHW_IN": tiles["NCHW_IN"],
                   "TMA": tiles["TMA"], "A_TMA": a_tma, "TMA_STORE": tiles.get("TMA_STORE", 0),
-                  "PADDED": shape.padding > 0, "DOT_IN_FP32": False}
+                  "PADDED": shape.padding > 0, "DOT_IN_FP32": False,
+                  "SPLIT_SUM": bool(tiles["SPLIT_K"] > 1 and tiles.get("SPLIT_SUM", 0))}
     dtype = {"float16": "*fp16", "bfloat16": "*bf16"}[shape.dtype]
     signature, attrs = {}, {}
     no_spec = set(fn.do_not_specialize) | {fn.arg_names[i] for i in fn.do_not_specialize if isinstance(i, int)}
@@ -58,7 +59,7 @@ def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: in
         elif name in constexprs:
             signature[name] = "constexpr"
         elif name.endswith("_ptr"):
-            signature[name] = "*fp32" if name == "ws_ptr" else dtype
+            signature[name] = {"ws_ptr": "*fp32", "count_ptr": "*i32"}.get(name, dtype)
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
             value = ints[name]

@@ -30,7 +30,10 @@ What changes, and why (the measurements are in benchmarks/kernel_notes.md):
    exchange for loads that coalesce instead of per-element address arithmetic.
 4. **Split-K** (``SPLIT_K > 1``): layers with fewer tiles than the GPU has SMs (the 7x7 and
    14x14 stages of a ResNet at batch 32) split the reduction; each split writes its fp32
-   partial sums and a second small kernel adds them in a fixed order (deterministic).
+   partial sums, and they are added in split order (deterministic) either by a second small
+   kernel (``SPLIT_SUM=0``) or, with ``SPLIT_SUM=1``, by whichever of a tile's splits
+   finishes last (a per-tile arrival counter): no second launch, and the partials it reads
+   were written moments before, so they come from L2.
 5. **Persistent grid** (``PERSISTENT=1``): one program per SM walks the work items
    ``pid, pid + num_programs, ...``.  The swizzle maps each item's launch-order tile index
    exactly as it maps a program id in the one-tile-per-program launch, so the permutation
@@ -145,12 +148,13 @@ def _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K: tl
 
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "stride", "padding", "num_programs"])
 def igemm_fast_kernel(
-    x_ptr, w_ptr, y_ptr, ws_ptr, x_desc, w_desc, y_desc,
+    x_ptr, w_ptr, y_ptr, ws_ptr, count_ptr, x_desc, w_desc, y_desc,
     N, C, H, W, F, P, Q, PQ, R, S, stride, padding, K_PAD, num_programs,
     SWIZZLE: tl.constexpr, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, PACK_K: tl.constexpr, NCHW_IN: tl.constexpr, TMA: tl.constexpr,
-    A_TMA: tl.constexpr, TMA_STORE: tl.constexpr, PADDED: tl.constexpr, DOT_IN_FP32: tl.constexpr = False,
+    A_TMA: tl.constexpr, TMA_STORE: tl.constexpr, SPLIT_SUM: tl.constexpr, PADDED: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr = False,
 ):
     # -----------------------------------------------------------
     # The work: num_pid_m x num_pid_n output tiles (the grid the swizzle sees), each
@@ -230,7 +234,22 @@ def igemm_fast_kernel(
         elif SPLIT_K == 1:
             tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
         else:
-            tl.store(ws_ptr + (split * M + offs_m)[:, None] * F + offs_f[None, :], acc, mask=mask)
+            ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
+            tl.store(ws_tile + split * M * F, acc, mask=mask)
+            if SPLIT_SUM:
+                # Count this split in (after every thread's partial is stored: the barrier,
+                # then a release at GPU scope); the last of the SPLIT_K to arrive adds all
+                # partials in split order, bypassing L1 (.cg), and resets the counter for
+                # the next launch.
+                tl.debug_barrier()
+                arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+                if arrived == SPLIT_K - 1:
+                    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                    for s in range(SPLIT_K):
+                        total += tl.load(ws_tile + s * M * F, mask=mask, other=0.0, cache_modifier=".cg")
+                    tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], total.to(y_ptr.dtype.element_ty),
+                             mask=mask)
+                    tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -266,7 +285,7 @@ def fold_input_kernel(x_ptr, y_ptr, num_pixels, C, H, W, HF, WF, CF, stride, pad
 
 
 #: The config knobs beside the three tile sizes, and the values each may take.
-FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD")
+FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD", "SPLIT_SUM")
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
@@ -436,7 +455,8 @@ class FastImplicitGemmConv(ImplicitGemmConv):
 
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
         """Packed weights (once: they are constants of the layer; with FOLD, folded first),
-        the split-K workspace, the folded input's buffer (FOLD) and the output."""
+        the split-K workspace and (SPLIT_SUM) per-tile arrival counters, the folded input's
+        buffer (FOLD) and the output."""
         out = self.empty_output(shape, ops.x.device)
         split = tiles["SPLIT_K"]
         workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32,
@@ -445,7 +465,9 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         w = fold_weights(ops.w, shape) if tiles["FOLD"] else ops.w
         x_fold = (torch.empty((conv.N, conv.H, conv.W, conv.C), dtype=ops.x.dtype, device=ops.x.device)
                   if tiles["FOLD"] else None)
-        return Bound((pack_weights(w, conv, tiles), workspace, x_fold), out)
+        counts = (torch.zeros(self.tile_grid(shape, tiles).num_pids, dtype=torch.int32, device=ops.x.device)
+                  if split > 1 and tiles["SPLIT_SUM"] else None)
+        return Bound((pack_weights(w, conv, tiles), workspace, x_fold, counts), out)
 
     def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
         """Say now, in one sentence, what a flag needs of the layer or the device."""
@@ -483,7 +505,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         return min(work, slots)
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
-        x, w_packed, workspace, x_fold = operands
+        x, w_packed, workspace, x_fold, counts = operands
         if tiles["FOLD"]:                                # the fold pass: timed, like any input transform
             x = fold_input(x, shape, x_fold)
         shape = self.conv_shape(shape, tiles)
@@ -495,15 +517,15 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         a_tma = bool(tiles["TMA"] and is_matrix_layer(shape) and shape.C % 8 == 0
                      and not tiles["PACK_K"] and not tiles["NCHW_IN"])
         igemm_fast_kernel[(programs,)](
-            x, w_packed, out, workspace, *descriptors(x, w_packed, out, shape, tiles, a_tma),
+            x, w_packed, out, workspace, counts, *descriptors(x, w_packed, out, shape, tiles, a_tma),
             shape.N, shape.C, shape.H, shape.W, shape.F, shape.P, shape.Q, shape.P * shape.Q, shape.R, shape.S,
             shape.stride, shape.padding, w_packed.shape[1], programs,
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
             SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"], A_TMA=a_tma,
-            TMA_STORE=tiles["TMA_STORE"], PADDED=shape.padding > 0, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
+            TMA_STORE=tiles["TMA_STORE"], SPLIT_SUM=split > 1 and tiles["SPLIT_SUM"], PADDED=shape.padding > 0, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages)
-        if split > 1:
+        if split > 1 and not tiles["SPLIT_SUM"]:
             block = 1024
             split_k_sum_kernel[(triton.cdiv(out.numel(), block),)](workspace, out, out.numel(),
                                                                   SPLIT_K=split, BLOCK=block, num_warps=4)

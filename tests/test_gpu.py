@@ -16,7 +16,7 @@ TILES = {
     "patch": {"BLOCK_Q": 16, "BLOCK_C": 16},
     # persistent walk, split-K and TMA weights at once: every swizzle maps the walked tiles
     "igemm_fast": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 2, "PACK_K": 0, "NCHW_IN": 0,
-                   "PERSISTENT": 1, "TMA": 1, "TMA_STORE": 0, "FOLD": 0},
+                   "PERSISTENT": 1, "TMA": 1, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0},
 }
 #: igemm_fast's other paths on a real GPU: the output through a TMA store on a persistent
 #: grid, and stride folding in row order (the fold pass and the folded conv, both compiled).
@@ -89,7 +89,7 @@ def test_tune_mode_on_gpu(tmp_path):
     the job launched and logged, and a second job takes it from the cache."""
     from harness.pipeline.tuning import TuneOptions
 
-    base = {**TILES["igemm_fast"], "SPLIT_K": 1, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0}
+    base = {**TILES["igemm_fast"], "SPLIT_K": 1, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0}
     spec = JobSpec(kernel="igemm_fast", tiles=tuple(base.items()), swizzle="grouped", num_xcds=8, group_size=4,
                    shape=SHAPES[0], shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0,
                    baseline="identity", tune="fastest")

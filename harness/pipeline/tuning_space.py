@@ -115,7 +115,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
     * on strided layers with few channels, the folded layer (stride into channels) in tap
       and row order;
     * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
-      of at least 4 K steps each;
+      of at least 4 K steps each, the partials added by a second kernel or by the last split;
     * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
       each base tile shape, so that the measurements, not a guess, decide.
     """
@@ -153,7 +153,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                     for bk in ks:
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
                                 "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma,
-                                "TMA_STORE": 0, "FOLD": fold_on}
+                                "TMA_STORE": 0, "FOLD": fold_on, "SPLIT_SUM": 0}
                         stages_here = _stages_for(steps_of(bk), stages_options)
                         for stages in stages_here:
                             add(base, warps, stages)
@@ -175,7 +175,8 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         else:
                             for split in (2, 4):
                                 if steps_of(bk) >= 4 * split:
-                                    add({**base, "SPLIT_K": split}, warps, deep)
+                                    for split_sum in (0, 1):        # a second kernel, or the last split
+                                        add({**base, "SPLIT_K": split, "SPLIT_SUM": split_sum}, warps, deep)
     return out
 
 

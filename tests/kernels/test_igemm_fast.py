@@ -14,7 +14,7 @@ from swizzles import SWIZZLES
 from swizzles.permutation import check_permutation, remap_table
 
 KERNEL = KERNELS["igemm_fast"]
-BASE = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0}
+BASE = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0}
 # Each variant on a shape that exercises it; every grid is odd (not a multiple of 8 or of
 # the 3 persistent programs' stride pattern).
 VARIANTS = {
@@ -34,6 +34,12 @@ VARIANTS = {
     "nchw_in": (ConvShape("nchw", N=5, C=24, H=5, W=5, F=20, R=1, S=1), {"NCHW_IN": 1, "TMA": 1}),
     "nchw_in_split": (ConvShape("nchw", N=5, C=40, H=5, W=5, F=20, R=1, S=1),
                       {"NCHW_IN": 1, "SPLIT_K": 2, "PERSISTENT": 1}),
+    # split-K whose last split to arrive adds the partials: one program per work item, then
+    # on a persistent grid (3 programs walk 10 tiles x 4 splits)
+    "split_sum": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
+                  {"SPLIT_K": 2, "SPLIT_SUM": 1}),
+    "split_sum_persistent": (ConvShape("odd3", N=2, C=40, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
+                             {"SPLIT_K": 4, "SPLIT_SUM": 1, "PERSISTENT": 1}),
     # tensor descriptor for the weights of a strided 1x1, packed order: grid 5 x 2
     "tma_packed_s2": (ConvShape("s2", N=3, C=8, H=9, W=9, F=20, R=1, S=1, stride=2), {"TMA": 1, "PACK_K": 1}),
     # the output through a tensor descriptor (rows past M and filters past F clipped): grid
@@ -204,3 +210,18 @@ def test_folded_layer_is_the_same_conv():
         got = torch.nn.functional.conv2d(xf, fold_weights(w, shape))
         want = torch.nn.functional.conv2d(x, w, stride=st, padding=shape.padding)
         assert got.shape == want.shape and torch.allclose(got, want), shape.name
+
+
+def test_split_sum_counters_reset_between_launches():
+    """SPLIT_SUM=1: each tile's arrival counter is back at 0 after a launch, so a second launch
+    on the same buffers (as timing does) adds its partials again, and correctly."""
+    shape, flags = VARIANTS["split_sum"]
+    tiles = {**BASE, **flags}
+    ops = make_operands(shape, False, seed=5, device="cpu")
+    run, out = KERNEL.bind(ops, shape, tiles, SwizzleBinding(SWIZZLES["grouped"], 8, 2), LaunchConfig(4, 3))
+    counts = run.bound.operands[3]
+    for _ in range(2):
+        out.fill_(float("nan"))
+        run()
+        assert not counts.any()
+        assert compare(KERNEL.output_as_nchw(out), reference(ops, shape), shape.dtype).ok

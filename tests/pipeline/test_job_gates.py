@@ -19,7 +19,7 @@ CPU = describe_device("interpreter")
 # Small tiles so the full-size grids of tiny shapes are neither trivial nor multiples of 8.
 TILES = {
     "igemm": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16},
-    "igemm_fast": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 2, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 1, "TMA": 0, "TMA_STORE": 0, "FOLD": 0},
+    "igemm_fast": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 2, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 1, "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0},
     "direct": {"BLOCK_N": 1, "BLOCK_F": 4, "BLOCK_H": 4, "BLOCK_W": 4, "BLOCK_C": 4},
     "patch": {"BLOCK_Q": 4, "BLOCK_C": 4},
 }

@@ -159,7 +159,7 @@ def test_tune_kernel_with_real_launches(tmp_path):
     stand-in timer sees each verified run once, the choice computes the right output."""
     kernel = KERNELS["igemm_fast"]
     shape = ConvShape("t", N=1, C=5, H=6, W=5, F=10, R=3, S=3, stride=1, padding=1)
-    base = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0}
+    base = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0}
     configs = [Config.make(base, 4, 3), Config.make({**base, "PACK_K": 1}, 4, 3),
                Config.make({**base, "SPLIT_K": 2, "PERSISTENT": 1}, 4, 3)]
     ops = make_operands(shape, False, seed=0, device="cpu")
