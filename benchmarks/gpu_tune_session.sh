@@ -21,3 +21,7 @@ fi
 if [ "$STAGE" != first ]; then
   run tune_resnet_cached 200 shape=resnet resume=false "${COMMON[@]}"; cp /tmp/swb-tune.db "$OUT/tune.db"
 fi
+# Every tuned job's trials (benchmarks/tune_flags.py reads them): OUT/trials/<run id>.json.
+mkdir -p "$OUT/trials"
+find "$W" -path '*/artifacts/tune_trials.json' | while read -r f; do
+  cp "$f" "$OUT/trials/$(basename "$(dirname "$(dirname "$f")")").json"; done
