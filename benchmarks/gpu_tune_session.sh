@@ -25,3 +25,4 @@ fi
 mkdir -p "$OUT/trials"
 find "$W" -path '*/artifacts/tune_trials.json' | while read -r f; do
   cp "$f" "$OUT/trials/$(basename "$(dirname "$(dirname "$f")")").json"; done
+tar czf "$OUT/trials.tar.gz" -C "$OUT" trials   # one file: a lent node returns a limited number
