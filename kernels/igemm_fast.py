@@ -33,7 +33,8 @@ What changes, and why (the measurements are in benchmarks/kernel_notes.md):
    partial sums, and they are added in split order (deterministic) either by a second small
    kernel (``SPLIT_SUM=0``) or, with ``SPLIT_SUM=1``, by whichever of a tile's splits
    finishes last (a per-tile arrival counter): no second launch, and the partials it reads
-   were written moments before, so they come from L2.
+   were written moments before, so they come from L2.  Measured on an H100, the second
+   kernel is still the faster on ResNet's split layers; the tuner tries both.
 5. **Persistent grid** (``PERSISTENT=1``): one program per SM walks the work items
    ``pid, pid + num_programs, ...``.  The swizzle maps each item's launch-order tile index
    exactly as it maps a program id in the one-tile-per-program launch, so the permutation
@@ -48,7 +49,9 @@ What changes, and why (the measurements are in benchmarks/kernel_notes.md):
 8. **TMA store** (``TMA_STORE=1``): the output tile leaves through a tensor descriptor (one
    bulk copy from shared memory, rows past M clipped by the hardware) instead of masked
    stores from the accumulator's registers.  Most ResNet layers write more than they read
-   (l04: 51 MB out, 13 MB in), so the epilogue is a large part of their time.
+   (l04: 51 MB out, 13 MB in), so the epilogue is a large part of their time; measured on an
+   H100, though, the tile's trip through shared memory costs more than it saves on most
+   layers (chosen on 3 of 27).
 9. **Stride folding** (``FOLD=1``, strided layers with few channels: the stem): a stride-s
    conv is a stride-1 conv over the *space-to-depth* input, whose pixel (h', w') holds the
    s x s input pixels it covers as s*s*C channels, with ceil(R/s) x ceil(S/s) taps (weights
@@ -523,7 +526,8 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
             SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"], A_TMA=a_tma,
-            TMA_STORE=tiles["TMA_STORE"], SPLIT_SUM=split > 1 and tiles["SPLIT_SUM"], PADDED=shape.padding > 0, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
+            TMA_STORE=tiles["TMA_STORE"], SPLIT_SUM=split > 1 and tiles["SPLIT_SUM"], PADDED=shape.padding > 0,
+            DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages)
         if split > 1 and not tiles["SPLIT_SUM"]:
             block = 1024

@@ -52,6 +52,14 @@ def test_space_follows_the_shape_and_the_device():
     elsewhere = DeviceTraits("AMD Instinct MI300X", 304, False)
     assert flags(L03, elsewhere, "TMA") == {0}         # the Hopper path only where supported
     assert flags(L03, HOPPER, "TMA_STORE") == {0, 1} and flags(L03, elsewhere, "TMA_STORE") == {0}
+    # a 1x1 layer over 64 channels has one K step of 64: one buffer in flight is all it can
+    # use, so 2 stages only; 2 steps of 32 get 2 or 3; a long K keeps 3 and 4
+    l02 = ConvShape("l02", N=32, C=64, H=56, W=56, F=64, R=1, S=1)
+
+    def stages(shape, bk):
+        return {c.num_stages for c in candidates("igemm_fast", shape, HOPPER) if c.tiles_dict["BLOCK_K"] == bk}
+
+    assert stages(l02, 64) == {2} and stages(l02, 32) == {2, 3} and stages(L19, 64) == {3, 4}
     assert not any(c.tiles_dict["TMA_STORE"] and c.tiles_dict["SPLIT_K"] > 1
                    for c in candidates("igemm_fast", L19, HOPPER))
     assert {c.tiles_dict["BLOCK_N"] for c in candidates("igemm_fast", L03, HOPPER)} == {64}  # F = 64
