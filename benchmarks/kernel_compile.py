@@ -22,7 +22,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernels.igemm_fast import folded, igemm_fast_kernel, is_matrix_layer, k_pad
+from kernels.igemm_fast import FLAGS, derived_flags, folded, igemm_fast_kernel, k_pad
 from kernels.problem import ConvShape
 from swizzles import SWIZZLES
 
@@ -31,25 +31,23 @@ SHAPE_FIELDS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
 
 def compile_config(shape: ConvShape, tiles: dict, num_warps: int, num_stages: int, swizzle: str = "identity"):
     fn = igemm_fast_kernel
-    shape = folded(shape) if tiles.get("FOLD") else shape      # the fold pass itself is not compiled here
+    tiles = {**dict.fromkeys(FLAGS, 0), **tiles}                # flags not given are off
+    shape = folded(shape) if tiles["FOLD"] else shape           # the fold pass itself is not compiled here
+    derived = derived_flags(shape, tiles)
     ints = {"N": shape.N, "C": shape.C, "H": shape.H, "W": shape.W, "F": shape.F, "P": shape.P, "Q": shape.Q, "PQ": shape.P * shape.Q,
             "R": shape.R, "S": shape.S, "stride": shape.stride, "padding": shape.padding,
             "K_PAD": k_pad(shape, tiles), "num_programs": 132}
-    a_tma = bool(tiles["TMA"] and is_matrix_layer(shape) and shape.C % 8 == 0 and not tiles["PACK_K"]
-                 and not tiles["NCHW_IN"])
     constexprs = {"SWIZZLE": SWIZZLES[swizzle], "NUM_XCDS": 8, "GROUP_SIZE": 8,
                   "BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_K": tiles["BLOCK_K"],
                   "SPLIT_K": tiles["SPLIT_K"], "PACK_K": tiles["PACK_K"], "NCHW_IN": tiles["NCHW_IN"],
-                  "TMA": tiles["TMA"], "A_TMA": a_tma, "TMA_STORE": tiles.get("TMA_STORE", 0),
-                  "PADDED": shape.padding > 0, "DOT_IN_FP32": False,
-                  "SPLIT_SUM": bool(tiles["SPLIT_K"] > 1 and tiles.get("SPLIT_SUM", 0))}
+                  "TMA": tiles["TMA"], "TMA_STORE": tiles["TMA_STORE"], **derived, "DOT_IN_FP32": False}
     dtype = {"float16": "*fp16", "bfloat16": "*bf16"}[shape.dtype]
     signature, attrs = {}, {}
     no_spec = set(fn.do_not_specialize) | {fn.arg_names[i] for i in fn.do_not_specialize if isinstance(i, int)}
     elem = dtype[1:]
-    descs = {"x_desc": [tiles["BLOCK_M"], tiles["BLOCK_K"]] if a_tma else None,
+    descs = {"x_desc": [tiles["BLOCK_M"], tiles["BLOCK_K"]] if derived["A_TMA"] else None,
              "w_desc": [tiles["BLOCK_N"], tiles["BLOCK_K"]] if tiles["TMA"] else None,
-             "y_desc": [tiles["BLOCK_M"], tiles["BLOCK_N"]] if tiles.get("TMA_STORE") else None}
+             "y_desc": [tiles["BLOCK_M"], tiles["BLOCK_N"]] if tiles["TMA_STORE"] else None}
     for i, name in enumerate(fn.arg_names):
         if name in descs:                 # host-built descriptors (kernels.igemm_fast.descriptors)
             if descs[name] is None:

@@ -365,6 +365,17 @@ def pack_weights(w: torch.Tensor, shape: ConvShape, tiles: Mapping[str, int]) ->
     return packed
 
 
+def derived_flags(conv: ConvShape, tiles: Mapping[str, int]) -> dict[str, bool]:
+    """The kernel's constexprs that follow from the conv it runs (``conv_shape``) and the
+    tiles: A through a descriptor (a 1x1 stride-1 layer in tap order, rows of 16-byte
+    multiples), the last split adding the partials (only where there are splits), and
+    whether taps can fall in the padding."""
+    return {"A_TMA": bool(tiles["TMA"] and is_matrix_layer(conv) and conv.C % 8 == 0
+                          and not tiles["PACK_K"] and not tiles["NCHW_IN"]),
+            "SPLIT_SUM": bool(tiles["SPLIT_K"] > 1 and tiles["SPLIT_SUM"]),
+            "PADDED": conv.padding > 0}
+
+
 def descriptors(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, shape: ConvShape,
                 tiles: Mapping[str, int], a_tma: bool) -> tuple:
     """The kernel's (x, w, y) tensor descriptors, None for each one its flags leave off.
@@ -469,7 +480,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         x_fold = (torch.empty((conv.N, conv.H, conv.W, conv.C), dtype=ops.x.dtype, device=ops.x.device)
                   if tiles["FOLD"] else None)
         counts = (torch.zeros(self.tile_grid(shape, tiles).num_pids, dtype=torch.int32, device=ops.x.device)
-                  if split > 1 and tiles["SPLIT_SUM"] else None)
+                  if derived_flags(conv, tiles)["SPLIT_SUM"] else None)
         return Bound((pack_weights(w, conv, tiles), workspace, x_fold, counts), out)
 
     def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
@@ -517,19 +528,17 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={split} workspace of {split * out.numel()} "
                              "elements exceeds int32 offsets; use a smaller SPLIT_K")
         programs = self.num_programs(shape, tiles, x.device)
-        a_tma = bool(tiles["TMA"] and is_matrix_layer(shape) and shape.C % 8 == 0
-                     and not tiles["PACK_K"] and not tiles["NCHW_IN"])
+        derived = derived_flags(shape, tiles)
         igemm_fast_kernel[(programs,)](
-            x, w_packed, out, workspace, counts, *descriptors(x, w_packed, out, shape, tiles, a_tma),
+            x, w_packed, out, workspace, counts, *descriptors(x, w_packed, out, shape, tiles, derived["A_TMA"]),
             shape.N, shape.C, shape.H, shape.W, shape.F, shape.P, shape.Q, shape.P * shape.Q, shape.R, shape.S,
             shape.stride, shape.padding, w_packed.shape[1], programs,
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
-            SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"], A_TMA=a_tma,
-            TMA_STORE=tiles["TMA_STORE"], SPLIT_SUM=split > 1 and tiles["SPLIT_SUM"], PADDED=shape.padding > 0,
-            DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
+            SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"],
+            TMA_STORE=tiles["TMA_STORE"], **derived, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages)
-        if split > 1 and not tiles["SPLIT_SUM"]:
+        if split > 1 and not derived["SPLIT_SUM"]:
             block = 1024
             split_k_sum_kernel[(triton.cdiv(out.numel(), block),)](workspace, out, out.numel(),
                                                                   SPLIT_K=split, BLOCK=block, num_warps=4)
