@@ -17,6 +17,7 @@ from harness.hardware.device import GPU, DeviceInfo, describe_device, target_nam
 from harness.errors import UserError
 from harness.pipeline.faults import FaultPlan
 from harness.hardware.isolation import InProcessRunner, IsolatedRunner
+from harness.pipeline.compile import CompileOptions
 from harness.pipeline.job import JobOptions
 from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.pipeline.paired import record_l2
@@ -46,7 +47,7 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
         target = OmegaConf.load(str(path))
     else:  # a GPU with no shipped preset: describe it from what the driver reports
         target = OmegaConf.create({
-            "name": device.name.lower().replace(" ", "_"), "vendor": device.vendor,
+            "name": device.name.lower().replace(" ", "_"), "vendor": device.vendor, "arch": device.arch,
             "num_xcds": 1, "compute_units": device.num_sms, "l2_bytes": device.l2_bytes,
             "l2_ways": None, "l2_line_bytes": 128, "l2_domains": 1, "mall_bytes": 0})
     with open_dict(cfg):
@@ -164,6 +165,30 @@ def check_launch_config(cfg: DictConfig, entries: list) -> None:
                 key="kernel.interpret_tiles")
 
 
+def compile_options(cfg: DictConfig) -> CompileOptions:
+    """The ``compile`` group with the target's arch; UserError for an arch we have no limits for."""
+    from harness.hardware.arch import arch_limits
+
+    c = cfg.get("compile") or {}
+    arch = cfg.target.get("arch")
+    only = bool(c.get("only", False))
+    if arch is None:
+        if only:
+            raise UserError(f"compile.only=true needs a target with an arch; target {cfg.target.name} has "
+                            "target.arch=null: choose target=mi300x, h100 or h200, or set target.arch")
+        return CompileOptions()
+    try:
+        arch_limits(str(arch))
+    except ValueError as exc:
+        raise UserError(f"target.arch: {exc}") from None
+    if not bool(c.get("enabled", True)):
+        if only:
+            raise UserError("compile.only=true with compile.enabled=false would do nothing; drop one")
+        return CompileOptions()
+    return CompileOptions(arch=str(arch), only=only, cache_dir=c.get("cache_dir"), target=str(cfg.target.name),
+                          compute_units=int(cfg.target.get("compute_units") or 0))
+
+
 def job_options(cfg: DictConfig) -> JobOptions:
     """The pipeline's knobs from the config (``compare`` for paired timing); UserError for a bad value."""
     c = cfg.compare
@@ -179,7 +204,7 @@ def job_options(cfg: DictConfig) -> JobOptions:
         raise UserError(f"compare.min_effect={c.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
     return JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
                       paired=paired, min_effect=float(c.min_effect), fault=fault_plan(cfg),
-                      tune=tune_options(cfg))
+                      tune=tune_options(cfg), compile=compile_options(cfg))
 
 
 def profiler_key(profiler, pcfg: DictConfig) -> str:
@@ -229,7 +254,8 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     entries = expand_preset(cfg.shape)   # user errors first: nothing is logged for a command that is refused
     check_launch_config(cfg, entries)
     options = job_options(cfg)
-    profiler = make_profiler(cfg.profiler, device, OmegaConf.to_container(cfg.target, resolve=True))  # fails fast when the chosen tool is missing
+    profiler = (None if options.compile.only else   # compile.only runs nothing, so profiles nothing
+                make_profiler(cfg.profiler, device, OmegaConf.to_container(cfg.target, resolve=True)))  # fails fast when the chosen tool is missing
     tracker = Tracker(resolve_tracking_uri(cfg.tracking.uri), cfg.experiment, spool_dir=spool_dir_for(cfg))
     parent = sweep_run_id()
     common_tags = {"git_commit": git_commit(), **library_versions(), "target": str(cfg.target.name)}
@@ -238,7 +264,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
 
     pkey = profiler_key(profiler, cfg.profiler)
     runner = make_runner(cfg, device, job_num, profiler)
-    if options.tune.mode != "none" and device.mode == GPU:
+    if options.tune.mode != "none" and device.mode == GPU and not options.compile.only:
         _precompile(cfg, entries, pkey, tracker, options)
     results, pending = [], []
     try:
@@ -329,6 +355,13 @@ def _simulate_alongside(profiler, pcfg: DictConfig, target: dict, requests: list
     return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
 
 
+def _compiled_occupancy(result: JobResult) -> int | None:
+    """Programs per CU / SM of the job's kernel as compiled for its target (the compile
+    stage's ``compile.programs_per_cu``), for the simulated L2's residency; None without one."""
+    value = result.metrics.get("compile.programs_per_cu")
+    return int(value) if value else None
+
+
 def _compared(spec: JobSpec, result: JobResult) -> bool:
     """True when the job has a baseline that passed its gates: profile both, in pairs."""
     return (spec.has_baseline and result.tags.get("compare.role") == "candidate"
@@ -342,7 +375,8 @@ def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list,
     workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
     repeats = int(pcfg.get("repeats", 5))
     requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats,
-                               baseline=spec.baseline_spec().to_dict() if _compared(spec, result) else None)
+                               baseline=spec.baseline_spec().to_dict() if _compared(spec, result) else None,
+                               occupancy=_compiled_occupancy(result))
                 for run_id, spec, result, _ in pending]
     batches = [requests] if bool(pcfg.get("batch", True)) else [[r] for r in requests]
     outcomes = {}

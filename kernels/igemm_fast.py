@@ -289,6 +289,14 @@ def fold_input_kernel(x_ptr, y_ptr, num_pixels, C, H, W, HF, WF, CF, stride, pad
 
 #: The config knobs beside the three tile sizes, and the values each may take.
 FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD", "SPLIT_SUM")
+#: The AMD backend's own knobs, as optional config entries (0, the default: the compiler
+#: decides), passed to the launch as Triton's HIP options: ``waves_per_eu`` (an occupancy
+#: hint: waves per SIMD the register allocator aims for), ``matrix_instr_nonkdim`` (16 or
+#: 32: the MFMA instruction's M = N size) and ``kpack`` (1 or 2: K elements packed per
+#: LDS read of an MFMA operand; deprecated from gfx950 on).  Triton 3.9's
+#: ``backends/amd/compiler.py`` HIPOptions.  An NVIDIA target refuses them (check_target).
+AMD_OPTIONS = {"WAVES_PER_EU": "waves_per_eu", "MATRIX_INSTR_NONKDIM": "matrix_instr_nonkdim", "KPACK": "kpack"}
+_AMD_VALUES = {"WAVES_PER_EU": range(0, 9), "MATRIX_INSTR_NONKDIM": (0, 16, 32), "KPACK": (0, 1, 2)}
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
@@ -389,11 +397,20 @@ def descriptors(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, shap
             TensorDescriptor(out, [M, shape.F], [shape.F, 1], [bm, bn]) if tiles["TMA_STORE"] else None)
 
 
+def amd_options(tiles: Mapping[str, int], device: torch.device) -> dict[str, int]:
+    """The HIP compiler options the config sets (:data:`AMD_OPTIONS`), for a launch on an
+    AMD GPU or an ahead-of-time compile (meta tensors); elsewhere none: the interpreter
+    has no compiler, and an NVIDIA target refuses them first (check_target)."""
+    if device.type != "meta" and torch.version.hip is None:
+        return {}
+    return {option: tiles[key] for key, option in AMD_OPTIONS.items() if tiles.get(key)}
+
+
 def check_tma_supported(device: torch.device) -> None:
     """TMA=1 needs tensor descriptors: a Hopper-or-newer NVIDIA GPU, or the CPU interpreter
     (which emulates them).  Anywhere else, say so instead of failing inside the compiler."""
-    if device.type == "cpu":
-        return
+    if device.type in ("cpu", "meta"):   # meta: an ahead-of-time compile, which checks its target's
+        return                            # arch instead (FastImplicitGemmConv.check_target)
     if torch.version.hip is not None:
         raise ValueError("kernel 'igemm_fast': TMA=1 needs NVIDIA tensor descriptors (compute capability >= 9.0, "
                          "Hopper); this is an AMD GPU: use TMA=0")
@@ -427,16 +444,22 @@ class FastImplicitGemmConv(ImplicitGemmConv):
 
     name = "igemm_fast"
     jit_kernel = igemm_fast_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K") + FLAGS
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K") + FLAGS + tuple(AMD_OPTIONS)
+
+    def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
+        """As :meth:`ConvKernel.tile_entries`, with the AMD knobs optional (0 when left out)."""
+        return super().tile_entries({**dict.fromkeys(AMD_OPTIONS, 0), **dict(tiles)})
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """Tile sizes: powers of two, >= 16 (the tensor-core minimum on every axis of
-        ``tl.dot``); SPLIT_K a power of two; flags 0 or 1."""
+        ``tl.dot``); SPLIT_K a power of two; flags 0 or 1; AMD knobs as :data:`AMD_OPTIONS`."""
         given = self.tile_entries(tiles)
         for key, value in given.items():
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be an integer")
-            if key == "PACK_K":
+            if key in _AMD_VALUES:
+                ok, rule = value in _AMD_VALUES[key], "one of " + ", ".join(map(str, _AMD_VALUES[key]))
+            elif key == "PACK_K":
                 ok, rule = value in (0, 1, 2), "0 (tap order), 1 (packed) or 2 (rows)"
             elif key in FLAGS:
                 ok, rule = value in (0, 1), "0 or 1"
@@ -502,6 +525,20 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             raise ValueError(f"kernel {self.name!r}: FOLD=1 folds a stride > 1 into channels and reads NHWC; "
                              f"{shape.name!r} has stride {shape.stride}" + (", NCHW_IN=1" if tiles["NCHW_IN"] else ""))
 
+    def check_target(self, shape: ConvShape, tiles: Mapping[str, int], vendor: str, arch: str) -> None:
+        """Say now, in one sentence, what a config needs of the compile target: TMA and the
+        TMA store are NVIDIA Hopper (sm_90+) tensor descriptors; the AMD knobs are AMD's."""
+        self.check_flags(shape, tiles, torch.device("meta"))
+        hopper = vendor == "nvidia" and arch.startswith("sm_") and int(arch[3:5]) >= 9
+        for flag in ("TMA", "TMA_STORE"):
+            if tiles[flag] and not hopper:
+                raise ValueError(f"kernel {self.name!r}: {flag}=1 needs NVIDIA tensor descriptors (Hopper, sm_90 "
+                                 f"or newer); target arch {arch} ({vendor}) has none: use {flag}=0")
+        for key, option in AMD_OPTIONS.items():
+            if tiles[key] and vendor != "amd":
+                raise ValueError(f"kernel {self.name!r}: {key}={tiles[key]} is an AMD backend option ({option}); "
+                                 f"target arch {arch} is {vendor}: use {key}=0")
+
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
         """As :meth:`ConvKernel.bind`, after checking what the config needs of the device."""
@@ -514,8 +551,8 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         work = self.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
         if not tiles["PERSISTENT"]:
             return work
-        slots = (INTERPRETER_PROGRAMS if device.type == "cpu"
-                 else torch.cuda.get_device_properties(device).multi_processor_count)
+        slots = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
+                 else INTERPRETER_PROGRAMS)   # the CPU, or an ahead-of-time compile (meta tensors)
         return min(work, slots)
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
@@ -537,7 +574,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
             SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"],
             TMA_STORE=tiles["TMA_STORE"], **derived, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
-            num_warps=launch.num_warps, num_stages=launch.num_stages)
+            num_warps=launch.num_warps, num_stages=launch.num_stages, **amd_options(tiles, x.device))
         if split > 1 and not derived["SPLIT_SUM"]:
             block = 1024
             split_k_sum_kernel[(triton.cdiv(out.numel(), block),)](workspace, out, out.numel(),

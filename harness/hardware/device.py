@@ -34,6 +34,7 @@ class DeviceInfo:
     num_sms: int | None  # SMs / CUs
     l2_bytes: int | None
     uuid: str | None = None  # the physical GPU's UUID: shows which GPU a pinned job really used
+    arch: str | None = None  # instruction set, e.g. "sm_90", "gfx942" (None on the CPU)
 
     @property
     def torch_device(self) -> str:
@@ -48,8 +49,10 @@ def describe_device(mode: str) -> DeviceInfo:
     props = torch.cuda.get_device_properties(0)
     vendor = "amd" if getattr(torch.version, "hip", None) else "nvidia"
     uuid = getattr(props, "uuid", None)
+    arch = (str(getattr(props, "gcnArchName", "")).split(":")[0] or None if vendor == "amd"
+            else f"sm_{props.major}{props.minor}")
     return DeviceInfo(GPU, props.name, vendor, props.multi_processor_count,
-                      getattr(props, "L2_cache_size", None), str(uuid) if uuid is not None else None)
+                      getattr(props, "L2_cache_size", None), str(uuid) if uuid is not None else None, arch)
 
 
 def target_name_for(device: DeviceInfo) -> str | None:

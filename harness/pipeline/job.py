@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from harness.pipeline.compile import CompileFailed, CompileOptions, CompileReport, client
 from harness.pipeline.correctness import compare, make_operands, reference
 from harness.hardware.device import GPU, DeviceInfo
 from harness.pipeline.faults import FaultPlan, maybe_inject
@@ -22,7 +23,7 @@ from harness.pipeline.spec import JobSpec
 from harness.pipeline.paired import NOT_TIMED, measure_paired
 from harness.pipeline.timing import PairedSettings, time_interleaved, vendor_conv
 from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, tune_kernel
-from harness.pipeline.tuning_space import Config
+from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
 from harness.pipeline.user_code import spec_kernel, spec_remap
 from swizzles import resolve_swizzle
 from kernels.base import LaunchConfig, SwizzleBinding
@@ -42,6 +43,7 @@ class JobOptions:
     min_effect: float = 0.01          # smallest speedup change called a verdict (fraction)
     fault: FaultPlan | None = None    # deliberate fault (harness.pipeline.faults), for robustness tests
     tune: TuneOptions = TuneOptions()  # how spec.tune != "none" tunes (harness.pipeline.tuning)
+    compile: CompileOptions = CompileOptions()  # the compile stage (harness.pipeline.compile)
     isolated: bool = False            # running in an isolated worker process
 
 
@@ -77,6 +79,9 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
         maybe_inject(options.fault, spec, in_worker=options.isolated)
         kernel = spec_kernel(spec)
         kernel.check_tiles(spec.tiles_dict)
+        if options.compile.only:   # compile.only=true: compile for the target, run nothing
+            stage = "compile"
+            return _compile_only(spec, kernel, options.compile, result)
         if spec.tune != "none":   # the chosen config replaces the configured one from here on
             stage = "tune"
             spec = _tuned(spec, kernel, device, options.tune, result)
@@ -91,6 +96,18 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
                 f"shape {spec.shape.name!r}: grid of {grid.num_pid_m} x {grid.num_pid_n} = {grid.num_pids} programs "
                 f"exceeds {MAX_PIDS} (2**31 - 1, the int32 program ids of the kernels and swizzles); "
                 "use a smaller shape or larger tiles", gate="shape")
+
+        # The compile stage: the launch built for the target, on any machine; what does not
+        # compile (or fit) there fails here, before anything runs.
+        if options.compile.arch:
+            stage = "compile"
+            try:
+                _record_compile(result, client(options.compile.cache_dir).compile(spec, options.compile.arch))
+            except CompileFailed as exc:
+                result.tags["gate.compile"] = str(exc)
+                return result.fail(f"compile for {options.compile.target or options.compile.arch}: {exc}",
+                                   gate="compile")
+            stage = "plan"
 
         # Gate 1: the remap over the job's real, full-size grid must be a permutation.
         swizzle_fn = spec_remap(spec)
@@ -174,6 +191,50 @@ def _tuned(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result:
     result.artifacts["tune_trials.json"] = json.dumps([t.as_dict() for t in tuned.trials], indent=1)
     result.launched = launched.to_dict()
     return launched
+
+
+def _record_compile(result: JobResult, report: CompileReport) -> None:
+    """Log a compile report on the job: params, metrics, the job line's clause, the whole report."""
+    result.params.update(report.as_params())
+    result.metrics.update(report.as_metrics())
+    result.tags["gate.compile"] = report.summary()
+    result.artifacts["compile_report.json"] = json.dumps(report.to_dict(), indent=1)
+
+
+def _compile_only(spec: JobSpec, kernel, copts: CompileOptions, result: JobResult) -> JobResult:
+    """``compile.only=true``: the job's config compiled for the target, nothing verified,
+    timed or profiled.  In tune mode every candidate of the kernel's space for the target
+    (:mod:`harness.pipeline.tuning_space`) is compiled too: the job FAILS if any does not,
+    so that the first ``tune=fastest`` on that machine meets no compile error."""
+    compiler = client(copts.cache_dir)
+    try:
+        report = compiler.compile(spec, copts.arch)
+    except CompileFailed as exc:
+        result.tags["gate.compile"] = str(exc)
+        return result.fail(f"compile for {copts.target or copts.arch}: {exc}", gate="compile")
+    _record_compile(result, report)
+    result.tags["timing"] = f"not run: compile.only=true (compiled for {copts.arch})"
+    if spec.tune != "none":
+        traits = DeviceTraits.for_target(copts.target, copts.arch, copts.compute_units)
+        default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
+        trials, failed = [], []
+        for cfg in candidates(spec.kernel, spec.shape, traits, default):
+            try:
+                built = compiler.compile(spec.with_config(cfg.tiles_dict, cfg.num_warps, cfg.num_stages), copts.arch)
+                trials.append({"config": cfg.label, "summary": built.summary(), "seconds": built.seconds})
+            except CompileFailed as exc:
+                failed.append({"config": cfg.label, "error": str(exc)})
+        result.metrics.update({"compile.candidates": float(len(trials) + len(failed)),
+                               "compile.candidate_failures": float(len(failed))})
+        result.artifacts["compile_candidates.json"] = json.dumps({"compiled": trials, "failed": failed}, indent=1)
+        if failed:
+            return result.fail(f"compile for {copts.target or copts.arch}: {len(failed)} of {len(trials) + len(failed)} "
+                               f"tune candidates do not compile; first: {failed[0]['config']}: {failed[0]['error']}",
+                               gate="compile")
+        result.tags["timing"] += f"; {len(trials)} tune candidates compiled"
+    result.status = FINISHED
+    result.reason = f"compiled: {report.summary()}"
+    return result
 
 
 def _trial_timer(device: DeviceInfo, topt: TuneOptions):

@@ -10,6 +10,8 @@ def progress_line(position: str, result: JobResult) -> str:
     head = f"{position} {result.run_name:<36} {result.status:<8}"
     if result.status != FINISHED:
         return f"{head} {result.reason}"
+    if result.tags.get("timing", "").startswith("not run: compile.only"):
+        return f"{head} {result.reason}"
     if "time_ms_median" in m:
         body = (f"{m['time_ms_median']:.4f} ms [p20 {m['time_ms_p20']:.4f}, p80 {m['time_ms_p80']:.4f}]  "
                 f"{m['tflops']:.1f} TFLOP/s  vendor {m['vendor_time_ms']:.4f} ms  "
@@ -27,4 +29,7 @@ def progress_line(position: str, result: JobResult) -> str:
         body += f"  | {result.tags['verdict']}"
     if "l2_delta_pts" in m:
         body += f"; L2 {m['l2_delta_pts']:+.2f} pts {result.tags.get('l2_verdict', '')}"
+    if m.get("compile.spills") or m.get("compile.spill_bytes"):   # the compiler ran out of registers
+        body += (f"  SPILLS on {result.params.get('compile.arch', '?')}: {int(m.get('compile.spills', 0))} registers, "
+                 f"{int(m.get('compile.spill_bytes', 0))} B scratch per thread")
     return f"{head} {body}"

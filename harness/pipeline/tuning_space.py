@@ -50,6 +50,7 @@ class DeviceTraits:
     name: str                 # e.g. "NVIDIA H200" ("interpreter" on the CPU)
     num_sms: int              # streaming multiprocessors / compute units
     tma: bool                 # tensor descriptors (NVIDIA compute capability >= 9.0)
+    vendor: str = "nvidia"    # "amd": the AMD backend's knobs, no TMA (igemm_fast_space)
 
     @classmethod
     def of(cls, device) -> "DeviceTraits":
@@ -59,8 +60,17 @@ class DeviceTraits:
         if device.type == "cpu":
             return cls("interpreter", 4, False)
         props = torch.cuda.get_device_properties(device)
-        tma = torch.version.hip is None and (props.major, props.minor) >= (9, 0)
-        return cls(props.name, props.multi_processor_count, tma)
+        amd = torch.version.hip is not None
+        tma = not amd and (props.major, props.minor) >= (9, 0)
+        return cls(props.name, props.multi_processor_count, tma, "amd" if amd else "nvidia")
+
+    @classmethod
+    def for_target(cls, name: str, arch: str, compute_units: int) -> "DeviceTraits":
+        """The traits of a compile target (``compile.only``: no device at hand), e.g.
+        ``("mi300x", "gfx942", 304)``."""
+        amd = arch.startswith("gfx")
+        tma = not amd and arch.startswith("sm_") and int(arch[3:5]) >= 9
+        return cls(name, int(compute_units), tma, "amd" if amd else "nvidia")
 
 
 # -----------------------------------------------------------
@@ -117,8 +127,13 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
     * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
       of at least 4 K steps each, the partials added by a second kernel or by the last split;
     * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
-      each base tile shape, so that the measurements, not a guess, decide.
+      each base tile shape, so that the measurements, not a guess, decide;
+    * on AMD (``traits.vendor == "amd"``, gfx942): no TMA, two pipeline stages (Triton's AMD
+      stream pipeliner keeps one stage in LDS, 64 KB per CU), and twins of each base tile
+      shape with the AMD backend's knobs (kernels.igemm_fast.AMD_OPTIONS): an occupancy hint
+      ``WAVES_PER_EU=2``, 16x16 MFMA instructions, ``KPACK=2``.
     """
+    amd = traits.vendor == "amd"
     M = shape.N * shape.P * shape.Q
     matrix = shape.R == shape.S == shape.stride == 1 and shape.padding == 0
     # (PACK_K, NCHW_IN, FOLD): tap order, packed order, row-packed order, (1x1 stride 1) the
@@ -154,7 +169,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
                                 "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma,
                                 "TMA_STORE": 0, "FOLD": fold_on, "SPLIT_SUM": 0}
-                        stages_here = _stages_for(steps_of(bk), stages_options)
+                        stages_here = (2,) if amd else _stages_for(steps_of(bk), stages_options)
                         for stages in stages_here:
                             add(base, warps, stages)
                         if bk != ks[-1]:
@@ -163,6 +178,9 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         # without TMA store), split-K.  The TMA store's output tile takes shared
                         # memory too, so its twins get the shallowest pipeline.
                         deep, shallow = stages_here[-1], stages_here[0]
+                        if amd:
+                            for knob, value in (("WAVES_PER_EU", 2), ("MATRIX_INSTR_NONKDIM", 16), ("KPACK", 2)):
+                                add({**base, knob: value}, warps, deep)
                         store = tma and not nchw and shape.F % 8 == 0
                         if tma:
                             add({**base, "TMA": 0}, warps, deep)

@@ -366,8 +366,10 @@ class SimProfiler(Profiler):
         for req in requests:
             spec = JobSpec.from_dict(req.spec)
             try:
-                result = self._simulate(spec)
-                baseline = self._simulate(JobSpec.from_dict(req.baseline)) if req.baseline is not None else None
+                occupancy = self.occupancy or getattr(req, "occupancy", None)   # compiled for the target
+                result = self._simulate(spec, occupancy)
+                baseline = (self._simulate(JobSpec.from_dict(req.baseline), occupancy)
+                            if req.baseline is not None else None)
             except NotImplementedError as exc:   # a kernel with no address model: its message says what to use
                 outcomes[req.key] = ProfileOutcome(None, str(exc))
                 continue
@@ -379,15 +381,22 @@ class SimProfiler(Profiler):
                 enumerate(zip(result.xcd_hits, result.xcd_misses, result.xcd_hit_rates))]
             outcome = ProfileOutcome(result.as_reading(), None, [],
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
-                                     metrics=result.as_metrics(prefix="sim."))
+                                     metrics={**result.as_metrics(prefix="sim."),
+                                              "sim.programs_per_cu": float(self._residency(occupancy))})
             if baseline is not None:   # deterministic: one pair is the exact difference
                 outcome.baseline_reading = baseline.as_reading()
                 outcome.pairs = [(outcome.reading.l2_hit_rate, outcome.baseline_reading.l2_hit_rate)]
             outcomes[req.key] = outcome
         return outcomes
 
-    def _simulate(self, spec) -> SimResult:
+    def _residency(self, occupancy: int | None) -> int:
+        """Programs per CU the simulation used."""
+        return SimTarget.from_target(self.target, occupancy, self.line_bytes).occupancy
+
+    def _simulate(self, spec, occupancy: int | None = None) -> SimResult:
+        """``occupancy``: programs per CU, from the kernel compiled for the target (the
+        compile stage) when the job has one, else the target's or DEFAULT_OCCUPANCY."""
         from harness.pipeline.user_code import spec_kernel, spec_remap
 
         return simulate_job(spec_kernel(spec), spec.shape, spec.tiles_dict, spec_remap(spec), spec.num_xcds,
-                            spec.group_size, self.target, self.occupancy, line_bytes=self.line_bytes)
+                            spec.group_size, self.target, occupancy, line_bytes=self.line_bytes)

@@ -31,6 +31,7 @@ class ProfileRequest:
     spec: dict
     repeats: int
     baseline: dict | None = None   # spec of the baseline profiled in pairs with this job
+    occupancy: int | None = None   # programs per CU / SM of the compiled kernel (the simulator's residency)
 
 
 #: The two arms of a paired request, as named in the schedule.

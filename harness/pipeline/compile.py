@@ -1,0 +1,530 @@
+"""The compile stage: the job's kernel x swizzle x config compiled ahead of time for the
+job's *target*, on any machine, and what the compiler made of it.
+
+A Triton wheel carries both GPU backends, so a machine with no GPU can still build the
+AMDGCN and HSACO an MI300X (gfx942) would run, or the cubin of an H100 (sm_90).  That is a
+real check the Triton interpreter cannot make (it accepts kernels a GPU rejects), and real
+data: registers, shared memory / LDS, spills, the occupancy they allow, and a few counts
+from the assembly that explain speed (matrix instructions, global load widths).
+
+How it compiles exactly what the job would launch:
+
+1. **Record the launches.**  The kernel family's own ``bind`` and ``run`` are called on
+   operands allocated on torch's ``meta`` device (shapes and strides, no memory), with
+   ``JITFunction.run`` replaced by a recorder: every ``kernel[grid](...)`` of the launch (the
+   conv, and passes such as igemm_fast's fold and split-K sum) is captured with its
+   arguments, nothing runs.
+2. **Specialise them as Triton's launcher would for the target.**  Triton's own binder
+   (``create_function_from_signature`` with the target's backend) turns the arguments into
+   the signature, constexprs and divisibility attributes, so the compiled kernel is the one
+   the JIT cache would hold on that GPU.  Meta tensors report address 0: pointers are taken
+   as 16-byte aligned, as the caching allocators of torch give them.
+3. **Compile** with ``triton.compile(..., target=GPUTarget(...))`` and read the resources
+   from the code object (AMD: ``.vgpr_count``, ``.sgpr_count``, scratch, spill counts in the
+   AMDGCN text) or the cubin (NVIDIA: ``cuobjdump -res-usage`` and ``nvdisasm``, shipped in
+   the Triton wheel).  Occupancy follows from :mod:`harness.hardware.arch`.
+
+A config the target cannot run fails here, before anything is verified, timed or
+simulated: the compiler's own first error line, or (shared memory / LDS over the target's
+limit, which Triton only finds when it loads the kernel) the same "out of resource" words.
+
+Under the Triton interpreter (the CPU path) the jit kernels are interpreted functions and
+cannot be compiled in-process, so :class:`CompileClient` hands the work to one helper
+process started without ``TRITON_INTERPRET`` (:mod:`harness.pipeline.compile_worker`).
+Reports are cached on disk by what they depend on; Triton caches the binaries.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.hardware.arch import ArchLimits, Occupancy, Resources, arch_limits, occupancy
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """The compile stage's settings (config group ``compile`` and the target)."""
+
+    arch: str | None = None          # the target's arch, e.g. "gfx942"; None: no compile stage
+    only: bool = False               # compile.only: compile the sweep for the target, run nothing
+    cache_dir: str | None = None     # report cache (default_cache_dir())
+    target: str = ""                 # the target's name, e.g. "mi300x" (for messages)
+    compute_units: int = 0           # the target's CUs / SMs (tune mode's candidate space)
+
+
+class CompileFailed(Exception):
+    """The job's config does not compile for (or does not fit) its target; the message is
+    one line: the compiler's first error, or the resource that does not fit."""
+
+
+@dataclass(frozen=True)
+class KernelBuild:
+    """One jit kernel of a launch, as compiled for the target."""
+
+    name: str
+    num_warps: int
+    registers: int | None       # AMD: VGPRs incl. AGPRs per lane; NVIDIA: registers per thread
+    shared_bytes: int           # LDS / shared memory per program, bytes
+    spill_bytes: int            # AMD scratch / NVIDIA local memory per thread, bytes
+    spills: int                 # registers spilled to memory: AMD VGPR spills; NVIDIA spill stores (STL) in SASS
+    sgprs: int | None = None    # AMD scalar registers
+    sgpr_spills: int = 0        # AMD SGPRs spilled into VGPR lanes (no memory traffic)
+    agprs: int | None = None    # AMD accumulation registers (part of ``registers``)
+    occupancy: dict | None = None            # harness.hardware.arch.Occupancy.as_dict()
+    counts: dict[str, int] = field(default_factory=dict)   # instruction counts (see _counts_*)
+    compiler_waves_per_simd: int | None = None  # AMD: LLVM's own "; Occupancy:" figure, for checking
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """The job's launch compiled for ``arch``: its main kernel first, then its other passes."""
+
+    arch: str
+    kernels: tuple[KernelBuild, ...]
+    seconds: float              # wall time of this compile, s (0 when answered from the cache)
+    cached: bool = False
+
+    @property
+    def main(self) -> KernelBuild:
+        return self.kernels[0]
+
+    @property
+    def programs_per_cu(self) -> int | None:
+        """Programs of the main kernel resident per CU / SM (the simulator's residency)."""
+        occ = self.main.occupancy
+        return None if occ is None else int(occ["programs_per_cu"])
+
+    def as_params(self) -> dict[str, str]:
+        m = self.main
+        params = {"compile.arch": self.arch, "compile.kernel": m.name,
+                  "compile.kernels": ",".join(k.name for k in self.kernels)}
+        if m.occupancy is not None:
+            params["compile.occupancy_limiter"] = m.occupancy["limiter"]
+        return params
+
+    def as_metrics(self) -> dict[str, float]:
+        """MLflow metrics of the main kernel (counts, bytes; ``compile.seconds`` in s)."""
+        m = self.main
+        out = {"compile.seconds": self.seconds, "compile.shared_bytes": m.shared_bytes,
+               "compile.spill_bytes": m.spill_bytes, "compile.spills": m.spills}
+        if m.sgprs is not None:
+            out["compile.sgpr_spills"] = m.sgpr_spills
+        for key, value in (("compile.registers", m.registers), ("compile.sgprs", m.sgprs),
+                           ("compile.agprs", m.agprs), ("compile.compiler_waves_per_simd", m.compiler_waves_per_simd)):
+            if value is not None:
+                out[key] = value
+        if m.occupancy is not None:
+            out["compile.programs_per_cu"] = m.occupancy["programs_per_cu"]
+            out["compile.warps_per_cu"] = m.occupancy["warps_per_cu"]
+            if m.occupancy["waves_per_simd"] is not None:
+                out["compile.waves_per_simd"] = m.occupancy["waves_per_simd"]
+        out.update({f"compile.count.{k}": v for k, v in m.counts.items()})
+        return {k: float(v) for k, v in out.items()}
+
+    def summary(self) -> str:
+        """One clause for the job line, e.g. ``gfx942: 184 VGPR, 32768 B LDS, 2 WG/CU (registers)``."""
+        m = self.main
+        amd = arch_limits(self.arch).vendor == "amd"
+        regs = "?" if m.registers is None else str(m.registers)
+        parts = [f"{regs} {'VGPR' if amd else 'regs'}", f"{m.shared_bytes} B {'LDS' if amd else 'smem'}"]
+        if m.occupancy is not None:
+            parts.append(f"{m.occupancy['programs_per_cu']} {'WG/CU' if amd else 'CTA/SM'} ({m.occupancy['limiter']})")
+        spilled = [k for k in self.kernels if k.spills or k.spill_bytes]
+        if spilled:
+            parts.append("SPILLS " + ", ".join(f"{k.name}: {k.spills} registers, {k.spill_bytes} B" for k in spilled))
+        return f"{self.arch}: " + ", ".join(parts) + (" (cached)" if self.cached else "")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CompileReport":
+        return cls(d["arch"], tuple(KernelBuild(**k) for k in d["kernels"]), float(d["seconds"]),
+                   bool(d.get("cached", False)))
+
+
+# -----------------------------------------------------------
+# 1. Record the launches of one run of the kernel family.
+
+@dataclass
+class Launch:
+    """One ``kernel[grid](*args, **kwargs)`` the family's launcher made."""
+
+    fn: object
+    args: tuple
+    kwargs: dict
+
+
+@contextlib.contextmanager
+def recording_launches():
+    """Within the block, ``kernel[grid](...)`` records a :class:`Launch` instead of running."""
+    from triton.runtime.jit import JITFunction
+
+    launches: list[Launch] = []
+    original = JITFunction.run
+
+    def record(self, *args, grid, warmup, **kwargs):
+        launches.append(Launch(self, args, kwargs))
+
+    JITFunction.run = record
+    try:
+        yield launches
+    finally:
+        JITFunction.run = original
+
+
+def meta_operands(shape, with_bias: bool, layout: str):
+    """The conv's operands as shapes without memory (torch's ``meta`` device)."""
+    import torch
+
+    from harness.pipeline.correctness import INPUT_LAYOUTS
+    from kernels.base import Operands
+
+    dtype = getattr(torch, shape.dtype)
+    x = torch.empty((shape.N, shape.C, shape.H, shape.W), dtype=dtype, device="meta")
+    w = torch.empty((shape.F, shape.C, shape.R, shape.S), dtype=dtype, device="meta")
+    bias = torch.empty((shape.F,), dtype=dtype, device="meta") if with_bias else None
+    return Operands(x.contiguous(memory_format=INPUT_LAYOUTS[layout]), w, bias)
+
+
+def record_job(spec) -> tuple[object, list[Launch]]:
+    """The kernel family of ``spec`` and the launches one run of it makes (nothing runs)."""
+    from harness.pipeline.user_code import spec_kernel, spec_remap
+    from kernels.base import LaunchConfig, SwizzleBinding
+
+    kernel = spec_kernel(spec)
+    tiles = kernel.check_tiles(spec.tiles_dict)
+    ops = meta_operands(spec.shape, kernel.has_bias, spec.input_layout)
+    swizzle = SwizzleBinding(spec_remap(spec), spec.num_xcds, spec.group_size)
+    with recording_launches() as launches:
+        run, _ = kernel.bind(ops, spec.shape, tiles, swizzle, LaunchConfig(spec.num_warps, spec.num_stages))
+        run()
+    if not launches:
+        raise CompileFailed(f"kernel {spec.kernel!r} launched no @triton.jit kernel (nothing to compile)")
+    main = [launch for launch in launches if launch.fn is kernel.jit_kernel]
+    return kernel, main + [launch for launch in launches if launch.fn is not kernel.jit_kernel]
+
+
+# -----------------------------------------------------------
+# 2 + 3. Specialise and compile one launch for the target; read its resources.
+
+def compile_launch(launch: Launch, limits: ArchLimits) -> KernelBuild:
+    """Compile one recorded launch for ``limits.arch`` and report its resources."""
+    import triton
+    from triton._utils import find_paths_if, get_iterable_path
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    fn, target = launch.fn, limits.triton_target()
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, kwargs = binder(*launch.args, **launch.kwargs)
+    options = backend.parse_options(kwargs)
+    sigvals = [s[0] for s in specialization]
+    signature = {p.name: v for p, v in zip(fn.params, sigvals)}
+    constexprs = {path: get_iterable_path(list(bound.values()), path)
+                  for path in find_paths_if(sigvals, lambda _, v: v == "constexpr")}
+    attrvals = ["" if s[0] == "constexpr" else s[1] for s in specialization]
+    attrs = {path: backend.parse_attr(get_iterable_path(attrvals, path))
+             for path in find_paths_if(attrvals, lambda _, v: isinstance(v, str))}
+    with _stderr_captured() as err:
+        try:
+            compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
+                                      options=options.__dict__)
+        except Exception as exc:
+            raise CompileFailed(f"{fn.__name__} does not compile for {limits.arch}: "
+                                f"{compiler_error(exc, err.read())}") from None
+    build = (_amd_build if limits.vendor == "amd" else _nvidia_build)(fn.__name__, compiled, options.num_warps, limits)
+    if build.shared_bytes > limits.shared_per_program:   # Triton would raise this when loading the kernel
+        raise CompileFailed(f"{fn.__name__} out of resource on {limits.arch}: {'LDS' if limits.vendor == 'amd' else 'shared memory'}, "
+                            f"Required: {build.shared_bytes}, Hardware limit: {limits.shared_per_program} "
+                            "(smaller tiles or fewer num_stages)")
+    return build
+
+
+def compiler_error(exc: BaseException, stderr: str) -> str:
+    """The first meaningful line of a compiler failure: Triton's own message for an error in
+    the kernel's source (with its line), else the first ``error:`` line the compiler printed,
+    else the exception's first line."""
+    message = getattr(exc, "error_message", None)   # triton.compiler.errors.CompilationError
+    if message:
+        where = getattr(getattr(exc, "node", None), "lineno", None)
+        return str(message).strip().splitlines()[0] + (f" (kernel source line {where})" if where else "")
+    for line in stderr.splitlines():
+        if "error:" in line:
+            return line.strip()[:300]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+@contextlib.contextmanager
+def _stderr_captured():
+    """Capture what native code (MLIR, LLVM) writes to file descriptor 2 in the block."""
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield tmp
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+
+
+def _meta(text: str, key: str) -> int | None:
+    found = re.search(rf"^\s*\.{key}:\s+(\d+)", text, re.M)
+    return int(found.group(1)) if found else None
+
+
+#: Width in bits of AMD load/store suffixes.
+_AMD_WIDTH = {"ubyte": 8, "sbyte": 8, "ushort": 16, "sshort": 16, "short_d16": 16, "dword": 32, "dwordx2": 64,
+              "dwordx3": 96, "dwordx4": 128, "b32": 32, "b64": 64, "b96": 96, "b128": 128}
+
+
+def _counts_amd(asm: str) -> dict[str, int]:
+    """MFMA instructions, and global/buffer loads and stores by width in bits (``loads.128``),
+    counted in the AMDGCN text (each instruction once, however often a loop runs it)."""
+    counts: dict[str, int] = {"mma": len(re.findall(r"^\s*v_mfma", asm, re.M))}
+    for kind, width in re.findall(r"^\s*(?:global|buffer)_(load|store)_(\w+)", asm, re.M):
+        bits = _AMD_WIDTH.get(width.removeprefix("lds_"))
+        if bits:
+            key = f"{kind}s.{bits}"
+            counts[key] = counts.get(key, 0) + 1
+    counts["lds_reads.128"] = len(re.findall(r"^\s*ds_read_b128", asm, re.M))
+    return counts
+
+
+def _amd_build(name: str, compiled, num_warps: int, limits: ArchLimits) -> KernelBuild:
+    asm = compiled.asm["amdgcn"]
+    vgprs, sgprs = _meta(asm, "vgpr_count"), _meta(asm, "sgpr_count")
+    shared = int(compiled.metadata.shared)      # Triton's LDS is allocated at launch, not in the code object
+    occ = occupancy(limits, Resources(num_warps, vgprs or 0, shared, sgprs or 0)) if vgprs else None
+    llvm = re.search(r";\s*Occupancy:\s*(\d+)", asm)
+    return KernelBuild(
+        name=name, num_warps=num_warps, registers=vgprs, shared_bytes=shared,
+        spill_bytes=_meta(asm, "private_segment_fixed_size") or 0,
+        spills=_meta(asm, "vgpr_spill_count") or 0, sgpr_spills=_meta(asm, "sgpr_spill_count") or 0, sgprs=sgprs, agprs=_meta(asm, "agpr_count"), occupancy=occ.as_dict() if occ else None,
+        counts=_counts_amd(asm), compiler_waves_per_simd=int(llvm.group(1)) if llvm else None)
+
+
+def _nvidia_tool(name: str) -> str | None:
+    import triton
+
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+    return path if os.path.exists(path) else None
+
+
+def _counts_nvidia(sass: str) -> dict[str, int]:
+    """SASS counts: HGMMA/HMMA (tensor-core instructions), UTMALDG/UTMASTG (TMA), global loads
+    and stores by width in bits (LDG, LDGSTS = cp.async, STG), STL (spill stores)."""
+    counts = {"mma": 0, "tma_loads": 0, "tma_stores": 0, "spill_stores": 0}
+    for op, suffix in re.findall(r"\b(HGMMA|HMMA|UTMALDG|UTMASTG|LDGSTS|LDG|STG|STL)((?:\.[\w]+)*)", sass):
+        if op in ("HGMMA", "HMMA"):
+            counts["mma"] += 1
+        elif op in ("UTMALDG", "UTMASTG"):
+            counts["tma_loads" if op == "UTMALDG" else "tma_stores"] += 1
+        elif op == "STL":
+            counts["spill_stores"] += 1
+        else:
+            width = re.search(r"\.(128|64|U16|S16|U8|S8)\b", suffix)
+            bits = {"128": 128, "64": 64, "U16": 16, "S16": 16, "U8": 8, "S8": 8}[width.group(1)] if width else 32
+            key = f"{'stores' if op == 'STG' else 'loads'}.{bits}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _nvidia_build(name: str, compiled, num_warps: int, limits: ArchLimits) -> KernelBuild:
+    shared = int(compiled.metadata.shared)
+    regs = local = None
+    sass = ""
+    cuobjdump, nvdisasm = _nvidia_tool("cuobjdump"), _nvidia_tool("nvdisasm")
+    if cuobjdump and nvdisasm:
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = os.path.join(tmp, "k.cubin")
+            Path(cubin).write_bytes(compiled.asm["cubin"])
+            usage = subprocess.run([cuobjdump, "-res-usage", cubin], capture_output=True, text=True).stdout
+            sass = subprocess.run([nvdisasm, cubin], capture_output=True, text=True).stdout
+        found = re.search(r"REG:(\d+)", usage)
+        regs = int(found.group(1)) if found else None
+        found = re.search(r"LOCAL:(\d+)", usage)
+        local = int(found.group(1)) if found else 0
+    counts = _counts_nvidia(sass) if sass else {}
+    occ = occupancy(limits, Resources(num_warps, regs, shared)) if regs else None
+    return KernelBuild(name=name, num_warps=num_warps, registers=regs, shared_bytes=shared, spill_bytes=local or 0,
+                       spills=counts.get("spill_stores", 0), occupancy=occ.as_dict() if occ else None, counts=counts)
+
+
+def compile_spec(spec, arch: str) -> CompileReport:
+    """Compile every launch of ``spec`` for ``arch`` in this process (which must not be
+    running the Triton interpreter).  Raises CompileFailed."""
+    limits = arch_limits(arch)
+    start = time.perf_counter()
+    kernel, launches = record_job(spec)
+    try:
+        kernel.check_target(spec.shape, kernel.check_tiles(spec.tiles_dict), limits.vendor, limits.arch)
+    except ValueError as exc:
+        raise CompileFailed(str(exc)) from None
+    builds, seen = [], set()
+    for launch in launches:
+        if launch.fn.__name__ not in seen:        # a pass launched twice is compiled once
+            seen.add(launch.fn.__name__)
+            builds.append(compile_launch(launch, limits))
+    return CompileReport(arch, tuple(builds), round(time.perf_counter() - start, 3))
+
+
+# -----------------------------------------------------------
+# The front: a disk cache of reports, and a helper process under the interpreter.
+
+#: Bump when a report's fields or their meaning change: old cache entries are then ignored.
+REPORT_VERSION = 2
+
+
+def default_cache_dir() -> Path:
+    """``$SWIZZLEBENCH_CACHE/compile`` (default ``~/.cache/swizzlebench/compile``)."""
+    root = os.environ.get("SWIZZLEBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "swizzlebench")
+    return Path(root) / "compile"
+
+
+def cache_key(spec, arch: str) -> str:
+    """SHA-256 of what the compiled launch depends on: the spec's kernel, swizzle, config,
+    shape and layout (not its seed, profiler, baseline or names), the target arch, the
+    Triton version, and the source of the ``kernels`` and ``swizzles`` packages."""
+    import triton
+
+    fields = {k: v for k, v in spec.to_dict().items()
+              if k not in ("seed", "profiler", "baseline", "baseline_formula", "target", "shape_preset", "tune")}
+    fields["shape"] = {k: v for k, v in fields["shape"].items() if k != "name"}
+    blob = json.dumps({"spec": fields, "arch": arch, "triton": triton.__version__, "v": REPORT_VERSION,
+                       "source": _source_hash()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _source_hash() -> str:
+    """SHA-256 of every module of the ``kernels`` and ``swizzles`` packages (what is compiled)."""
+    import kernels
+    import swizzles
+
+    digest = hashlib.sha256()
+    for pkg in (kernels, swizzles):
+        for path in sorted(Path(inspect.getfile(pkg)).parent.glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class CompileClient:
+    """Compiles specs for a target: from the report cache, in this process, or (under the
+    Triton interpreter) in one helper process kept for the life of this one."""
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None):
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self._worker: subprocess.Popen | None = None
+        self._stderr = None
+
+    def compile(self, spec, arch: str) -> CompileReport:
+        """The report of ``spec`` compiled for ``arch``; raises CompileFailed.  User kernels
+        (``spec.kernel_target``) are compiled afresh every time: their source is not hashed."""
+        key = cache_key(spec, arch) if spec.kernel_target is None else None
+        path = self.cache_dir / f"{key}.json" if key else None
+        if path is not None:
+            try:
+                entry = json.loads(path.read_text())
+            except (OSError, ValueError):
+                entry = None
+            if entry is not None:
+                if "error" in entry:
+                    raise CompileFailed(entry["error"])
+                return dataclasses.replace(CompileReport.from_dict(entry), seconds=0.0, cached=True)
+        try:
+            report = self._compile_here(spec, arch) if not _interpreting() else self._compile_in_worker(spec, arch)
+        except CompileFailed as exc:
+            self._store(path, {"error": str(exc)})
+            raise
+        self._store(path, report.to_dict())
+        return report
+
+    def _store(self, path: Path | None, entry: dict) -> None:
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(entry))
+        os.replace(tmp, path)    # atomic: concurrent jobs never read half a file
+
+    @staticmethod
+    def _compile_here(spec, arch: str) -> CompileReport:
+        return compile_spec(spec, arch)
+
+    def _compile_in_worker(self, spec, arch: str) -> CompileReport:
+        if self._worker is None or self._worker.poll() is not None:
+            self._start_worker()
+        request = json.dumps({"spec": spec.to_dict(), "arch": arch})
+        try:
+            self._worker.stdin.write(request + "\n")
+            self._worker.stdin.flush()
+            line = self._worker.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            code = self._worker.wait()
+            self._worker = None
+            raise CompileFailed(f"the compile worker process died (exit code {code}): {self._worker_stderr()}")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise CompileFailed(reply["error"])
+        return CompileReport.from_dict(reply["report"])
+
+    def _start_worker(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._worker = subprocess.Popen([sys.executable, "-m", "harness.pipeline.compile_worker"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                        text=True, env=env)
+
+    def _worker_stderr(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        lines = [line for line in self._stderr.read().splitlines() if line.strip()]
+        return " | ".join(lines[-5:])[-800:]
+
+    def close(self) -> None:
+        if self._worker is not None and self._worker.poll() is None:
+            self._worker.stdin.close()
+            try:
+                self._worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._worker.kill()
+        self._worker = None
+
+
+_CLIENTS: dict[str, CompileClient] = {}
+
+
+def client(cache_dir: str | None = None) -> CompileClient:
+    """This process's client for ``cache_dir``: one helper process at most, closed at exit."""
+    key = str(cache_dir)
+    if key not in _CLIENTS:
+        if not _CLIENTS:
+            atexit.register(lambda: [c.close() for c in _CLIENTS.values()])
+        _CLIENTS[key] = CompileClient(cache_dir)
+    return _CLIENTS[key]
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
