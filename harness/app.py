@@ -160,7 +160,13 @@ def check_launch_config(cfg: DictConfig, entries: list) -> None:
     limits = limits_for(cfg.target.get("vendor"), target)
     check_num_warps(cfg.launch.num_warps, limits, target)
     dtypes = {entry.shape.dtype for entry in entries if entry.shape is not None}
-    check_tiles(kernel, OmegaConf.to_container(cfg.kernel.tiles), limits, target, dtypes)
+    tiles = check_tiles(kernel, OmegaConf.to_container(cfg.kernel.tiles), limits, target, dtypes)
+    arch = cfg.target.get("arch")
+    if arch is not None:   # e.g. TMA=1 on an AMD target: no job could compile
+        try:
+            kernel.check_target(None, tiles, limits.vendor, str(arch))
+        except ValueError as exc:
+            raise UserError(f"kernel.tiles: {exc} (target {target})") from None
     check_tiles(kernel, OmegaConf.to_container(cfg.kernel.interpret_tiles), None, target,
                 key="kernel.interpret_tiles")
 

@@ -106,10 +106,11 @@ class ConvKernel(ABC):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be a power of two >= 1")
         return {t: int(given[t]) for t in self.tile_names}
 
-    def check_target(self, shape: ConvShape, tiles: Mapping[str, int], vendor: str, arch: str) -> None:
+    def check_target(self, shape: ConvShape | None, tiles: Mapping[str, int], vendor: str, arch: str) -> None:
         """Raise a one-line ValueError when the config needs something the compile target
         (``vendor`` "amd" or "nvidia", ``arch`` e.g. "gfx942", "sm_90") does not have, before
-        the compiler is asked.  Default: the compiler alone decides."""
+        the compiler is asked (``shape`` None: the rules that hold for every shape, checked
+        once per sweep).  Default: the compiler alone decides."""
 
     @abstractmethod
     def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:

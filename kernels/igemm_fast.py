@@ -527,8 +527,10 @@ class FastImplicitGemmConv(ImplicitGemmConv):
 
     def check_target(self, shape: ConvShape, tiles: Mapping[str, int], vendor: str, arch: str) -> None:
         """Say now, in one sentence, what a config needs of the compile target: TMA and the
-        TMA store are NVIDIA Hopper (sm_90+) tensor descriptors; the AMD knobs are AMD's."""
-        self.check_flags(shape, tiles, torch.device("meta"))
+        TMA store are NVIDIA Hopper (sm_90+) tensor descriptors; the AMD knobs are AMD's.
+        ``shape`` None: the shape-free rules only (checked once for a whole sweep)."""
+        if shape is not None:
+            self.check_flags(shape, tiles, torch.device("meta"))
         hopper = vendor == "nvidia" and arch.startswith("sm_") and int(arch[3:5]) >= 9
         for flag in ("TMA", "TMA_STORE"):
             if tiles[flag] and not hopper:
