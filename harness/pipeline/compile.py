@@ -304,7 +304,6 @@ def _counts_amd(asm: str) -> dict[str, int]:
         if bits:
             key = f"{kind}s.{bits}"
             counts[key] = counts.get(key, 0) + 1
-    counts["lds_reads.128"] = len(re.findall(r"^\s*ds_read_b128", asm, re.M))
     return counts
 
 

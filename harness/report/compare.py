@@ -48,6 +48,13 @@ RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor
                "ratio_to_vendor", "max_rel_err", "l2_hit_rate", "l2_hit_rate_std", "l2_hits",
                "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate",
                "paired_rounds", "paired_time_s", "l2_pairs")
+#: The compile stage's figures (harness/pipeline/compile.py): table column -> metric
+#: (registers per thread or VGPRs per lane, bytes, programs per CU / SM, spilled registers).
+COMPILE_METRICS = {"compile_registers": "compile.registers", "compile_shared_bytes": "compile.shared_bytes",
+                   "compile_programs_per_cu": "compile.programs_per_cu", "compile_spills": "compile.spills",
+                   "compile_spill_bytes": "compile.spill_bytes"}
+#: ... and its text: table column -> param.
+COMPILE_TEXT = {"compile_arch": "params.compile.arch", "compile_limiter": "params.compile.occupancy_limiter"}
 #: A paired run's own comparison metrics -> the table column they become.
 PAIRED_METRICS = {"speedup": "speedup", "speedup_ci_lo": "speedup_lo", "speedup_ci_hi": "speedup_hi",
                   "baseline_time_ms": "baseline_time_ms", "l2_delta_pts": "l2_delta_pts",
@@ -135,6 +142,10 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
         cells[name] = _col(finished, f"tags.{tag}", "").fillna("").astype(str)
     for name in RUN_METRICS:
         cells[name] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+    for name, metric in COMPILE_METRICS.items():
+        cells[name] = pd.to_numeric(_col(finished, f"metrics.{metric}"), errors="coerce")
+    for name, source in COMPILE_TEXT.items():
+        cells[name] = _col(finished, source, "").fillna("").astype(str)
     for name, column in PAIRED_METRICS.items():
         cells[f"paired_{column}"] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
     return cells
@@ -313,6 +324,8 @@ TABLE_COLUMNS = [
     "l2_verdict_detail",
     "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms",
     "ratio_to_vendor", "vendor_time_ms", "tflops", "max_rel_err", "best",
+    "compile_arch", "compile_registers", "compile_shared_bytes", "compile_programs_per_cu", "compile_limiter",
+    "compile_spills", "compile_spill_bytes",
 ]
 
 

@@ -99,11 +99,13 @@ def cell_table(comparison: Comparison) -> CellTable:
     extra_group = [c for c in comparison.group_cols if c not in GROUP_KEYS]
     show_gsize = "group_size" in comparison.variant_cols
     show_sim = bool(t["sim_l2_hit_rate"].notna().any()) if len(t) else False
+    show_compile = bool((t["compile_arch"] != "").any()) if len(t) and "compile_arch" in t else False
     heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
              *(["Group size"] if show_gsize else []), "Baseline", "Compared",
              "Time ms: median [p20, p80]", "Baseline time ms", "Speedup vs baseline [95 % CI or band interval]",
              "Verdict", "L2 hit % ± std", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
-             *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s"]
+             *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s",
+             *(COMPILE_HEADS if show_compile else [])]
     rows, previous_group = [], None
     for row in t.itertuples(index=False):
         r = row._asdict()
@@ -124,9 +126,26 @@ def cell_table(comparison: Comparison) -> CellTable:
                  ("num", l2), ("num", _delta_l2_text(r)),
                  (VERDICT_CLASSES.get(r["l2_verdict"], ""), r["l2_verdict_detail"]),
                  *([("num", num(r["sim_l2_hit_rate"], ".2f"))] if show_sim else []),
-                 ("num", num(r["ratio_to_vendor"], ".3f")), ("num", num(r["tflops"], ".1f"))]
+                 ("num", num(r["ratio_to_vendor"], ".3f")), ("num", num(r["tflops"], ".1f")),
+                 *(_compile_cells(r) if show_compile else [])]
         rows.append({"classes": " ".join(classes), "cells": cells})
     return CellTable(heads, rows)
+
+
+#: The compile stage's column group: what the job's kernel took on its target.
+COMPILE_HEADS = ["Compiled for", "Registers", "LDS / shared B", "Programs per CU / SM (limit)", "Spilled registers (B)"]
+
+
+def _compile_cells(r: dict) -> list[tuple[str, str]]:
+    """The compile group's cells of one row (dashes where the job was not compiled)."""
+    if not r["compile_arch"]:
+        return [("", DASH)] * len(COMPILE_HEADS)
+    occupancy = num(r["compile_programs_per_cu"], ".0f") + (f" ({r['compile_limiter']})" if r["compile_limiter"] else "")
+    spills = (DASH if not np.isfinite(r["compile_spills"]) else
+              f"{num(r['compile_spills'], '.0f')} ({num(r['compile_spill_bytes'], '.0f')})")
+    return [("", r["compile_arch"]), ("num", num(r["compile_registers"], ".0f")),
+            ("num", num(r["compile_shared_bytes"], ".0f")), ("num", occupancy),
+            ("num" + (" v-slower" if r["compile_spills"] and np.isfinite(r["compile_spills"]) else ""), spills)]
 
 
 def verdict_summary(comparison: Comparison) -> dict[str, Any]:

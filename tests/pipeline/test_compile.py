@@ -284,7 +284,7 @@ def test_a_job_that_does_not_fit_the_target_is_a_failed_run_and_the_sweep_goes_o
     """256x256x128 tiles need 128 KB of LDS on gfx942 (64 KB per CU): the compile gate
     fails those jobs, the 64x64 ones of the same sweep finish."""
     uri = f"sqlite:///{tmp_path}/store.db"
-    proc = _harness(["-m", "kernel=igemm", "kernel.tiles.BLOCK_M=64,256", "kernel.tiles.BLOCK_N=64,256",
+    proc = _harness(["-m", "kernel=igemm_fast", "kernel.tiles.BLOCK_M=64,256", "kernel.tiles.BLOCK_N=64,256",
                      "kernel.tiles.BLOCK_K=128", "launch.num_warps=8", "launch.num_stages=2", "target=mi300x",
                      "shape=tiny", "shape.select=[t1]", "compile.only=true", f"tracking.uri={uri}", "experiment=fit",
                      f"hydra.sweep.dir={tmp_path}/m"], cwd=tmp_path)
@@ -294,5 +294,18 @@ def test_a_job_that_does_not_fit_the_target_is_a_failed_run_and_the_sweep_goes_o
     assert runs["64x64"].info.status == "FINISHED"
     failed = runs["256x256"]
     assert failed.info.status == "FAILED"
-    assert ("compile for mi300x: igemm_conv2d_kernel out of resource on gfx942: LDS, Required: 131072, "
-            "Hardware limit: 65536") in failed.data.tags["swizzlebench.reason"]
+    assert ("compile for mi300x: igemm_fast_kernel out of resource on gfx942: LDS, Required: 131072, "
+            "Hardware limit: 65536") in failed.data.tags["status_reason"]
+
+
+def test_the_simulated_l2_takes_its_residency_from_the_compiled_kernel(tmp_path):
+    """profiler=sim: programs resident per CU are the compile stage's, not DEFAULT_OCCUPANCY."""
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["kernel=igemm", "kernel.tiles.BLOCK_M=32", "kernel.tiles.BLOCK_N=32", "kernel.tiles.BLOCK_K=32",
+                     "launch.num_warps=1", "target=mi300x", "profiler=sim", "shape=tiny", "shape.select=[t1]",
+                     f"tracking.uri={uri}", "experiment=res"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run, = _runs(uri, "res")
+    m = run.data.metrics
+    assert m["compile.programs_per_cu"] > 2      # a small one-wave kernel: many per CU, not the default 2
+    assert m["sim.programs_per_cu"] == m["compile.programs_per_cu"]
