@@ -29,7 +29,7 @@ def main() -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     import yaml
 
-    from harness.pipeline.compile import CompileClient
+    from harness.pipeline.compile_client import CompileClient
     from harness.pipeline.spec import JobSpec
     from kernels.problem import ConvShape
 

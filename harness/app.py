@@ -17,7 +17,7 @@ from harness.hardware.device import GPU, DeviceInfo, describe_device, target_nam
 from harness.errors import UserError
 from harness.pipeline.faults import FaultPlan
 from harness.hardware.isolation import InProcessRunner, IsolatedRunner
-from harness.pipeline.compile import CompileOptions
+from harness.pipeline.compile_client import CompileOptions
 from harness.pipeline.job import JobOptions
 from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.pipeline.paired import record_l2

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.pipeline.compile import CompileFailed, CompileOptions, CompileReport, client
+from harness.pipeline.compile import CompileFailed, CompileReport
+from harness.pipeline.compile_client import CompileOptions, client
 from harness.pipeline.correctness import compare, make_operands, reference
 from harness.hardware.device import GPU, DeviceInfo
 from harness.pipeline.faults import FaultPlan, maybe_inject
@@ -80,6 +81,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
         kernel = spec_kernel(spec)
         kernel.check_tiles(spec.tiles_dict)
         if options.compile.only:   # compile.only=true: compile for the target, run nothing
+            spec_remap(spec)       # a user's remap that does not import fails at plan, as in every job
             stage = "compile"
             return _compile_only(spec, kernel, options.compile, result)
         if spec.tune != "none":   # the chosen config replaces the configured one from here on
@@ -97,6 +99,8 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
                 f"exceeds {MAX_PIDS} (2**31 - 1, the int32 program ids of the kernels and swizzles); "
                 "use a smaller shape or larger tiles", gate="shape")
 
+        swizzle_fn = spec_remap(spec)   # imports a user's remap: its errors belong to the plan stage
+
         # The compile stage: the launch built for the target, on any machine; what does not
         # compile (or fit) there fails here, before anything runs.
         if options.compile.arch:
@@ -110,7 +114,6 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             stage = "plan"
 
         # Gate 1: the remap over the job's real, full-size grid must be a permutation.
-        swizzle_fn = spec_remap(spec)
         result.artifacts["kernel_source.py"] = _source_as_launched(kernel, swizzle_fn, spec, tiles)
         try:
             planned = _plan(spec, swizzle_fn, grid, device)

@@ -16,7 +16,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from harness.hardware.arch import ARCHS, Resources, occupancy
-from harness.pipeline.compile import CompileClient, CompileFailed
+from harness.pipeline.compile import CompileFailed
+from harness.pipeline.compile_client import CompileClient
 from harness.pipeline.spec import JobSpec
 from harness.pipeline.tuning_space import DeviceTraits, candidates
 from kernels import KERNELS
