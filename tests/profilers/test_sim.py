@@ -170,7 +170,9 @@ def test_compiled_and_interpreted_replay_agree(monkeypatch):
 
 def test_simulate_job_end_to_end():
     result = simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["xcd_grouped"], 8, 4, MI300X, occupancy=1)
-    assert result.accesses == KERNELS["igemm"].access_model(SHAPE, IGEMM_TILES, 128).num_accesses
+    assert result.read_hits + result.read_misses == KERNELS["igemm"].access_model(SHAPE, IGEMM_TILES, 128).num_accesses
+    stores = KERNELS["igemm"].store_plan(SHAPE, IGEMM_TILES).access_list(128)
+    assert result.write_hits + result.write_misses == len(stores.lines) and stores.writes.all()
     assert result.slots_per_xcd == 38 and result.num_programs == 33
     assert len(result.domain_hit_rates) == 8
     reading = result.as_reading()
@@ -178,7 +180,9 @@ def test_simulate_job_end_to_end():
     assert (reading.l2_hit_rate, reading.l2_hit_rate_std, reading.samples) == (result.hit_rate, 0.0, 1)
     assert reading.l2_hits == result.hits and reading.dram_read_bytes == result.dram_read_bytes
     metrics = result.as_metrics()
-    assert metrics["sim.l2_miss_bytes"] == result.misses * 128 and "sim.mall_hit_rate" in metrics
+    assert metrics["sim.l2_miss_bytes"] == result.read_misses * 128 and "sim.mall_hit_rate" in metrics
+    assert metrics["sim.l2_hit_rate"] == result.hit_rate == 100 * result.hits / result.accesses
+    assert metrics["sim.l2_read_hit_rate"] == 100 * result.read_hits / (result.read_hits + result.read_misses)
     assert len([k for k in metrics if k.startswith("sim.xcd")]) == 8     # 33 programs reach all XCDs
 
 
@@ -187,7 +191,8 @@ def test_nvidia_configuration_counts_32_byte_sectors():
     tiles = {"BLOCK_Q": 8, "BLOCK_C": 8}
     result = simulate_job("patch", shape, tiles, SWIZZLES["identity"], 1, 8, H100, line_bytes=32)
     assert result.line_bytes == 32 and len(result.domain_hits) == 1 and result.mall_hits is None
-    assert result.accesses == KERNELS["patch"].access_model(shape, tiles, 32).num_accesses
+    assert result.accesses == KERNELS["patch"].access_model(shape, tiles, 32).num_accesses   # loads only
+    assert result.read_hit_rate == result.hit_rate
     assert result.dram_read_bytes == result.misses * 32
 
 
