@@ -303,11 +303,23 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 tile = slot_tile[x, sl]
                 step = slot_step[x, sl]
                 if step < slot_stop[x, sl]:            # ... performs one step
+                    hits = 0                           # (the hot loop: _lookup's read path, inline)
+                    misses = 0
                     for o in range(num_operands):
                         seg = tile_rows[tile, o] * num_steps + step
                         for i in range(offsets[seg], offsets[seg + 1]):
-                            _lookup(lines[i], False, x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
-                                    mall_ways, counts, mall_counts)
+                            line = lines[i]
+                            if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line):
+                                hits += 1
+                            else:
+                                misses += 1
+                                if mall_sets > 0:
+                                    if lru_access(mall_tags, (line % mall_sets) * mall_ways, mall_ways, line):
+                                        mall_counts[0] += 1
+                                    else:
+                                        mall_counts[1] += 1
+                    counts[x, 0] += hits
+                    counts[x, 1] += misses
                     step += 1
                     slot_step[x, sl] = step
                 if step < slot_stop[x, sl]:
@@ -393,12 +405,12 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     domain_of_xcd = target.domain_of_xcd()
     num_programs = schedule.num_programs(target.num_xcds * target.cus_per_xcd)
 
+    lines, epi_lines, last_lines = (a.astype(dtype, copy=False) for a in
+                                    (loads.lines, launch.epilogue.lines, launch.last.lines))
     started = time.perf_counter()
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
-            loads.lines.astype(dtype, copy=False), loads.num_steps,
-            launch.epilogue.offsets, launch.epilogue.lines.astype(dtype, copy=False), launch.epilogue.writes,
-            launch.last.offsets, launch.last.lines.astype(dtype, copy=False), launch.last.writes,
-            target.num_xcds, target.slots_per_xcd, domain_of_xcd, caches.l2_tags, target.l2.num_sets,
+            lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
+            launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd, caches.l2_tags, target.l2.num_sets,
             target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts, mall_counts)
     replay_s = time.perf_counter() - started
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)
