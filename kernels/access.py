@@ -39,6 +39,9 @@ A job's timed run may be several launches (igemm_fast's fold pass before the con
 split-K sum pass after): :meth:`kernels.base.ConvKernel.launch_plans` lists them in
 launch order.  :meth:`LaunchPlan.access_model` turns a plan into the cache lines the
 simulator replays (:class:`LaunchModel`).
+
+Length: loads, epilogues and schedules share one representation (tables of byte runs
+reduced to distinct lines, :func:`_distinct_lines`); every family builds on all of it.
 """
 from __future__ import annotations
 

@@ -40,6 +40,10 @@ read from memory (MALL misses x line size).
 
 Speed: the replay loop is compiled with numba (see :mod:`.sim_cache`); run
 ``python benchmarks/sim_speed.py`` for the current figures.
+
+Length: the target, the result, the replay loop and the profiler backend are one chain
+(the loop's arrays are the result's counters, the backend only calls the entry point);
+split, a change to what the replay counts would be made in three files.
 """
 from __future__ import annotations
 
