@@ -9,9 +9,11 @@ Nothing is sampled: every program of every shape is replayed in full.  The proce
 pins itself to one CPU core (and torch to one thread) before measuring.
 Phases timed separately, in seconds of wall time:
 
-* ``build``  the access model of each shape (numpy), once per shape;
+* ``build``  the launch models of each shape (numpy), once per shape;
 * ``table``  the remap table of each (shape, swizzle) (Triton interpreter on CPU);
-* ``replay`` the simulation proper (numba); accesses/s = line accesses / replay time.
+* ``replay`` the simulation proper (numba): the conv from cold caches and, where the
+  timed run has more launches (fold pass, split-K sum pass), all of them again in order;
+  accesses/s = line lookups (loads and stores) / replay time.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ select_execution_mode()          # the interpreter, for the remap tables, when t
 
 import yaml  # noqa: E402
 
-from harness.profilers.sim import ENGINE, SimTarget, simulate_l2  # noqa: E402
+from harness.profilers.sim import ENGINE, SimTarget, simulate_l2, simulate_run  # noqa: E402
 from harness.pipeline.shapes import expand_preset  # noqa: E402
 from kernels import get_kernel  # noqa: E402
 from swizzles import get_swizzle  # noqa: E402
@@ -50,7 +52,8 @@ class Row:
     swizzle: str
     programs: int
     accesses: int
-    hit_rate: float          # %
+    hit_rate: float          # %, loads and stores
+    read_hit_rate: float     # %, loads alone
     mall_hit_rate: float | None
     replay_s: float
 
@@ -83,16 +86,18 @@ def main() -> None:
     started = time.perf_counter()
     for shape in shapes:
         t0 = time.perf_counter()
-        model = kernel.access_model(shape, tiles, target.line_bytes)
+        models = kernel.launch_models(shape, tiles, target.line_bytes)
         build_s += time.perf_counter() - t0
         grid = kernel.tile_grid(shape, tiles)
         for label, name, group_size in SWIZZLE_CONFIGS:
             t0 = time.perf_counter()
             table = remap_table(get_swizzle(name), grid.num_pid_m, grid.num_pid_n, hardware_xcds, group_size)
             table_s += time.perf_counter() - t0
-            result = simulate_l2(model, table, target)
-            rows.append(Row(shape.name, label, result.num_programs, result.accesses, result.hit_rate,
-                            result.mall_hit_rate, result.replay_s))
+            result = simulate_run(models, table, target)
+            launches = [result] + [r for _, r in result.timed_run]   # every replay, the timed run's too
+            rows.append(Row(shape.name, label, result.num_programs, sum(r.accesses for r in launches),
+                            result.hit_rate, result.read_hit_rate, result.mall_hit_rate,
+                            sum(r.replay_s for r in launches)))
     wall_s = time.perf_counter() - started
 
     accesses = sum(r.accesses for r in rows)

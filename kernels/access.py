@@ -22,15 +22,32 @@ From runs we derive both things the simulator and its proof need:
   packed into an :class:`AccessModel`.
 
 Addresses are "simulated" addresses: each tensor gets a base (see
-:func:`tensor_bases`), so that lines of different tensors never coincide.  Only
-*loads* are modelled; the output store is not part of the trace (the profilers'
-hit rates are read hit rates too: ncu's ``lts__t_sector_op_read_*``).
+:func:`tensor_bases` and :func:`place_tensors`), so that lines of different tensors
+never coincide.
+
+Beyond the loads of its K loop, a launch is described by a :class:`LaunchPlan`:
+
+* its :class:`Schedule`: how many programs start and which *work items* each one walks
+  (a work item is one split of one tile's K steps; without split-K and without a
+  persistent grid, program ``p`` computes work item ``p`` and nothing else);
+* its :class:`Epilogue`: what a work item reads and writes after its last K step (the
+  output tile's stores; with split-K the fp32 partials and the arrival counter), and
+  what the *last* split of a tile to arrive does besides (``SPLIT_SUM``: read every
+  partial back and store the sum).
+
+A job's timed run may be several launches (igemm_fast's fold pass before the conv, its
+split-K sum pass after): :meth:`kernels.base.ConvKernel.launch_plans` lists them in
+launch order.  :meth:`LaunchPlan.access_model` turns a plan into the cache lines the
+simulator replays (:class:`LaunchModel`).
+
+Length: loads, epilogues and schedules share one representation (tables of byte runs
+reduced to distinct lines, :func:`_distinct_lines`); every family builds on all of it.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -63,11 +80,20 @@ def tensor_bases(shape: ConvShape, with_bias: bool, elem_bytes: int | None = Non
     The names are the kernels' pointer arguments without ``_ptr``.
     """
     eb = elem_bytes or element_bytes(shape)
-    x_bytes = shape.N * shape.C * shape.H * shape.W * eb
-    w_bytes = shape.F * shape.C * shape.R * shape.S * eb
-    bases = {"x": 0, "w": _align(x_bytes)}
+    sizes = {"x": shape.N * shape.C * shape.H * shape.W * eb, "w": shape.F * shape.C * shape.R * shape.S * eb}
     if with_bias:
-        bases["b"] = _align(bases["w"] + w_bytes)
+        sizes["b"] = shape.F * eb
+    return place_tensors(sizes)
+
+
+def place_tensors(sizes: Mapping[str, int]) -> dict[str, int]:
+    """Base byte address of each tensor of ``sizes`` (name -> bytes), in the given order:
+    the first at 0, each next one at the first multiple of :data:`TENSOR_ALIGN` past the
+    end of the one before."""
+    bases, end = {}, 0
+    for name, nbytes in sizes.items():
+        bases[name] = _align(end)
+        end = bases[name] + int(nbytes)
     return bases
 
 
@@ -120,16 +146,9 @@ class LoadPlan:
         for op in self.operands:
             first_row.append(next_row)
             next_row += op.num_rows
-            # Rows are processed in chunks that keep the scratch arrays bounded.
-            # (A run spans one or two lines in the common cases: hence the factor 2.)
-            width = 2 * op.runs_per_step * self.num_steps
-            chunk = max(1, _CHUNK_ELEMENTS // max(1, width))
-            for lo in range(0, op.num_rows, chunk):
-                rows = np.arange(lo, min(op.num_rows, lo + chunk), dtype=np.int64)
-                start, length = op.runs(rows)
-                c, l = _distinct_lines(start, length, line_bytes)
-                counts.append(c)
-                lines.append(l)
+            c, l = _operand_lines(op, self.num_steps, line_bytes)
+            counts.append(c)
+            lines.append(l)
         offsets = np.zeros(next_row * self.num_steps + 1, dtype=np.int64)
         np.cumsum(np.concatenate(counts), out=offsets[1:])
         tile_rows = np.stack([op.row_of_tile + base for op, base in zip(self.operands, first_row)], axis=1)
@@ -185,6 +204,22 @@ class AccessModel:
         return int(self.row_accesses()[self.tile_rows].sum())
 
 
+def _operand_lines(op: OperandLoads, num_steps: int, line_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct lines of every (row, step) of one operand table: counts ``(num_rows *
+    num_steps,)`` and the lines, row-major.  Rows are processed in chunks that keep the
+    scratch arrays bounded (a run spans one or two lines in the common cases: hence the 2)."""
+    width = 2 * op.runs_per_step * num_steps
+    chunk = max(1, _CHUNK_ELEMENTS // max(1, width))
+    counts, lines = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for lo in range(0, op.num_rows, chunk):
+        rows = np.arange(lo, min(op.num_rows, lo + chunk), dtype=np.int64)
+        start, length = op.runs(rows)
+        c, l = _distinct_lines(start, length, line_bytes)
+        counts.append(c)
+        lines.append(l)
+    return np.concatenate(counts), np.concatenate(lines)
+
+
 def _run_elements(start: np.ndarray, length: np.ndarray, elem_bytes: int) -> list[np.ndarray]:
     """Expand the runs of one row, ``(num_steps, runs)``, into element addresses per step."""
     out = []
@@ -232,3 +267,173 @@ def step_grid(*extents: int) -> list[np.ndarray]:
         inner //= e
         out.append((np.arange(total, dtype=np.int64) // inner) % e)
     return out
+
+
+# -----------------------------------------------------------
+# Beyond the K loop: which programs run which work items, and what a work item
+# stores (and, with split-K, reads back) once its K steps are done.
+
+def launched_programs(num_work: int, persistent: bool, slots: int) -> int:
+    """Programs a launch starts: one per work item, or (persistent) ``min(num_work, slots)``,
+    where ``slots`` is what the kernel sizes a persistent grid by (igemm_fast: the device's
+    SM / CU count, ``multi_processor_count``)."""
+    return min(num_work, slots) if persistent else num_work
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which work items exist and which program walks which.
+
+    Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w % num_tiles``; the
+    swizzle maps the launch-order tile to the tile computed.  Split ``s`` runs the K steps
+    ``s * steps_per_split`` up to the next split's first step (or ``num_steps``), possibly
+    none.  A launch of ``P`` programs hands program ``p`` the items ``p, p + P, p + 2P, ...``
+    in that order (the kernel's ``for work in range(pid, num_work, num_programs)``); a
+    program that is not persistent gets exactly one.
+    """
+
+    num_tiles: int
+    num_steps: int
+    splits: int = 1
+    persistent: bool = False
+
+    @property
+    def num_work(self) -> int:
+        return self.num_tiles * self.splits
+
+    @property
+    def steps_per_split(self) -> int:
+        return -(-self.num_steps // self.splits)
+
+    def split_steps(self, split: int) -> range:
+        """The K steps split ``split`` runs."""
+        first = split * self.steps_per_split
+        return range(min(first, self.num_steps), min(first + self.steps_per_split, self.num_steps))
+
+    def num_programs(self, slots: int) -> int:
+        """Programs launched on a device with ``slots`` SMs / CUs (see :func:`launched_programs`)."""
+        return launched_programs(self.num_work, self.persistent, slots)
+
+    def walk(self, program: int, num_programs: int) -> list[int]:
+        """Work items of ``program``, in the order it computes them."""
+        return list(range(program, self.num_work, num_programs))
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What a work item accesses after its last K step, keyed by an integer (the conv's
+    epilogue: ``tile * splits + split``; the last-arrival part: ``tile``).  ``parts`` are
+    in program order, each a table of byte runs (an :class:`OperandLoads` whose rows are
+    looked up by key through ``row_of_tile``, one step) and whether the part writes."""
+
+    parts: tuple[tuple[OperandLoads, bool], ...]
+
+    @property
+    def num_keys(self) -> int:
+        return len(self.parts[0][0].row_of_tile)
+
+    def addresses(self, key: int, elem_bytes: int) -> list[tuple[bool, np.ndarray]]:
+        """``(writes, sorted distinct element byte addresses)`` of each part for ``key``
+        (``elem_bytes``: the element size the runs are counted in, for expanding them)."""
+        out = []
+        for op, write in self.parts:
+            start, length = op.runs(np.array([op.row_of_tile[key]], dtype=np.int64))
+            out.append((write, np.unique(_run_elements(start[0], length[0], elem_bytes)[0])))
+        return out
+
+    def access_list(self, line_bytes: int) -> "AccessList":
+        """The distinct lines of every key's parts, in part order (each part's sorted)."""
+        keys, lines, writes = [], [], []
+        for op, write in self.parts:
+            counts, part_lines = _operand_lines(op, 1, line_bytes)
+            row_offsets = np.zeros(op.num_rows + 1, dtype=np.int64)
+            np.cumsum(counts, out=row_offsets[1:])
+            rows = np.asarray(op.row_of_tile, dtype=np.int64)
+            per_key = row_offsets[rows + 1] - row_offsets[rows]
+            # Gather the rows' lines key after key: index of the j-th line of key k.
+            total = int(per_key.sum())
+            first = np.repeat(row_offsets[rows] - (np.cumsum(per_key) - per_key), per_key)
+            lines.append(part_lines[first + np.arange(total, dtype=np.int64)])
+            keys.append(np.repeat(np.arange(len(rows), dtype=np.int64), per_key))
+            writes.append(np.full(total, write, dtype=np.bool_))
+        key = np.concatenate(keys)
+        order = np.argsort(key, kind="stable")            # by key; parts keep their order
+        offsets = np.zeros(self.num_keys + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key, minlength=self.num_keys), out=offsets[1:])
+        return AccessList(offsets, np.concatenate(lines)[order], np.concatenate(writes)[order])
+
+
+@dataclass(frozen=True)
+class AccessList:
+    """Line accesses per key in compressed-row form: key ``k`` accesses
+    ``lines[offsets[k]:offsets[k + 1]]`` in order, each a write where ``writes`` says so."""
+
+    offsets: np.ndarray   # (num_keys + 1,) int64
+    lines: np.ndarray     # int64 line ids
+    writes: np.ndarray    # bool, parallel to lines
+
+    @classmethod
+    def empty(cls, num_keys: int) -> "AccessList":
+        return cls(np.zeros(num_keys + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_))
+
+    @property
+    def num_keys(self) -> int:
+        return len(self.offsets) - 1
+
+    def of(self, key: int) -> tuple[np.ndarray, np.ndarray]:
+        """Lines and write flags of ``key``."""
+        lo, hi = self.offsets[key], self.offsets[key + 1]
+        return self.lines[lo:hi], self.writes[lo:hi]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One kernel launch of a job's timed run, in bytes.
+
+    ``loads`` are the K loop's loads per tile and step; ``epilogue`` (keyed by ``tile *
+    splits + split``) what every work item accesses after its last step; ``last`` (keyed by
+    tile) what the split of a tile that arrives last accesses after that (None: nothing).
+    ``swizzled``: the launch-order tile goes through the job's remap table (the conv) or
+    not (a helper pass: identity).  ``profiled``: the launch a hardware profiler measures
+    (the harness filters ncu / rocprofv3 to the conv kernel's name).
+    """
+
+    name: str
+    schedule: Schedule
+    loads: LoadPlan
+    epilogue: Epilogue | None = None
+    last: Epilogue | None = None
+    swizzled: bool = True
+    profiled: bool = True
+
+    def access_model(self, line_bytes: int) -> "LaunchModel":
+        s = self.schedule
+        return LaunchModel(
+            name=self.name, schedule=s, loads=self.loads.access_model(line_bytes),
+            epilogue=(self.epilogue.access_list(line_bytes) if self.epilogue is not None
+                      else AccessList.empty(s.num_work)),
+            last=self.last.access_list(line_bytes) if self.last is not None else AccessList.empty(s.num_tiles),
+            swizzled=self.swizzled, profiled=self.profiled)
+
+
+@dataclass(frozen=True)
+class LaunchModel:
+    """A :class:`LaunchPlan` in cache lines: what the simulator replays."""
+
+    name: str
+    schedule: Schedule
+    loads: AccessModel
+    epilogue: AccessList
+    last: AccessList
+    swizzled: bool = True
+    profiled: bool = True
+
+    @classmethod
+    def loads_only(cls, model: AccessModel, name: str = "conv") -> "LaunchModel":
+        """One program per tile, every step, no epilogue: the loads of ``model`` and nothing else."""
+        schedule = Schedule(model.num_tiles, model.num_steps)
+        return cls(name, schedule, model, AccessList.empty(schedule.num_work), AccessList.empty(model.num_tiles))
+
+    @property
+    def max_line(self) -> int:
+        return max([0] + [int(a.max()) for a in (self.loads.lines, self.epilogue.lines, self.last.lines) if len(a)])

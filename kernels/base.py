@@ -14,7 +14,7 @@ from typing import Callable, ClassVar, Mapping
 import numpy as np
 import torch
 
-from kernels.access import AccessModel, LoadPlan
+from kernels.access import AccessModel, Epilogue, LaunchModel, LaunchPlan, LoadPlan, Schedule
 from kernels.problem import ConvShape
 
 
@@ -188,3 +188,21 @@ class ConvKernel(ABC):
         """The distinct ``line_bytes``-byte cache lines every tile reads at every step,
         for all tiles at once."""
         return self.load_plan(shape, tiles).access_model(line_bytes)
+
+    def store_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> Epilogue | None:
+        """What each program writes after its loop (its output tile), keyed by tile; None
+        (the default) when the family does not model its stores: the simulated launch is
+        then its loads only."""
+        return None
+
+    def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
+                     elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
+        """The launches of one timed run, in launch order (see :class:`kernels.access.LaunchPlan`).
+        Default: one launch, one program per tile, :meth:`load_plan` then :meth:`store_plan`."""
+        loads = self.load_plan(shape, tiles, elem_bytes)
+        return (LaunchPlan("conv", Schedule(loads.num_tiles, loads.num_steps), loads,
+                           epilogue=self.store_plan(shape, tiles, elem_bytes)),)
+
+    def launch_models(self, shape: ConvShape, tiles: Mapping[str, int], line_bytes: int) -> tuple[LaunchModel, ...]:
+        """:meth:`launch_plans` in ``line_bytes``-byte cache lines: what ``profiler=sim`` replays."""
+        return tuple(plan.access_model(line_bytes) for plan in self.launch_plans(shape, tiles))

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.access import LoadPlan, OperandLoads, element_bytes, step_grid, tensor_bases
+from kernels.access import Epilogue, LoadPlan, OperandLoads, element_bytes, place_tensors, step_grid, tensor_bases
 from kernels.base import ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
 from kernels.problem import ConvShape
@@ -46,6 +46,34 @@ def input_runs(shape: ConvShape, block_m: int, x_base: int, eb: int, r: np.ndarr
         length = np.broadcast_to(nbytes[None, :, None, :], on.shape)
         shape_out = (len(pid_m), r.shape[0], -1)
         return np.where(on, start, 0).reshape(shape_out), np.where(on, length, 0).reshape(shape_out)
+
+    return runs
+
+
+def tile_pixels(block_m: int, num_pixels: int):
+    """Output pixels (rows of the M x F matrix) of pixel tiles: ``pixels(pid_m)`` -> ``(m,
+    valid)``, both ``(len(pid_m), BLOCK_M)``: rows ``pid_m * BLOCK_M + i``, valid below M."""
+    def pixels(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = pid_m[:, None] * block_m + np.arange(block_m)
+        return m, m < num_pixels
+
+    return pixels
+
+
+def output_tile_runs(pixels, num_pid_n: int, F: int, block_n: int, base: int, eb: int,
+                     splits: int = 1, slice_bytes: int = 0):
+    """The stores of a tile's block of a row-major M x F matrix (NHWC output, or an fp32
+    split-K partial), as an :class:`~kernels.access.OperandLoads` runs function over keys
+    ``tile * splits + split``: each valid row ``m`` of the tile (``pixels``, see
+    :func:`tile_pixels`) writes one run of ``min(BLOCK_N, F - f0)`` elements of ``eb`` bytes
+    at ``base + split * slice_bytes + (m * F + f0) * eb``, ``f0 = pid_n * BLOCK_N``."""
+    def runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        tile, split = keys // splits, keys % splits
+        m, valid = pixels(tile // num_pid_n)                             # (keys, BLOCK_M)
+        f0 = (tile % num_pid_n) * block_n
+        start = base + (split * slice_bytes)[:, None] + (m * F + f0[:, None]) * eb
+        length = np.broadcast_to((np.minimum(block_n, F - f0) * eb)[:, None], start.shape)
+        return np.where(valid, start, 0)[:, None, :], np.where(valid, length, 0)[:, None, :]
 
     return runs
 
@@ -178,3 +206,17 @@ class ImplicitGemmConv(ConvKernel):
             OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, bm, x_runs),
             OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs),
         ))
+
+    def store_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> Epilogue:
+        """After its last step a tile stores its block of the M x F output (NHWC): one run
+        of ``min(BLOCK_N, F - f0)`` elements per valid pixel row.  The output sits after the
+        weights (:func:`kernels.access.place_tensors`)."""
+        tiles = self.check_tiles(tiles)
+        eb = elem_bytes or element_bytes(shape)
+        bases = place_tensors({"x": shape.N * shape.C * shape.H * shape.W * eb,
+                               "w": shape.F * shape.C * shape.R * shape.S * eb, "y": 0})
+        grid = self.tile_grid(shape, tiles)
+        pixels = tile_pixels(tiles["BLOCK_M"], shape.N * shape.P * shape.Q)
+        runs = output_tile_runs(pixels, grid.num_pid_n, shape.F, tiles["BLOCK_N"], bases["y"], eb)
+        keys = np.arange(grid.num_pids, dtype=np.int64)
+        return Epilogue(((OperandLoads("y", grid.num_pids, keys, tiles["BLOCK_M"], runs), True),))

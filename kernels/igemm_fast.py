@@ -79,10 +79,11 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.access import LoadPlan, OperandLoads, element_bytes, tensor_bases
+from kernels.access import (Epilogue, LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs,
+                            place_tensors)
 from kernels.base import Bound, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
-from kernels.igemm import ImplicitGemmConv, input_runs, nhwc
+from kernels.igemm import ImplicitGemmConv, input_runs, nhwc, output_tile_runs, tile_pixels
 from kernels.problem import ConvShape
 
 
@@ -300,6 +301,8 @@ _AMD_VALUES = {"WAVES_PER_EU": range(0, 9), "MATRIX_INSTR_NONKDIM": (0, 16, 32),
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
+#: Elements of the output each program of the split-K sum pass (split_k_sum_kernel) adds up.
+SUM_BLOCK = 1024
 
 
 def is_matrix_layer(shape: ConvShape) -> bool:
@@ -332,12 +335,18 @@ def fold_weights(w: torch.Tensor, shape: ConvShape) -> torch.Tensor:
     return out
 
 
+def fold_blocks(fold: ConvShape) -> tuple[int, int]:
+    """``(BLOCK_P, BLOCK_C)`` of the fold pass over the folded layer ``fold``: up to 64
+    folded channels and 4096 elements per program."""
+    block_c = min(64, triton.next_power_of_2(fold.C))
+    return max(16, 4096 // block_c), block_c
+
+
 def fold_input(x: torch.Tensor, shape: ConvShape, out: torch.Tensor) -> torch.Tensor:
     """Write the space-to-depth input of NHWC ``x`` into ``out`` (the folded layer's NHWC input)."""
     fold = folded(shape)
     pixels = fold.N * fold.H * fold.W
-    block_c = min(64, triton.next_power_of_2(fold.C))
-    block_p = max(16, 4096 // block_c)
+    block_p, block_c = fold_blocks(fold)
     fold_input_kernel[(triton.cdiv(pixels, block_p), triton.cdiv(fold.C, block_c))](
         x, out, pixels, shape.C, shape.H, shape.W, fold.H, fold.W, fold.C, shape.stride, shape.padding,
         BLOCK_P=block_p, BLOCK_C=block_c, num_warps=4)
@@ -551,11 +560,9 @@ class FastImplicitGemmConv(ImplicitGemmConv):
     def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
         """Programs launched: one per work item, or (PERSISTENT) at most one per SM."""
         work = self.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
-        if not tiles["PERSISTENT"]:
-            return work
         slots = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
                  else INTERPRETER_PROGRAMS)   # the CPU, or an ahead-of-time compile (meta tensors)
-        return min(work, slots)
+        return launched_programs(work, bool(tiles["PERSISTENT"]), slots)
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w_packed, workspace, x_fold, counts = operands
@@ -578,9 +585,8 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             TMA_STORE=tiles["TMA_STORE"], **derived, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages, **amd_options(tiles, x.device))
         if split > 1 and not derived["SPLIT_SUM"]:
-            block = 1024
-            split_k_sum_kernel[(triton.cdiv(out.numel(), block),)](workspace, out, out.numel(),
-                                                                  SPLIT_K=split, BLOCK=block, num_warps=4)
+            split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](workspace, out, out.numel(),
+                                                                      SPLIT_K=split, BLOCK=SUM_BLOCK, num_warps=4)
 
     def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
         """Step ``k`` is iteration ``k`` of the kernel's flat K loop.  In tap order that is
@@ -589,20 +595,17 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         weights are the packed matrix: every one of a tile's BLOCK_N rows (padding included)
         reads BLOCK_K contiguous elements.
 
-        The simulated L2 dispatches one program per tile; a persistent or split-K launch
-        is not that, so it has no address model (use ``profiler=ncu``).  With FOLD the model
-        is the folded conv's (its input is the folded tensor); the fold pass's own reads and
-        writes are not modelled."""
+        These are all K steps of a tile; with ``SPLIT_K`` each split runs its own range of
+        them (:class:`kernels.access.Schedule`, :meth:`launch_plans`).  The TMA flags change
+        no address: a descriptor load reads the same box of elements as the masked pointer
+        load (rows and channels past the matrix read as zeros without a memory access, as
+        masked-off elements do).  With FOLD the model is the folded conv's: its input is
+        the folded tensor (the fold pass is a launch of its own, see :meth:`launch_plans`)."""
         tiles = self.check_tiles(tiles)
-        shape = self.conv_shape(shape, tiles)
-        if tiles["PERSISTENT"] or tiles["SPLIT_K"] > 1:
-            raise NotImplementedError(
-                f"kernel {self.name!r}: no address model for PERSISTENT={tiles['PERSISTENT']} "
-                f"SPLIT_K={tiles['SPLIT_K']}: the simulated L2 assumes one program per tile; "
-                "use PERSISTENT=0 SPLIT_K=1 with profiler=sim, or a hardware profiler")
-        bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
         eb = elem_bytes or element_bytes(shape)
-        bases = tensor_bases(shape, with_bias=False, elem_bytes=eb)
+        bases = self.buffer_bases(shape, tiles, eb)
+        shape = self.conv_shape(shape, tiles)
+        bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
         C, S = shape.C, shape.S
         kp = k_pad(shape, tiles)
         steps = np.arange(kp // bk, dtype=np.int64)
@@ -639,3 +642,178 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, x_runs_per_step, x_runs),
             OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs),
         ))
+
+    # -----------------------------------------------------------
+    # The whole timed run for the simulated L2: the fold pass (FOLD), the conv with its
+    # schedule and epilogue, the split-K sum pass (SPLIT_K > 1, SPLIT_SUM=0).
+
+    def buffer_bases(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> dict[str, int]:
+        """Where each buffer of the timed run lies in the simulated address space, in this
+        order: the conv's input ``x`` (with FOLD the folded copy), the packed weights ``w``
+        (``F_pad x K_pad``), the output ``y``, then what the flags add: the fp32 split-K
+        workspace ``ws`` (``SPLIT_K x M x F``), the int32 arrival counters ``counts`` (one per
+        tile, SPLIT_SUM) and the caller's NHWC input ``x_src`` (FOLD).  ``x`` and ``w`` lie
+        where :func:`kernels.access.tensor_bases` puts them for the conv the kernel runs."""
+        tiles = self.check_tiles(tiles)
+        eb = elem_bytes or element_bytes(shape)
+        conv = self.conv_shape(shape, tiles)
+        M, split = conv.N * conv.P * conv.Q, tiles["SPLIT_K"]
+        sizes = {"x": conv.N * conv.H * conv.W * conv.C * eb,
+                 "w": triton.cdiv(conv.F, tiles["BLOCK_N"]) * tiles["BLOCK_N"] * k_pad(conv, tiles) * eb,
+                 "y": M * conv.F * eb}
+        if split > 1:
+            sizes["ws"] = split * M * conv.F * 4
+        if derived_flags(conv, tiles)["SPLIT_SUM"]:
+            sizes["counts"] = self.tile_grid(shape, tiles).num_pids * 4
+        if tiles["FOLD"]:
+            sizes["x_src"] = shape.N * shape.H * shape.W * shape.C * eb
+        return place_tensors(sizes)
+
+    def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
+                     elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
+        """The launches of :meth:`launch`, in order:
+
+        * FOLD: the fold pass (:func:`fold_input_kernel`, a 2-D grid, linear program id
+          ``x + y * grid_x``): each program loads its block of the caller's input, element
+          by element (a gather), and stores BLOCK_P rows of its folded channels;
+        * the conv: :meth:`load_plan`'s loads under a :class:`~kernels.access.Schedule`
+          (``PERSISTENT``: ``min(work, SMs)`` programs walking ``pid, pid + P, ...``;
+          ``SPLIT_K``: work item = (split, tile), split ``s`` running its K steps).  After its
+          last step a work item stores its tile: the output (SPLIT_K=1), or its fp32 partial
+          to workspace slice ``s`` and, with SPLIT_SUM, an atomic add on the tile's counter;
+          the split of a tile that arrives last then reads all SPLIT_K partials back, stores
+          the output and resets the counter (an atomic exchange);
+        * SPLIT_K > 1 without SPLIT_SUM: the sum pass (:func:`split_k_sum_kernel`): program
+          ``b`` reads SUM_BLOCK fp32 of each workspace slice, one slice per step, and stores
+          SUM_BLOCK outputs.
+
+        Atomics are counted as writes (lookups that are not reads).  Only the conv is
+        ``profiled``: the hardware profilers are filtered to its kernel name."""
+        tiles = self.check_tiles(tiles)
+        eb = elem_bytes or element_bytes(shape)
+        bases = self.buffer_bases(shape, tiles, eb)
+        conv = self.conv_shape(shape, tiles)
+        loads = self.load_plan(shape, tiles, eb)
+        split = tiles["SPLIT_K"]
+        schedule = Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"]))
+        epilogue, last = self._conv_epilogue(shape, tiles, bases, eb)
+        plans = [LaunchPlan("conv", schedule, loads, epilogue, last)]
+        if tiles["FOLD"]:
+            plans.insert(0, fold_pass_plan(shape, bases, eb))
+        if split > 1 and last is None:
+            plans.append(sum_pass_plan(conv.N * conv.P * conv.Q * conv.F, split, bases, eb))
+        return tuple(plans)
+
+    def _conv_epilogue(self, shape: ConvShape, tiles: Mapping[str, int], bases: Mapping[str, int],
+                       eb: int) -> tuple[Epilogue, Epilogue | None]:
+        """The conv's epilogue (keyed by ``tile * SPLIT_K + split``) and, with SPLIT_SUM, what
+        the last split of a tile does besides (keyed by tile); see :meth:`launch_plans`."""
+        conv = self.conv_shape(shape, tiles)
+        grid = self.tile_grid(shape, tiles)
+        split, bm, bn = tiles["SPLIT_K"], tiles["BLOCK_M"], tiles["BLOCK_N"]
+        M, F = conv.N * conv.P * conv.Q, conv.F
+        if tiles["NCHW_IN"]:
+            pixels = _image_tile_pixels(bm, conv.P * conv.Q)
+        else:
+            pixels = tile_pixels(bm, M)
+        tile_ids = np.arange(grid.num_pids, dtype=np.int64)
+        y = OperandLoads("y", grid.num_pids, tile_ids, bm,
+                         output_tile_runs(pixels, grid.num_pid_n, F, bn, bases["y"], eb))
+        if split == 1:
+            return Epilogue(((y, True),)), None
+        work_ids = np.arange(grid.num_pids * split, dtype=np.int64)
+        ws_runs = output_tile_runs(pixels, grid.num_pid_n, F, bn, bases["ws"], 4, split, M * F * 4)
+        partial = OperandLoads("ws", len(work_ids), work_ids, bm, ws_runs)
+        if not derived_flags(conv, tiles)["SPLIT_SUM"]:
+            return Epilogue(((partial, True),)), None
+
+        def counter(tile: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            start = (bases["counts"] + tile * 4)[:, None, None]
+            return start, np.full(start.shape, 4, dtype=np.int64)
+
+        def every_partial(tile: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            parts = [ws_runs(tile * split + s) for s in range(split)]
+            return tuple(np.concatenate(p, axis=2) for p in zip(*parts))
+
+        arrive = OperandLoads("counts", grid.num_pids, work_ids // split, 1, counter)
+        reset = OperandLoads("counts", grid.num_pids, tile_ids, 1, counter)
+        read_back = OperandLoads("ws", grid.num_pids, tile_ids, bm * split, every_partial)
+        return Epilogue(((partial, True), (arrive, True))), Epilogue(((read_back, False), (y, True), (reset, True)))
+
+
+def _image_tile_pixels(block_m: int, pq: int):
+    """NCHW_IN's pixel tiles: tile ``pid_m`` covers pixels ``hw0 .. hw0 + BLOCK_M`` of image
+    ``pid_m // cdiv(P*Q, BLOCK_M)``, valid below P*Q (see :func:`kernels.igemm.tile_pixels`)."""
+    per_image = triton.cdiv(pq, block_m)
+
+    def pixels(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        hw = (pid_m % per_image)[:, None] * block_m + np.arange(block_m)
+        return (pid_m // per_image)[:, None] * pq + hw, hw < pq
+
+    return pixels
+
+
+def fold_pass_plan(shape: ConvShape, bases: Mapping[str, int], eb: int) -> LaunchPlan:
+    """The fold pass (:func:`fold_input_kernel`) as a launch: program ``x + y * grid_x``
+    loads, in one step, every in-image element of its (BLOCK_P folded pixels) x (BLOCK_C
+    folded channels) block from ``x_src`` (one run per element: the channels of a folded
+    pixel come from stride x stride different input pixels), then stores one run of
+    ``min(BLOCK_C, CF - c0)`` channels per valid folded pixel into ``x``."""
+    fold = folded(shape)
+    block_p, block_c = fold_blocks(fold)
+    num_pixels, st, C = fold.N * fold.H * fold.W, shape.stride, shape.C
+    grid_x = triton.cdiv(num_pixels, block_p)
+    programs = grid_x * triton.cdiv(fold.C, block_c)
+
+    def block(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (ids % grid_x)[:, None] * block_p + np.arange(block_p), (ids // grid_x)[:, None] * block_c + np.arange(block_c)
+
+    def x_runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p, cf = block(ids)                                              # (rows, BLOCK_P), (rows, BLOCK_C)
+        wf, hf, n = p % fold.W, (p // fold.W) % fold.H, p // (fold.W * fold.H)
+        phase, c = cf // C, cf % C
+        ih = (hf * st - shape.padding)[:, :, None] + (phase // st)[:, None, :]
+        iw = (wf * st - shape.padding)[:, :, None] + (phase % st)[:, None, :]
+        ok = ((p < num_pixels)[:, :, None] & (phase < st * st)[:, None, :]
+              & (ih >= 0) & (ih < shape.H) & (iw >= 0) & (iw < shape.W))
+        start = bases["x_src"] + (((n[:, :, None] * shape.H + ih) * shape.W + iw) * C + c[:, None, :]) * eb
+        return np.where(ok, start, 0).reshape(len(ids), 1, -1), np.where(ok, eb, 0).reshape(len(ids), 1, -1)
+
+    def y_runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p, cf = block(ids)
+        c0 = cf[:, 0]
+        start = bases["x"] + (p * fold.C + c0[:, None]) * eb
+        length = np.broadcast_to((np.minimum(block_c, fold.C - c0) * eb)[:, None], start.shape)
+        ok = p < num_pixels
+        return np.where(ok, start, 0)[:, None, :], np.where(ok, length, 0)[:, None, :]
+
+    ids = np.arange(programs, dtype=np.int64)
+    loads = LoadPlan(num_steps=1, elem_bytes=eb, operands=(OperandLoads("x_src", programs, ids, block_p * block_c, x_runs),))
+    return LaunchPlan("fold", Schedule(programs, 1), loads,
+                      Epilogue(((OperandLoads("x", programs, ids, block_p, y_runs), True),)),
+                      swizzled=False, profiled=False)
+
+
+def sum_pass_plan(numel: int, split: int, bases: Mapping[str, int], eb: int) -> LaunchPlan:
+    """The split-K sum pass (:func:`split_k_sum_kernel`) as a launch: program ``b`` loads, at
+    step ``s``, the fp32 elements ``b * SUM_BLOCK ..`` of workspace slice ``s`` (one run),
+    then stores as many outputs of ``eb`` bytes (one run)."""
+    programs = triton.cdiv(numel, SUM_BLOCK)
+    ids = np.arange(programs, dtype=np.int64)
+
+    def chunk(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return b * SUM_BLOCK, np.minimum(SUM_BLOCK, numel - b * SUM_BLOCK)
+
+    def ws_runs(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lo, n = chunk(b)
+        start = bases["ws"] + (np.arange(split)[None, :] * numel + lo[:, None]) * 4
+        return start[:, :, None], np.broadcast_to((n * 4)[:, None, None], start.shape + (1,))
+
+    def y_runs(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lo, n = chunk(b)
+        return (bases["y"] + lo * eb)[:, None, None], (n * eb)[:, None, None]
+
+    loads = LoadPlan(num_steps=split, elem_bytes=4, operands=(OperandLoads("ws", programs, ids, 1, ws_runs),))
+    return LaunchPlan("split_k_sum", Schedule(programs, split), loads,
+                      Epilogue(((OperandLoads("y", programs, ids, 1, y_runs), True),)),
+                      swizzled=False, profiled=False)

@@ -124,3 +124,58 @@ def test_large_layer_model_is_compact():
     # per step, minus input rows in the padding.
     assert model.num_accesses <= 784 * 9 * (128 + 64)
     assert model.step_lines(0, 4).size == 128 + 64     # centre tap: no padding in tile 0
+
+
+# -----------------------------------------------------------
+# Schedules: which program loads which tile's which steps (kernels.access.Schedule).
+
+FAST = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0,
+        "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0}
+SCHEDULED = [(ODD, {**FAST, "PERSISTENT": 1}, "xcd_grouped", 8, 2),
+             (T1, {**FAST, "SPLIT_K": 2}, "grouped", 8, 3),
+             (T1, {**FAST, "SPLIT_K": 4, "SPLIT_SUM": 1, "PERSISTENT": 1}, "xcd", 8, 8)]
+
+
+@pytest.mark.parametrize("case", SCHEDULED, ids=lambda c: f"{c[0].name}-S{c[1]['SPLIT_K']}-P{c[1]['PERSISTENT']}")
+def test_recorded_loads_follow_the_schedule(case):
+    """Program p of the interpreted launch loads, item after item of its walk, the K steps
+    of that item's split of tile table[item % num_tiles], as the conv's LaunchPlan says;
+    with SPLIT_SUM the last split then reads back every partial of its tile."""
+    from kernels.igemm_fast import INTERPRETER_PROGRAMS
+
+    shape, tiles, swizzle, num_xcds, group_size = case
+    kernel = KERNELS["igemm_fast"]
+    grid = kernel.tile_grid(shape, tiles)
+    table = remap_table(SWIZZLES[swizzle], grid.num_pid_m, grid.num_pid_n, num_xcds, group_size)
+    plan = next(p for p in kernel.launch_plans(shape, tiles) if p.name == "conv")
+    schedule = plan.schedule
+    programs = schedule.num_programs(INTERPRETER_PROGRAMS)
+    ops = make_operands(shape, False, seed=0, device="cpu")
+    run, _ = kernel.bind(ops, shape, tiles, SwizzleBinding(SWIZZLES[swizzle], num_xcds, group_size), LaunchConfig())
+    with record_loads() as log:
+        run()
+    bases = kernel.buffer_bases(shape, tiles)
+    last = plan.last
+    seen_last = 0
+    for pid in range(programs):
+        # The conv's operand loads (the sum pass's, also on ws_ptr, are another launch).
+        loads = [ld for ld in log.by_pid()[pid] if ld.tensor != "ws_ptr" or last is not None]
+        pos = 0
+        for work in schedule.walk(pid, programs):
+            split, tile = work // schedule.num_tiles, int(table[work % schedule.num_tiles])
+            steps = plan.loads.tile_addresses(tile)
+            for step in schedule.split_steps(split):
+                group = loads[pos:pos + LOADS_PER_STEP]
+                pos += LOADS_PER_STEP
+                got = np.unique(np.concatenate([ld.offsets + bases[ld.tensor.removesuffix("_ptr")]
+                                                for ld in group if ld.tensor]))
+                assert np.array_equal(got, steps[step]), (pid, work, step)
+            if last is not None and pos < len(loads) and loads[pos].tensor == "ws_ptr":
+                # The tile's last split: SPLIT_K loads of the partials, in split order.
+                back = loads[pos:pos + schedule.splits]
+                pos += schedule.splits
+                got = np.unique(np.concatenate([ld.offsets + bases["ws"] for ld in back]))
+                assert np.array_equal(got, last.addresses(tile, 4)[0][1]), (pid, work)
+                seen_last += 1
+        assert pos == len(loads), f"pid {pid}: {len(loads) - pos} loads the schedule does not explain"
+    assert seen_last == (schedule.num_tiles if last is not None else 0)

@@ -169,12 +169,19 @@ def test_tma_fails_clearly_before_hopper(monkeypatch):
     check_tma_supported(torch.device("cpu"))   # the interpreter emulates descriptors
 
 
-def test_sim_refuses_what_it_cannot_model():
+def test_sim_models_every_schedule():
+    """Every schedule has an address model: the launches of the timed run, in order."""
     shape, _ = VARIANTS["tap"]
-    with pytest.raises(NotImplementedError, match="no address model for PERSISTENT=1 SPLIT_K=1"):
-        KERNEL.load_plan(shape, {**BASE, "PERSISTENT": 1})
-    with pytest.raises(NotImplementedError, match="SPLIT_K=2"):
-        KERNEL.access_model(shape, {**BASE, "SPLIT_K": 2}, 128)
+    strided = ConvShape("st", N=1, C=3, H=8, W=8, F=16, R=3, S=3, stride=2, padding=1)
+
+    def launches(s, **flags):
+        return [(p.name, p.schedule.splits, p.schedule.persistent, p.profiled)
+                for p in KERNEL.launch_plans(s, {**BASE, **flags})]
+
+    assert launches(shape, PERSISTENT=1) == [("conv", 1, True, True)]
+    assert launches(shape, SPLIT_K=2) == [("conv", 2, False, True), ("split_k_sum", 1, False, False)]
+    assert launches(shape, SPLIT_K=2, SPLIT_SUM=1) == [("conv", 2, False, True)]
+    assert launches(strided, FOLD=1) == [("fold", 1, False, False), ("conv", 1, False, True)]
 
 
 def test_flags_say_what_they_need():

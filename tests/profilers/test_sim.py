@@ -9,7 +9,7 @@ from harness.profilers.base import L2Reading
 from harness.profilers.sim import SimTarget, simulate_job, simulate_l2
 from harness.profilers.sim_cache import HAVE_NUMBA, CacheGeometry, LRUCache, replay_lines
 from kernels import KERNELS
-from kernels.access import AccessModel
+from kernels.access import AccessList, AccessModel, LaunchModel, Schedule
 from kernels.problem import ConvShape
 from swizzles import SWIZZLES
 from swizzles.permutation import remap_table
@@ -170,7 +170,9 @@ def test_compiled_and_interpreted_replay_agree(monkeypatch):
 
 def test_simulate_job_end_to_end():
     result = simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["xcd_grouped"], 8, 4, MI300X, occupancy=1)
-    assert result.accesses == KERNELS["igemm"].access_model(SHAPE, IGEMM_TILES, 128).num_accesses
+    assert result.read_hits + result.read_misses == KERNELS["igemm"].access_model(SHAPE, IGEMM_TILES, 128).num_accesses
+    stores = KERNELS["igemm"].store_plan(SHAPE, IGEMM_TILES).access_list(128)
+    assert result.write_hits + result.write_misses == len(stores.lines) and stores.writes.all()
     assert result.slots_per_xcd == 38 and result.num_programs == 33
     assert len(result.domain_hit_rates) == 8
     reading = result.as_reading()
@@ -178,7 +180,9 @@ def test_simulate_job_end_to_end():
     assert (reading.l2_hit_rate, reading.l2_hit_rate_std, reading.samples) == (result.hit_rate, 0.0, 1)
     assert reading.l2_hits == result.hits and reading.dram_read_bytes == result.dram_read_bytes
     metrics = result.as_metrics()
-    assert metrics["sim.l2_miss_bytes"] == result.misses * 128 and "sim.mall_hit_rate" in metrics
+    assert metrics["sim.l2_miss_bytes"] == result.read_misses * 128 and "sim.mall_hit_rate" in metrics
+    assert metrics["sim.l2_hit_rate"] == result.hit_rate == 100 * result.hits / result.accesses
+    assert metrics["sim.l2_read_hit_rate"] == 100 * result.read_hits / (result.read_hits + result.read_misses)
     assert len([k for k in metrics if k.startswith("sim.xcd")]) == 8     # 33 programs reach all XCDs
 
 
@@ -187,7 +191,8 @@ def test_nvidia_configuration_counts_32_byte_sectors():
     tiles = {"BLOCK_Q": 8, "BLOCK_C": 8}
     result = simulate_job("patch", shape, tiles, SWIZZLES["identity"], 1, 8, H100, line_bytes=32)
     assert result.line_bytes == 32 and len(result.domain_hits) == 1 and result.mall_hits is None
-    assert result.accesses == KERNELS["patch"].access_model(shape, tiles, 32).num_accesses
+    assert result.accesses == KERNELS["patch"].access_model(shape, tiles, 32).num_accesses   # loads only
+    assert result.read_hit_rate == result.hit_rate
     assert result.dram_read_bytes == result.misses * 32
 
 
@@ -196,3 +201,218 @@ def test_unresolved_target_and_bad_remap_are_rejected():
         SimTarget.from_target({**MI300X, "name": "auto", "l2_bytes": None})
     with pytest.raises(ValueError, match="not a permutation"):
         simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["seed_patch"], 8, 8, MI300X)
+
+
+# -----------------------------------------------------------
+# Stores, schedules and the timed run, on launches small enough to count by hand.
+
+def accesses(entries: list[list[tuple[int, bool]]]) -> AccessList:
+    """An access list where key k accesses ``entries[k]``: (line, writes) pairs in order."""
+    counts = [len(e) for e in entries]
+    return AccessList(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                      np.array([line for e in entries for line, _ in e], dtype=np.int64),
+                      np.array([w for e in entries for _, w in e], dtype=np.bool_))
+
+
+def launch(tile_steps, epilogue, last=None, splits=1, persistent=False) -> LaunchModel:
+    """A launch of ``synthetic`` loads with the given epilogue (keyed by tile * splits +
+    split) and last-arrival accesses (keyed by tile)."""
+    loads = synthetic(tile_steps)
+    last = last or [[] for _ in tile_steps]
+    return LaunchModel("conv", Schedule(len(tile_steps), loads.num_steps, splits, persistent), loads,
+                       accesses(epilogue), accesses(last))
+
+
+def test_stores_are_write_allocate_lookups():
+    # Tile 0 loads lines 1, 2 and stores line 100; tile 1 loads 2 and 100 (which tile 0's
+    # store allocated) and stores 100 and 101.  One program at a time, a cache that holds all.
+    model = launch([[[1, 2]], [[2, 100]]], [[(100, True)], [(100, True), (101, True)]])
+    result = simulate_l2(model, np.arange(2), machine(mall_lines=1024))
+    # reads: 1 m, 2 m | 2 h, 100 h;   writes: 100 m | 100 h, 101 m
+    assert (result.read_hits, result.read_misses) == (2, 2)
+    assert (result.write_hits, result.write_misses) == (1, 2)
+    assert (result.hits, result.misses) == (3, 4) and result.hit_rate == pytest.approx(300 / 7)
+    assert result.read_hit_rate == 50.0
+    # Write misses fetch nothing: the MALL sees the two read misses only.
+    assert (result.mall_hits, result.mall_misses) == (0, 2)
+    assert result.l2_miss_bytes == result.dram_read_bytes == 2 * 128
+    metrics = result.as_metrics()
+    assert (metrics["sim.l2_hit_rate"], metrics["sim.l2_read_hit_rate"]) == (pytest.approx(300 / 7), 50.0)
+    assert metrics["sim.l2_write_lookups"] == 3
+
+
+def test_epilogue_runs_after_the_last_step_of_its_tile():
+    # Two programs resident, 2 steps each, a 1-line cache (a hit only on the line just used).
+    # Round 1: tile 0 step 0 (line 5), tile 1 step 0 (line 6); round 2: tile 0 step 1
+    # (line 6: hit), its store (line 6: hit), tile 1 step 1 (line 7), its store (line 7: hit).
+    model = launch([[[5], [6]], [[6], [7]]], [[(6, True)], [(7, True)]])
+    result = simulate_l2(model, np.arange(2), machine(slots=2, l2_lines=1, ways=1))
+    assert (result.read_hits, result.read_misses, result.write_hits, result.write_misses) == (1, 3, 2, 0)
+
+
+def test_schedule_walks_and_split_ranges():
+    persistent = Schedule(num_tiles=7, num_steps=2, persistent=True)
+    assert persistent.num_programs(3) == 3 and persistent.num_programs(100) == 7
+    assert [persistent.walk(p, 3) for p in range(3)] == [[0, 3, 6], [1, 4], [2, 5]]
+    assert Schedule(7, 2).num_programs(3) == 7 and Schedule(7, 2).walk(4, 7) == [4]
+    split = Schedule(num_tiles=3, num_steps=5, splits=2)
+    assert split.num_work == 6 and split.steps_per_split == 3
+    assert [split.split_steps(s) for s in range(2)] == [range(0, 3), range(3, 5)]
+    # Four splits of five steps: 2 + 2 + 1 + none (the last split stores zeros).
+    assert [len(Schedule(1, 5, 4).split_steps(s)) for s in range(4)] == [2, 2, 1, 0]
+
+
+def persistent_machine(cus: int, occupancy: int, l2_lines: int, ways: int) -> SimTarget:
+    return SimTarget(num_xcds=1, cus_per_xcd=cus, occupancy=occupancy, l2_domains=1,
+                     l2=CacheGeometry(l2_lines * 128, ways, 128), mall=None)
+
+
+def test_persistent_programs_stay_resident_and_walk_their_tiles():
+    # Every tile reads its own line at steps 0 and 1; the cache holds 2 lines.
+    tile_steps = [[[t], [t]] for t in range(6)]
+    target = persistent_machine(cus=2, occupancy=2, l2_lines=2, ways=2)    # 4 slots, 2 CUs
+    # One program per tile: tiles 0-3 resident together, step 0 of all four evicts each line
+    # before its step 1; tiles 4, 5 then run two at a time: their step 1 hits.
+    plain = simulate_l2(launch(tile_steps, [[] for _ in range(6)]), np.arange(6), target)
+    assert plain.num_programs == 6 and plain.hits == 2
+    # Persistent: min(6 tiles, 2 CUs) = 2 programs (program 0: tiles 0, 2, 4; program 1:
+    # 1, 3, 5), two lines live at a time: every step 1 hits.
+    walked = simulate_l2(launch(tile_steps, [[] for _ in range(6)], persistent=True), np.arange(6), target)
+    assert walked.num_programs == 2 and (walked.hits, walked.misses) == (6, 6)
+    # Program 0's tiles 0, 2, 4 store line 50 after their last step, program 1's tiles
+    # line 51.  Program p's stores are its tiles' in walk order, each after the tile's last
+    # step: with a 1-line cache (and steps reading 60 + tile) nothing but the order of
+    # accesses decides a hit, and none of the 18 lookups hits.
+    one_line = persistent_machine(cus=2, occupancy=2, l2_lines=1, ways=1)
+    stores = [[(50 + t % 2, True)] for t in range(6)]
+    model = launch([[[60 + t], [60 + t]] for t in range(6)], stores, persistent=True)
+    result = simulate_l2(model, np.arange(6), one_line)
+    # Round 1: 60, 61; round 2: 60, store 50, 61, store 51; round 3: 62, 63; ... no repeats.
+    assert (result.hits, result.misses) == (0, 18)
+    # With one CU the only program walks all six tiles back to back: each step 1 hits its
+    # step 0's line; stores to 50 / 51 alternate and miss.
+    alone = simulate_l2(model, np.arange(6), persistent_machine(cus=1, occupancy=2, l2_lines=1, ways=1))
+    assert alone.num_programs == 1
+    assert (alone.read_hits, alone.read_misses, alone.write_hits, alone.write_misses) == (6, 6, 0, 6)
+
+
+def test_split_partials_written_then_summed_by_the_last_split():
+    # One tile, two steps, two splits: split s reads line 1 + s, stores its partial to line
+    # 50 + s; the last to arrive reads both partials back and stores the output, line 60.
+    model = launch([[[1], [2]]], [[(50, True)], [(51, True)]],
+                   last=[[(50, False), (51, False), (60, True)]], splits=2)
+    result = simulate_l2(model, np.arange(1), machine(slots=2))
+    # Round 1: split 0: 1 m, store 50 m; split 1: 2 m, store 51 m, then (last) 50 h, 51 h, 60 m.
+    assert (result.read_hits, result.read_misses, result.write_hits, result.write_misses) == (2, 2, 0, 3)
+    assert result.num_programs == 2
+    # The remap table maps the launch-order tile of every split.  Two tiles, one step each
+    # (tile t reads line 1 + t), swapped: work items 0..3 are tile 1 split 0, tile 0 split 0,
+    # tile 1 split 1, tile 0 split 1.  Split s of tile t stores line 10 * (t + 1) + s; the
+    # last split stores 30 + t.  A 1-line cache: only back-to-back repeats hit.
+    two = launch([[[1]], [[2]]], [[(10, True)], [(11, True)], [(20, True)], [(21, True)]],
+                 last=[[(30, True)], [(31, True)]], splits=2)
+    order = simulate_l2(two, np.array([1, 0]), machine(l2_lines=1, ways=1))
+    # Schedule.split_steps: 1 step in 2 splits -> split 0 runs step 0, split 1 none.
+    # Lookups: 2, 20 | 1, 10 | 21, 31 | 11, 30: no repeats, nothing hits.
+    assert (order.read_misses, order.write_misses, order.hits) == (2, 6, 0)
+
+
+def test_compiled_and_interpreted_replay_agree_with_stores_and_splits(monkeypatch):
+    if not HAVE_NUMBA:
+        pytest.skip("numba not installed: only the interpreted replay exists")
+    kernel, tiles = KERNELS["igemm_fast"], {**FAST_TILES, "SPLIT_K": 2, "SPLIT_SUM": 1, "PERSISTENT": 1}
+    (model,) = kernel.launch_models(SHAPE, tiles, 32)
+    table = _table(kernel, SHAPE, tiles, "xcd_grouped", group_size=2)
+    target = SimTarget(num_xcds=2, cus_per_xcd=3, occupancy=2, l2_domains=2,
+                       l2=CacheGeometry(64 * 32, 4, 32), mall=CacheGeometry(256 * 32, 16, 32))
+    compiled = simulate_l2(model, table, target)
+    monkeypatch.setattr(sim, "_replay", sim._replay.py_func)
+    monkeypatch.setattr(sim, "_lookup", sim._lookup.py_func)
+    interpreted = simulate_l2(model, table, target)
+    for field in ("read_hits", "read_misses", "hits", "misses", "xcd_hits", "xcd_misses", "mall_hits"):
+        assert getattr(compiled, field) == getattr(interpreted, field), field
+    assert 0 < compiled.write_hits and 0 < compiled.read_hits < compiled.read_hits + compiled.read_misses
+
+
+# -----------------------------------------------------------
+# igemm_fast's schedules end to end (simulate_job), counted from the address model.
+
+FAST_TILES = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0,
+              "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0}
+BIG = {**H100, "compute_units": 4}          # one 50 MB L2 that holds everything; 4 SMs
+
+
+def _distinct(lines) -> int:
+    return len(np.unique(lines))
+
+
+def test_igemm_fast_persistent_reads_and_writes_every_tile_once():
+    kernel = KERNELS["igemm_fast"]
+    tiles = {**FAST_TILES, "PERSISTENT": 1}
+    result = simulate_job(kernel, SHAPE, tiles, SWIZZLES["grouped"], 1, 2, BIG, line_bytes=32)
+    (model,) = kernel.launch_models(SHAPE, tiles, 32)
+    assert result.num_programs == 4                     # min(33 tiles, 4 SMs)
+    assert result.read_hits + result.read_misses == model.loads.num_accesses
+    assert result.read_misses == _distinct(model.loads.lines)   # everything fits: one miss per line
+    # The output, 2 x 9 x 9 x 40 fp16 = 12960 B = 405 sectors: each misses once.  A pixel's
+    # row is 80 B, so tiles share sectors: the model's other store lookups hit.
+    assert result.write_misses == 405
+    assert result.write_hits + result.write_misses == len(model.epilogue.lines) == 648
+    plain = simulate_job(kernel, SHAPE, FAST_TILES, SWIZZLES["grouped"], 1, 2, BIG, line_bytes=32)
+    assert plain.num_programs == 33 and plain.accesses == result.accesses
+
+
+def test_igemm_fast_split_k_with_sum_pass():
+    kernel = KERNELS["igemm_fast"]
+    tiles = {**FAST_TILES, "SPLIT_K": 2}
+    result = simulate_job(kernel, SHAPE, tiles, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
+    assert result.num_programs == 66                    # 33 tiles x 2 splits
+    # Partials: 2 x 162 x 40 fp32 = 51840 B = 1620 sectors, written once each.
+    assert (result.write_hits, result.write_misses) == (0, 1620)
+    (name_c, conv), (name_s, summed) = result.timed_run
+    assert (name_c, name_s) == ("conv", "split_k_sum")
+    assert conv.hits == result.hits and conv.misses == result.misses     # first launch: cold anyway
+    # The sum pass: ceil(6480 / 1024) = 7 programs read every partial sector back (all in
+    # L2: hits) and write the 405 output sectors (never touched before: misses; its
+    # 2048 B chunks are whole sectors, so none is written twice).
+    assert summed.num_programs == 7
+    assert (summed.read_hits, summed.read_misses, summed.write_hits, summed.write_misses) == (1620, 0, 0, 405)
+    metrics = result.as_metrics()
+    assert metrics["sim.split_k_sum.l2_read_hit_rate"] == 100.0
+    assert metrics["sim.timed.l2_hit_rate"] == pytest.approx(
+        100 * (result.hits + 1620) / (result.accesses + 2025))
+
+
+def test_igemm_fast_split_sum_reads_partials_back_in_the_same_launch():
+    kernel = KERNELS["igemm_fast"]
+    tiles = {**FAST_TILES, "SPLIT_K": 2, "SPLIT_SUM": 1}
+    result = simulate_job(kernel, SHAPE, tiles, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
+    plain = simulate_job(kernel, SHAPE, {**tiles, "SPLIT_SUM": 0}, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
+    assert result.timed_run == ()                       # one launch
+    # Besides the plain split launch: 33 tiles x 2 arrivals + 33 resets on 33 counters
+    # (4 B each: 132 B from a 4096-aligned base, 5 sectors): 5 misses, 94 hits; the 1620
+    # partial sectors read back (hits); the output written as in the unsplit launch
+    # (405 misses, 648 - 405 = 243 hits on sectors shared by neighbouring tiles).
+    assert result.read_hits - plain.read_hits == 1620 and result.read_misses == plain.read_misses
+    assert result.write_misses - plain.write_misses == 5 + 405
+    assert result.write_hits - plain.write_hits == 94 + 243
+
+
+def test_igemm_fast_fold_pass_feeds_the_conv():
+    # A 1 x 1 x 4 x 4 input, stride 2, 2x2 filter: folded to 1 x 2 x 2 x 8 (4 channels
+    # padded to 8), one tap.  32 B sectors throughout.
+    shape = ConvShape("f", N=1, C=1, H=4, W=4, F=16, R=2, S=2, stride=2, padding=0)
+    tiles = {**FAST_TILES, "FOLD": 1}
+    result = simulate_job("igemm_fast", shape, tiles, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
+    # The conv alone, cold: 1 tile, 1 step: the folded input (4 pixels x 8 channels x 2 B =
+    # 64 B: 2 sectors), the packed weights (16 rows x 16 columns x 2 B: 16 sectors), then
+    # the output (4 pixels x 16 filters x 2 B: 4 sectors).  Nothing hits.
+    assert (result.read_hits, result.read_misses, result.write_hits, result.write_misses) == (0, 18, 0, 4)
+    (fold_name, fold), (_, conv) = result.timed_run
+    # The fold pass: one program gathers the 16 input elements (32 B: 1 sector) and writes
+    # the 2 sectors of the folded input ...
+    assert fold_name == "fold" and fold.num_programs == 1
+    assert (fold.read_hits, fold.read_misses, fold.write_hits, fold.write_misses) == (0, 1, 0, 2)
+    # ... which the conv then finds in L2.
+    assert (conv.read_hits, conv.read_misses, conv.write_hits, conv.write_misses) == (2, 16, 0, 4)
+    assert result.as_metrics()["sim.timed.l2_hit_rate"] == pytest.approx(100 * 2 / 25)
