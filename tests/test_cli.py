@@ -129,3 +129,14 @@ def test_custom_formulas_run_gated_and_hostile_ones_fail_cleanly(tmp_path):
     assert any("attribute access" in x and "allowed forms" in x and "column" in x for x in reasons)
     assert any("division by zero" in x.lower() or "by zero" in x for x in reasons)
     assert any("not a permutation" in x for x in reasons)   # (pid*2) % 2 pids on t1: 0, 0
+
+
+def test_every_job_is_compiled_for_the_target(sweep):
+    """No GPU: target=auto is the MI300X, and every job that passed its gates was compiled for
+    gfx942 first (harness/pipeline/compile.py)."""
+    _, _, runs = sweep
+    finished = [r for r in runs if r.data.tags.get("swizzlebench.kind") == "job" and r.info.status == "FINISHED"]
+    assert finished
+    for r in finished:
+        assert r.data.params["compile.arch"] == "gfx942"
+        assert r.data.metrics["compile.registers"] > 0 and r.data.metrics["compile.programs_per_cu"] >= 1
