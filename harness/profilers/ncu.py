@@ -355,6 +355,17 @@ class NcuProfiler(ProcessWrappingProfiler):
     def read_version(self) -> str:
         return ncu_version(self.executable)
 
+    def profile(self, requests, workdir: Path) -> dict:
+        """As every wrapped profiler, plus ``l2_read_hit_rate`` (%): ncu's read-only sector
+        lookups (``l2_hits`` / ``l2_misses``, the tex-unit read lookups) beside the
+        all-traffic ``l2_hit_rate`` (stores included): the simulator predicts both."""
+        outcomes = super().profile(requests, workdir)
+        for outcome in outcomes.values():
+            reading = outcome.reading
+            if reading is not None and reading.l2_hits is not None and reading.l2_misses:
+                outcome.metrics["l2_read_hit_rate"] = 100.0 * reading.l2_hits / (reading.l2_hits + reading.l2_misses)
+        return outcomes
+
     def tags(self) -> dict[str, str]:
         return {"profiler": self.name, "profiler_version": self.version(),
                 "cache_control": self.cache_control, "clock_control": self.clock_control}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The simulated L2 against ncu (issue "A simulated L2 you can believe"): the same jobs profiled
+# by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
+# target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
+# the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+# Cells: identity + 5 orders (the colmajor and scatter controls, grouped, and the hilbert and
+# morton families) x 11 shapes (6 ResNet-50 layers, 2 of the calibrate preset, 3 hold-out
+# layers) with igemm's fixed config (66 cells), and x 8 shapes with igemm_fast tuned (48).
+OUT_ARG=$1; shift
+. "$(dirname "$0")/gpu_session_common.sh" "$OUT_ARG"
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; ncu --version | tail -1
+} | tee -a "$OUT/summary.txt"
+DB="sqlite:////tmp/swb-simval.db"
+SW=swizzle=identity,colmajor,scatter,grouped,hilbert,morton
+COMMON=(profiler=ncu profiler.repeats=3 profiler.simulate=true compare.max_time_s=0.2 compare.min_rounds=10
+        experiment=simval tune.cache_dir=/tmp/swb-tunecache "$@")
+STAGE=${STAGE:-igemm}
+if [ "$STAGE" = igemm ]; then
+  run simval_igemm_resnet 330 kernel=igemm "$SW" shape=resnet 'shape.select=[l02,l03,l07,l12,l13,l17]' "${COMMON[@]}"
+  cp /tmp/swb-simval.db "$OUT/simval.db"
+  run simval_igemm_cal 150 kernel=igemm "$SW" shape=calibrate 'shape.select=[l19,big]' "${COMMON[@]}"
+  cp /tmp/swb-simval.db "$OUT/simval.db"
+  run simval_igemm_holdout 120 kernel=igemm "$SW" shape=holdout 'shape.select=[vgg3,mbv2,odd]' "${COMMON[@]}"
+else
+  run simval_fast_resnet 300 kernel=igemm_fast tune=fastest "$SW" shape=resnet 'shape.select=[l02,l07,l12,l17]' "${COMMON[@]}"
+  cp /tmp/swb-simval.db "$OUT/simval.db"
+  run simval_fast_rest 250 kernel=igemm_fast tune=fastest "$SW" shape=holdout 'shape.select=[vgg3,mbv2,big]' "${COMMON[@]}"
+fi
+cp /tmp/swb-simval.db "$OUT/simval.db"
+xz -k -9 "$OUT/simval.db"; rm "$OUT/simval.db"
+tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls *.log summary.txt)
