@@ -15,7 +15,7 @@ OUT_ARG=$1; shift
 DB="sqlite:////tmp/swb-simval.db"
 SW=swizzle=identity,colmajor,scatter,grouped,hilbert,morton
 COMMON=(profiler=ncu profiler.repeats=3 profiler.simulate=true compare.max_time_s=0.2 compare.min_rounds=10
-        experiment=simval tune.cache_dir=/tmp/swb-tunecache "$@")
+        experiment=simval "$@")
 STAGE=${STAGE:-igemm}
 if [ "$STAGE" = igemm ]; then
   run simval_igemm_resnet 330 kernel=igemm "$SW" shape=resnet 'shape.select=[l02,l03,l07,l12,l13,l17]' "${COMMON[@]}"
@@ -24,9 +24,9 @@ if [ "$STAGE" = igemm ]; then
   cp /tmp/swb-simval.db "$OUT/simval.db"
   run simval_igemm_holdout 120 kernel=igemm "$SW" shape=holdout 'shape.select=[vgg3,mbv2,odd]' "${COMMON[@]}"
 else
-  run simval_fast_resnet 300 kernel=igemm_fast tune=fastest "$SW" shape=resnet 'shape.select=[l02,l07,l12,l17]' "${COMMON[@]}"
+  run simval_fast_resnet 300 kernel=igemm_fast tune=fastest tune.cache_dir=/tmp/swb-tunecache "$SW" shape=resnet 'shape.select=[l02,l07,l12,l17]' "${COMMON[@]}"
   cp /tmp/swb-simval.db "$OUT/simval.db"
-  run simval_fast_rest 250 kernel=igemm_fast tune=fastest "$SW" shape=holdout 'shape.select=[vgg3,mbv2,big]' "${COMMON[@]}"
+  run simval_fast_rest 250 kernel=igemm_fast tune=fastest tune.cache_dir=/tmp/swb-tunecache "$SW" shape=holdout 'shape.select=[vgg3,mbv2,big]' "${COMMON[@]}"
 fi
 cp /tmp/swb-simval.db "$OUT/simval.db"
 xz -k -9 "$OUT/simval.db"; rm "$OUT/simval.db"

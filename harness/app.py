@@ -400,9 +400,11 @@ def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list,
         else:
             result.metrics.update(outcome.reading.as_metrics())
             result.metrics.update(outcome.metrics)
+            result.tags.update(outcome.tags)
             result.artifacts.update(outcome.artifacts)
             if outcome.pairs:
                 record_l2(result, [c for c, _ in outcome.pairs], [b for _, b in outcome.pairs],
-                          min_l2_delta, profiler.name, deterministic=profiler.deterministic)
+                          min_l2_delta, profiler.name, deterministic=profiler.deterministic,
+                          error=outcome.delta_error)
         tracker.finish_job(run_id, result)
         print(progress_line(position, result), flush=True)

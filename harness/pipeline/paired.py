@@ -66,13 +66,16 @@ def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float
 
 
 def record_l2(result: JobResult, candidate: list[float], baseline: list[float], min_delta: float,
-              source: str, deterministic: bool = False) -> PairedEstimate:
+              source: str, deterministic: bool = False, error: float | None = None) -> PairedEstimate:
     """Log the paired L2 hit-rate difference (candidate - baseline, % points) of
     ``len(candidate)`` pairs read from ``source`` (``ncu``, ``rocprofv3``, ``sim``).
-    ``deterministic``: the source has no noise (the simulator), so the difference is exact."""
+    ``deterministic``: the source has no noise (the simulator), so the difference is exact
+    as a prediction of the model; ``error``: the model's measured error of such a difference
+    against hardware (% points), which then bounds the interval the verdict is taken on."""
     delta = paired_difference(np.asarray(candidate), np.asarray(baseline))
     if deterministic:
-        delta = PairedEstimate(delta.estimate, delta.estimate, delta.estimate, delta.n)
+        half = float(error) if error is not None else 0.0
+        delta = PairedEstimate(delta.estimate, delta.estimate - half, delta.estimate + half, delta.n)
     result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
                                    "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
                                    "l2_pairs": float(delta.n)}))

@@ -20,7 +20,11 @@ def progress_line(position: str, result: JobResult) -> str:
         body = f"verified (max_rel_err {m.get('max_rel_err', float('nan')):.2g}); {result.tags.get('timing', '')}"
     if "l2_hit_rate" in m:
         spread = f" ± {m['l2_hit_rate_std']:.2f}" if m.get("l2_samples", 1) > 1 else ""
-        body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({result.tags.get('profiler', '?')})"
+        source = result.tags.get("profiler", "?")
+        if "sim_validation" in result.tags:   # a prediction: its measured error, and against what
+            spread = f" ± {m['l2_hit_rate_err']:.1f}" if "l2_hit_rate_err" in m else ""
+            source += ", " + result.tags["sim_validation"]
+        body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({source})"
     baseline = result.params.get("compare.baseline")
     if "speedup" in m:
         body += (f"  | vs {baseline}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
@@ -28,7 +32,10 @@ def progress_line(position: str, result: JobResult) -> str:
     elif result.tags.get("verdict", "").startswith("no comparison"):
         body += f"  | {result.tags['verdict']}"
     if "l2_delta_pts" in m:
-        body += f"; L2 {m['l2_delta_pts']:+.2f} pts {result.tags.get('l2_verdict', '')}"
+        band = ""
+        if "sim_validation" in result.tags and m.get("l2_delta_ci_hi", 0) > m.get("l2_delta_ci_lo", 0):
+            band = f" ± {(m['l2_delta_ci_hi'] - m['l2_delta_ci_lo']) / 2:.1f}"   # the model's measured delta error
+        body += f"; L2 {m['l2_delta_pts']:+.2f}{band} pts {result.tags.get('l2_verdict', '')}"
     if m.get("compile.spills") or m.get("compile.spill_bytes"):   # the compiler ran out of registers
         body += (f"  SPILLS on {result.params.get('compile.arch', '?')}: {int(m.get('compile.spills', 0))} registers, "
                  f"{int(m.get('compile.spill_bytes', 0))} B scratch per thread")

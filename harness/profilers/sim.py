@@ -73,6 +73,28 @@ DEFAULT_MALL_WAYS = 16
 ENGINE = "numba" if HAVE_NUMBA else "python"
 
 
+def calibration(target: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The target's ``sim_calibration`` record (``conf/target/*.yaml``), written from a
+    validation of the simulator against hardware counters by ``benchmarks/sim_calibrate.py``:
+    the fitted ``l2_capacity_fraction`` and the held-out errors.  Empty: never validated."""
+    return target.get("sim_calibration") or {}
+
+
+def prediction_error(target: Mapping[str, Any], kernel: str) -> tuple[float | None, float | None, str]:
+    """``(hit-rate error, delta error, what it was validated on)`` for a prediction on
+    ``target`` of ``kernel``'s hit rate: the held-out mean absolute errors, % points (the
+    kernel family's own where it was validated, else all cells'), or ``(None, None, why not)``."""
+    cal = calibration(target)
+    if not cal.get("hit_rate_mae"):
+        return None, None, f"not validated on {target.get('name', '?')} hardware"
+
+    def pick(table: Mapping[str, float]) -> float | None:
+        value = table.get(kernel, table.get("all"))
+        return None if value is None else float(value)
+
+    return pick(cal["hit_rate_mae"]), pick(cal.get("delta_mae") or {}), f"validated on {cal.get('validated_on', '?')}"
+
+
 @dataclass(frozen=True)
 class SimTarget:
     """The simulated machine: dispatch, residency and cache hierarchy."""
@@ -137,12 +159,16 @@ class SimTarget:
                              f"num_xcds={num_xcds}")
         line = int(line_bytes) if line_bytes is not None else need("l2_line_bytes")
         mall_bytes = int(target.get("mall_bytes") or 0)
+        ways = need("l2_ways")
+        # The calibrated share of the L2 the traffic can use (benchmarks/sim_calibrate.py): whole sets.
+        fraction = float(calibration(target).get("l2_capacity_fraction", 1.0))
+        l2_bytes = max(1, int(need("l2_bytes") * fraction) // (ways * line)) * ways * line
         return cls(
             num_xcds=num_xcds,
             cus_per_xcd=compute_units // num_xcds,
             occupancy=int(occupancy if occupancy is not None else (target.get("occupancy") or DEFAULT_OCCUPANCY)),
             l2_domains=int(target.get("l2_domains") or num_xcds),
-            l2=CacheGeometry(need("l2_bytes"), need("l2_ways"), line),
+            l2=CacheGeometry(l2_bytes, ways, line),
             mall=(CacheGeometry(mall_bytes, int(target.get("mall_ways") or DEFAULT_MALL_WAYS), line)
                   if mall_bytes else None),
         )
@@ -561,6 +587,11 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix="sim."),
                                               "sim.programs_per_cu": float(self._residency(occupancy))})
+            hit_err, delta_err, validated = prediction_error(self.target, spec.kernel)
+            outcome.tags["sim_validation"] = validated
+            if hit_err is not None:
+                outcome.metrics["l2_hit_rate_err"] = hit_err
+            outcome.delta_error = delta_err
             if baseline is not None:   # deterministic: one pair is the exact difference
                 outcome.baseline_reading = baseline.as_reading()
                 outcome.pairs = [(outcome.reading.l2_hit_rate, outcome.baseline_reading.l2_hit_rate)]

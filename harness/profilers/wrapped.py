@@ -34,6 +34,8 @@ class ProfileOutcome:
     pairs: list[tuple[float, float]] = field(default_factory=list)  # (candidate, baseline) hit rate %, per pair
     artifacts: dict[str, str] = field(default_factory=dict)  # extra text artifacts (e.g. per-XCD table)
     metrics: dict[str, float] = field(default_factory=dict)  # extra metrics beyond the reading's
+    tags: dict[str, str] = field(default_factory=dict)       # extra tags (e.g. what a prediction was validated on)
+    delta_error: float | None = None   # a noiseless source's measured error of the paired difference, % points
 
 
 @dataclass(frozen=True)

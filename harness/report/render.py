@@ -103,7 +103,7 @@ def cell_table(comparison: Comparison) -> CellTable:
     heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
              *(["Group size"] if show_gsize else []), "Baseline", "Compared",
              "Time ms: median [p20, p80]", "Baseline time ms", "Speedup vs baseline [95 % CI or band interval]",
-             "Verdict", "L2 hit % ± std", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
+             "Verdict", "L2 hit % ± std (measured) or ± error (simulated)", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
              *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s",
              *(COMPILE_HEADS if show_compile else [])]
     rows, previous_group = [], None
@@ -115,6 +115,8 @@ def cell_table(comparison: Comparison) -> CellTable:
         speed = ("1 (baseline)" if r["verdict"] == BASELINE else
                  interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], ".3f"))
         l2 = (DASH if not np.isfinite(r["l2_hit_rate"]) else
+              f"{num(r['l2_hit_rate'], '.2f')} ± {num(r['l2_hit_rate_err'], '.1f')} (sim, validated error)"
+              if np.isfinite(r["l2_hit_rate_err"]) else
               f"{num(r['l2_hit_rate'], '.2f')} ± {num(r['l2_hit_rate_std'], '.2f')}")
         cells = [("", r["kernel"]), ("", r["shape"]), ("num", r["num_warps"]),
                  *[("", r[c]) for c in extra_group], ("sw", r["swizzle"]),
