@@ -58,11 +58,22 @@ def measure_paired(result: JobResult, spec: JobSpec, run: Callable[[], None], ru
     return samples
 
 
+#: How a cell that launches its baseline's very tile order reads: its measured speedup is the
+#: cost of the remap's own code (a few integer operations per program), a result, not noise.
+SAME_ORDER_VERDICT = "same tile order; code cost"
+
+
 def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float) -> None:
-    """Log a paired speedup and its verdict on ``result``."""
+    """Log a paired speedup and its verdict on ``result``: faster / slower / no difference,
+    or, where the job launches its baseline's tile order (tag ``compare.same_order``),
+    ``same tile order; code cost x0.983 [0.978, 0.988]`` with the verdict's word after it."""
     result.metrics.update(_finite({"speedup": speedup.estimate, "speedup_ci_lo": speedup.ci_lo,
                                    "speedup_ci_hi": speedup.ci_hi}))
-    result.tags["verdict"] = time_verdict(speedup, min_effect)
+    verdict = time_verdict(speedup, min_effect)
+    if result.tags.get("compare.same_order") == "true":
+        verdict = (f"{SAME_ORDER_VERDICT} x{speedup.estimate:.3f} [{speedup.ci_lo:.3f}, {speedup.ci_hi:.3f}]"
+                   f" ({verdict.split(' (')[0]})")
+    result.tags["verdict"] = verdict
 
 
 def record_l2(result: JobResult, candidate: list[float], baseline: list[float], min_delta: float,

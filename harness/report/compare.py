@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from harness.pipeline.paired import SAME_ORDER_VERDICT
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_WORDS,
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_WORDS, l2_band, l2_verdict, paired_verdict,
@@ -228,7 +229,8 @@ def _verdict_details(table: pd.DataFrame, paired: pd.Series) -> None:
     """``verdict_detail`` / ``l2_verdict_detail``: a paired run's own verdict text (e.g.
     ``no difference detected (CI [0.994, 1.003])``) where its word stands, else the word."""
     for word_col, tag_col in (("verdict", "verdict_tag"), ("l2_verdict", "l2_verdict_tag")):
-        own = paired & (table[tag_col] != "") & (table[word_col] != SAME_ORDER) & (table[word_col] != BASELINE)
+        code_cost = table[tag_col].str.startswith(SAME_ORDER_VERDICT)   # the job's own same-order text
+        own = paired & (table[tag_col] != "") & ((table[word_col] != SAME_ORDER) | code_cost) & (table[word_col] != BASELINE)
         table[f"{word_col}_detail"] = table[tag_col].where(own, table[word_col])
 
 

@@ -362,3 +362,38 @@ def test_same_tile_order_as_identity_is_never_a_speedup(tmp_path):
     verdicts = dict(zip(table["swizzle"], table["verdict"]))
     assert verdicts["xcd"] == report.SAME_ORDER and verdicts["grouped"] == report.FASTER
     assert "run-to-run noise between separate runs" in out.read_text()
+
+
+def test_same_order_cells_read_the_same_in_the_job_line_and_the_report(tmp_path):
+    """A paired cell whose candidate launches its baseline's tile order: the job records its
+    measured speedup as the remap code's own cost, and the report shows that very text."""
+    from harness.pipeline.paired import record_speedup
+    from harness.pipeline.progress import progress_line
+    from harness.pipeline.result import FINISHED, JobResult
+    from harness.pipeline.stats import PairedEstimate
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
+    exp = client.create_experiment("same-paired")
+    sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
+    lines = {}
+    for i, (swizzle, same, est) in enumerate([("grouped", "true", PairedEstimate(0.9849, 0.9801, 0.9897, 30)),
+                                               ("scatter", "false", PairedEstimate(0.80, 0.79, 0.81, 30))]):
+        result = JobResult(run_name=f"igemm/{swizzle}/resnet-l02/w8", params={"compare.baseline": "identity"},
+                           status=FINISHED)
+        result.tags.update({"compare.role": "candidate", "compare.same_order": same})
+        result.metrics.update({"time_ms_median": 0.0176, "time_ms_p20": 0.0173, "time_ms_p80": 0.0182,
+                               "tflops": 46.8, "vendor_time_ms": 0.0139, "max_rel_err": 3e-4,
+                               "baseline_time_ms": 0.0173})
+        record_speedup(result, est, 0.01)
+        lines[swizzle] = progress_line("[job 0 | 1/1]", result)
+        _job(client, exp, sweep, 1_000 + i, kernel="igemm", swizzle=swizzle, shape="l02", preset="resnet", warps=8,
+             metrics=result.metrics, extra_tags=result.tags, extra_params={"compare.baseline": "identity"})
+    client.set_terminated(sweep, "FINISHED")
+    out = report.build_report(f"sqlite:///{tmp_path}/s.db", "same-paired", sweep, tmp_path / "r")
+    table = pd.read_csv(out.parent / "table.csv").set_index("swizzle")
+    same_text = "same tile order; code cost x0.985 [0.980, 0.990] (slower)"
+    assert same_text in lines["grouped"]
+    assert table.loc["grouped", "verdict"] == report.SAME_ORDER
+    assert table.loc["grouped", "verdict_detail"] == same_text
+    assert same_text in html.unescape(out.read_text())
+    assert table.loc["scatter", "verdict"] == SLOWER and "code cost" not in lines["scatter"]
