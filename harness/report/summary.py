@@ -3,6 +3,8 @@ group, the verdict counts per swizzle, and each kernel against the vendor's conv
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -25,6 +27,23 @@ def _distinct(runs: pd.DataFrame, tag: str, absent: str = "not recorded") -> str
     return values[0] if len(values) == 1 else "MIXED: " + "; ".join(values)
 
 
+def _timing(runs: pd.DataFrame) -> str:
+    """The ``timing`` tags summarised: the jobs' sentences with their round counts taken out,
+    each once, then the rounds per job as min / median / max (one sentence per distinct round
+    count repeated the same words about 20 times on the design card's sweep)."""
+    col = "tags.timing"
+    if col not in runs.columns or not runs[col].notna().any():
+        return "not recorded"
+    texts = runs[col].dropna().astype(str)
+    shapes = sorted({re.sub(r"^measured: \d+ interleaved rounds", "measured: N interleaved rounds", t) for t in texts})
+    rounds = pd.to_numeric(texts.str.extract(r"measured: (\d+) interleaved rounds")[0], errors="coerce").dropna()
+    out = "; ".join(shapes) if len(shapes) > 1 else shapes[0]
+    if len(rounds):
+        out += (f" (N = rounds per job: min {int(rounds.min())}, median {int(rounds.median())}, "
+                f"max {int(rounds.max())} over {len(rounds)} jobs)")
+    return out if len(shapes) > 1 or len(rounds) else texts.iloc[0]
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
@@ -40,7 +59,7 @@ def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame)
         ("Device", _distinct(runs, "device")),
         ("Target", _distinct(runs, "target")),
         ("Mode", _distinct(runs, "mode")),
-        ("Timing", _distinct(runs, "timing")),
+        ("Timing", _timing(runs)),
         ("Profiler", _distinct(runs, "profiler", "none (no L2 profiler tag)")
          + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")),
         ("Cache control", _distinct(runs, "cache_control")),

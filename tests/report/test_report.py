@@ -397,3 +397,14 @@ def test_same_order_cells_read_the_same_in_the_job_line_and_the_report(tmp_path)
     assert table.loc["grouped", "verdict_detail"] == same_text
     assert same_text in html.unescape(out.read_text())
     assert table.loc["scatter", "verdict"] == SLOWER and "code cost" not in lines["scatter"]
+
+
+def test_timing_row_summarises_round_counts():
+    from harness.report.summary import _timing
+
+    texts = [f"measured: {n} interleaved rounds of candidate, baseline, vendor (3 launches each, median), "
+             "L2 flushed before every launch" for n in (20, 40, 40, 90, 5000)]
+    row = _timing(pd.DataFrame({"tags.timing": texts}))
+    assert row.count("interleaved rounds") == 1
+    assert row.endswith("(N = rounds per job: min 20, median 40, max 5000 over 5 jobs)")
+    assert _timing(pd.DataFrame({"tags.timing": ["not measured: no GPU"] * 3})) == "not measured: no GPU"
