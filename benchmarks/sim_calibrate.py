@@ -1,0 +1,451 @@
+"""Calibrate the simulated L2 against ncu, and say how far to trust it, from held-out cells.
+
+The simulator gives each L2 domain all of ``l2_bytes``.  An H100 / H200 L2 is two
+partitions, and an SM's loads of lines homed in the far partition can be duplicated in
+the near one, so the capacity the traffic effectively has lies between half and all of
+it.  That share, ``l2_capacity_fraction`` f, is the simulator's one free parameter.  This
+script fits it on half of the profiled cells of an MLflow store and reports the errors on
+the other half, which is the figure a prediction should be quoted with::
+
+    python benchmarks/sim_calibrate.py --uri sqlite:///tmp/h100_calibrate.db --target h100 \\
+        --out benchmarks/results/calibration/h100
+
+Input: job runs profiled by ncu (``tags.profiler = 'ncu'``, FINISHED, kind ``job``).  One
+*cell* is one (kernel, shape, swizzle, config); it is re-simulated on the CPU, with its
+baseline (``params.compare.baseline``, else identity), at every f of ``--fractions`` (the
+Triton interpreter builds the remap tables; numba replays).  Occupancy is the run's
+``compile.programs_per_cu`` where it was logged, else the target's default.
+
+Split: the distinct shape names, sorted, alternate between the fit half and the held-out
+half, so no shape is seen by both.  f minimises the fit half's mean absolute error of the
+all-traffic hit rate (ncu ``lts__t_sector_hit_rate``, stores included, vs the simulator's
+``hit_rate``); ties go to the smaller delta error.  Reported, per half and per kernel, in
+percentage points: MAE of the all-traffic hit rate, MAE of the read hit rate (ncu's read
+lookups vs ``read_hit_rate``), MAE of the swizzle-minus-baseline delta, and the sign
+agreement on every cell whose measured delta is at least ``--sign-min`` points (default
+1) with a 95 % CI that excludes 0.  Deltas are the store's paired ABBA figures
+(``l2_delta_pts`` and its CI); stores older than those get the unpaired difference of the
+two cells, with the CI 1.96 * sqrt(std_a^2 / n_a + std_b^2 / n_b) from the repeats.
+
+Writes ``cells.csv`` (every cell, measured and predicted at the fitted f, its half),
+``summary.md`` and ``calibration.json`` (the held-out figures: the ``sim_calibration``
+record of ``conf/target/<target>.yaml`` that :func:`harness.profilers.sim.calibration` reads).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TRITON_INTERPRET", "1")  # remap tables on the CPU
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+#: The grid of l2_capacity_fraction tried: half the L2 (every line duplicated) to all of it.
+FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
+
+SHAPE_FIELDS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
+
+
+@dataclass(frozen=True)
+class SimSpec:
+    """What one simulation needs: hashable, so equal specs share one simulation."""
+
+    kernel: str
+    shape: tuple[tuple[str, object], ...]   # ConvShape fields
+    tiles: tuple[tuple[str, int], ...]
+    swizzle: str
+    num_xcds: int
+    group_size: int
+    occupancy: int | None = None
+    formula: str | None = None              # swizzle=custom: the formula; swizzle is its label
+    swizzle_fn: str | None = None           # a user remap's import path
+    kernel_target: str | None = None        # a user kernel class's import path
+
+    def with_swizzle(self, name: str, formula: str | None = None) -> "SimSpec":
+        from dataclasses import replace
+
+        return replace(self, swizzle=name, formula=formula, swizzle_fn=None)
+
+
+# -----------------------------------------------------------
+# Runs -> cells (pure)
+
+def _get(row: Mapping, key: str):
+    """``row[key]``, None when the column is absent or the value missing."""
+    value = row.get(key) if hasattr(row, "get") else None
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def config_label(row: Mapping, tile_names: Iterable[str]) -> str:
+    """``BLOCK_M=128,BLOCK_N=128/w8/s3``: the launch config of a run."""
+    tiles = ",".join(f"{t}={int(float(row[f'params.tile.{t}']))}" for t in tile_names)
+    return f"{tiles}/w{_get(row, 'params.num_warps')}/s{_get(row, 'params.num_stages')}"
+
+
+def _baseline_of(name: str) -> tuple[str, str | None]:
+    """``params.compare.baseline`` -> (swizzle name, formula): a built-in or family label, else a formula."""
+    from swizzles import SWIZZLES
+    from swizzles.families import is_family_label
+
+    return (name, None) if name in SWIZZLES or is_family_label(name) else ("custom", name)
+
+
+def cell_of(row: Mapping) -> dict:
+    """One run's cell: its identity, measured figures (%, points) and simulation spec."""
+    from kernels import get_kernel
+
+    kernel = row["params.kernel"]
+    tile_cols = sorted(k[len("params.tile."):] for k in row.keys()
+                       if k.startswith("params.tile.") and _get(row, k) is not None)
+    try:
+        tile_names = list(get_kernel(kernel).tile_names)
+    except Exception:   # a user kernel: the tiles it logged
+        tile_names = tile_cols
+    tiles = tuple((t, int(float(row[f"params.tile.{t}"]))) for t in tile_names)
+    shape = (("name", row["params.shape.name"]), ("dtype", row.get("params.shape.dtype") or "float16"),
+             *((k, int(float(row[f"params.shape.{k}"]))) for k in SHAPE_FIELDS))
+    occupancy = _get(row, "metrics.compile.programs_per_cu")
+    spec = SimSpec(kernel=kernel, shape=shape, tiles=tiles, swizzle=row["params.swizzle"],
+                   num_xcds=int(float(row["params.num_xcds"])), group_size=int(float(row["params.group_size"])),
+                   occupancy=int(occupancy) if occupancy is not None else None,
+                   formula=_get(row, "params.swizzle.formula"), swizzle_fn=_get(row, "params.swizzle.fn"),
+                   kernel_target=_get(row, "params.kernel.target"))
+    baseline = _get(row, "params.compare.baseline") or "identity"
+    read = _get(row, "metrics.l2_read_hit_rate")
+    if read is None and _get(row, "metrics.l2_hits") is not None and _get(row, "metrics.l2_misses") is not None:
+        total = row["metrics.l2_hits"] + row["metrics.l2_misses"]
+        read = 100.0 * row["metrics.l2_hits"] / total if total else None
+    return {
+        "kernel": kernel, "shape": row["params.shape.name"], "swizzle": row["params.swizzle"],
+        "config": config_label(row, [t for t, _ in tiles]), "num_xcds": spec.num_xcds,
+        "group_size": spec.group_size, "baseline": baseline, "occupancy": spec.occupancy,
+        "measured_hit": _get(row, "metrics.l2_hit_rate"), "measured_hit_std": _get(row, "metrics.l2_hit_rate_std"),
+        "samples": _get(row, "metrics.l2_samples"), "measured_read": read,
+        "measured_delta": _get(row, "metrics.l2_delta_pts"), "delta_ci_lo": _get(row, "metrics.l2_delta_ci_lo"),
+        "delta_ci_hi": _get(row, "metrics.l2_delta_ci_hi"),
+        "baseline_measured": _get(row, "metrics.baseline_l2_hit_rate"),
+        "delta_source": "paired" if _get(row, "metrics.l2_delta_pts") is not None else None,
+        "sim_online": _get(row, "metrics.sim_l2_hit_rate"), "device": _get(row, "tags.device"),
+        "run_id": row.get("run_id"), "spec": spec, "baseline_spec": spec.with_swizzle(*_baseline_of(baseline)),
+    }
+
+
+def fill_unpaired_deltas(cells: pd.DataFrame) -> pd.DataFrame:
+    """Deltas for cells without a paired one (old stores): the cell minus its baseline's cell
+    (same kernel, shape and config), the CI from both cells' repeat spreads (normal, 95 %)."""
+    cells = cells.copy()
+    key = ["kernel", "shape", "config"]
+    base = cells.set_index(key + ["swizzle"])
+    for i, c in cells.iterrows():
+        if c["swizzle"] == c["baseline"] or not pd.isna(c["measured_delta"]):
+            continue
+        k = (c["kernel"], c["shape"], c["config"], c["baseline"])
+        if k not in base.index:
+            continue
+        b = base.loc[[k]].iloc[0]
+        delta = c["measured_hit"] - b["measured_hit"]
+        var = sum((s or 0.0) ** 2 / (n or 1.0) for s, n in ((c["measured_hit_std"], c["samples"]),
+                                                             (b["measured_hit_std"], b["samples"])))
+        half = 1.96 * math.sqrt(var)
+        cells.loc[i, ["measured_delta", "delta_ci_lo", "delta_ci_hi", "delta_source"]] = \
+            [delta, delta - half, delta + half, "unpaired"]
+        if pd.isna(c["baseline_measured"]):
+            cells.loc[i, "baseline_measured"] = b["measured_hit"]
+    return cells
+
+
+def cells_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell from MLflow's ``search_runs`` frame: ncu job runs that finished, the
+    latest run of each cell."""
+    keep = runs
+    if "tags.profiler" in keep:
+        keep = keep[keep["tags.profiler"] == "ncu"]
+    if "status" in keep:
+        keep = keep[keep["status"] == "FINISHED"]
+    if "tags.swizzlebench.kind" in keep:
+        keep = keep[keep["tags.swizzlebench.kind"] == "job"]
+    keep = keep[keep["metrics.l2_hit_rate"].notna()]
+    if "start_time" in keep:
+        keep = keep.sort_values("start_time", ascending=False)
+    cells = pd.DataFrame([cell_of(r) for _, r in keep.iterrows()])
+    cells = cells.drop_duplicates(subset=["kernel", "shape", "swizzle", "config", "num_xcds", "group_size",
+                                          "baseline"], keep="first")
+    cells = cells.astype({"measured_delta": float, "delta_ci_lo": float, "delta_ci_hi": float,
+                          "baseline_measured": float, "measured_read": float}, errors="ignore")
+    cells = fill_unpaired_deltas(cells)
+    return cells.sort_values(["kernel", "shape", "config", "swizzle"]).reset_index(drop=True)
+
+
+# -----------------------------------------------------------
+# Split, predict, fit, summarise (pure: ``simulate`` is injected)
+
+def split_by_shape(shapes: Iterable[str]) -> dict[str, str]:
+    """shape name -> ``"fit"`` or ``"holdout"``: the sorted distinct names, alternately."""
+    return {s: ("fit", "holdout")[i % 2] for i, s in enumerate(sorted(set(shapes)))}
+
+
+Simulate = Callable[[SimSpec, float], tuple[float, float]]   # (spec, f) -> (hit %, read hit %)
+
+
+def predict(cells: pd.DataFrame, simulate: Simulate, fraction: float) -> pd.DataFrame:
+    """``cells`` with the simulator's figures at ``fraction``: ``pred_hit``, ``pred_read``,
+    ``pred_baseline_hit`` and ``pred_delta`` (candidate minus baseline, points)."""
+    out = cells.copy()
+    sims = [simulate(s, fraction) for s in cells["spec"]]
+    base = [simulate(s, fraction)[0] for s in cells["baseline_spec"]]
+    out["pred_hit"] = [h for h, _ in sims]
+    out["pred_read"] = [r for _, r in sims]
+    out["pred_baseline_hit"] = base
+    out["pred_delta"] = out["pred_hit"] - out["pred_baseline_hit"]
+    return out
+
+
+def _mae(a: pd.Series, b: pd.Series) -> float:
+    err = (a.astype(float) - b.astype(float)).abs().dropna()
+    return float(err.mean()) if len(err) else math.nan
+
+
+def _has_delta(cells: pd.DataFrame) -> pd.Series:
+    return (cells["swizzle"] != cells["baseline"]) & cells["measured_delta"].notna()
+
+
+def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
+    """The figures of predicted ``cells`` (points): hit / read / delta MAE and the signs."""
+    d = cells[_has_delta(cells)]
+    clear = d[(d["measured_delta"].abs() >= sign_min)
+              & ((d["delta_ci_lo"] > 0) | (d["delta_ci_hi"] < 0))]
+    right = np.sign(clear["measured_delta"]) == np.sign(clear["pred_delta"])
+    wrong = clear[~right]
+    return {"n": int(len(cells)), "hit_rate_mae": _mae(cells["measured_hit"], cells["pred_hit"]),
+            "read_hit_rate_mae": _mae(cells["measured_read"], cells["pred_read"]),
+            "delta_n": int(len(d)), "delta_mae": _mae(d["measured_delta"], d["pred_delta"]),
+            "sign_right": int(right.sum()), "sign_total": int(len(clear)),
+            "sign_wrong": [f"{r.kernel}/{r.shape}/{r.swizzle}: measured {r.measured_delta:+.2f}, "
+                           f"predicted {r.pred_delta:+.2f}" for r in wrong.itertuples()]}
+
+
+def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable[float] = FRACTIONS
+                 ) -> tuple[float, pd.DataFrame]:
+    """The f of ``fractions`` with the least all-traffic hit-rate MAE on ``cells``, and the
+    table of the errors per f.  MAEs equal to 0.001 point are ties: the least delta MAE wins,
+    then the larger f (the uncalibrated simulator's 1.0 unless the cells say otherwise)."""
+    rows = []
+    for f in fractions:
+        e = errors(predict(cells, simulate, f))
+        rows.append({"fraction": f, "hit_rate_mae": e["hit_rate_mae"], "delta_mae": e["delta_mae"],
+                     "read_hit_rate_mae": e["read_hit_rate_mae"]})
+    table = pd.DataFrame(rows)
+    key = [(round(r.hit_rate_mae, 3), math.inf if math.isnan(r.delta_mae) else round(r.delta_mae, 3), -r.fraction)
+           for r in table.itertuples()]
+    return float(-min(key)[2]), table
+
+
+def summarise(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
+    """{half: {"all": figures, kernel: figures, ...}} of predicted cells with a ``half`` column."""
+    out = {}
+    for half in ("fit", "holdout"):
+        part = cells[cells["half"] == half]
+        out[half] = {"all": errors(part, sign_min)}
+        out[half].update({k: errors(g, sign_min) for k, g in part.groupby("kernel")})
+    return out
+
+
+def calibration_record(summary: dict, target: str, validated_on: str, fraction: float,
+                       cells: pd.DataFrame) -> dict:
+    """The held-out half's figures as the target's ``sim_calibration`` record."""
+    held = summary["holdout"]
+
+    def table(name: str) -> dict:
+        return {k: round(v[name], 3) for k, v in held.items() if not math.isnan(v[name])}
+
+    return {"target": target, "validated_on": validated_on, "l2_capacity_fraction": fraction,
+            "cells_fit": int((cells["half"] == "fit").sum()), "cells_holdout": int((cells["half"] == "holdout").sum()),
+            "hit_rate_mae": table("hit_rate_mae"), "delta_mae": table("delta_mae"),
+            "read_hit_rate_mae": table("read_hit_rate_mae"),
+            "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]]}
+
+
+# -----------------------------------------------------------
+# The simulator (impure: CPU time)
+
+def scaled_target(target: Mapping, fraction: float) -> dict:
+    """``target`` whose L2 is ``fraction`` of its bytes, rounded down to whole sets (same
+    ways and line size; the set count need not be a power of two).  Any calibration record
+    in it is dropped, so the fraction is not applied twice."""
+    out = {k: v for k, v in target.items() if k != "sim_calibration"}
+    set_bytes = int(target["l2_ways"]) * int(target["l2_line_bytes"])
+    out["l2_bytes"] = max(1, int(int(target["l2_bytes"]) * fraction) // set_bytes) * set_bytes
+    return out
+
+
+@dataclass
+class Simulator:
+    """``simulate(spec, f) -> (hit %, read hit %)`` on ``target``, each (spec, f) simulated once;
+    ``seconds``: wall time spent simulating (remap tables included)."""
+
+    target: Mapping
+    results: dict = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    replay_seconds: float = 0.0
+
+    def __call__(self, spec: SimSpec, fraction: float) -> tuple[float, float]:
+        key = (spec, fraction)
+        if key not in self.results:
+            start = time.perf_counter()
+            try:
+                result = self._run(spec, fraction)
+                self.results[key] = (result.hit_rate, result.read_hit_rate)
+                self.replay_seconds += result.replay_s + sum(r.replay_s for _, r in result.timed_run)
+            except (NotImplementedError, ValueError) as exc:
+                print(f"  cannot simulate {spec.kernel}/{dict(spec.shape)['name']}/{spec.swizzle}: {exc}")
+                self.results[key] = (math.nan, math.nan)
+            self.seconds += time.perf_counter() - start
+        return self.results[key]
+
+    def _run(self, spec: SimSpec, fraction: float):
+        from harness.profilers.sim import simulate_job
+        from harness.pipeline.user_code import load_kernel, load_remap
+        from kernels import get_kernel
+        from kernels.problem import ConvShape
+        from swizzles import resolve_swizzle
+        from swizzles.permutation import remap_table
+
+        kernel = load_kernel(spec.kernel_target, spec.kernel) if spec.kernel_target else get_kernel(spec.kernel)
+        shape = ConvShape(**dict(spec.shape))
+        tkey = spec.with_swizzle(spec.swizzle, spec.formula) if spec.swizzle_fn is None else spec
+        if tkey not in self.tables:   # the remap table: the same at every f
+            remap = load_remap(spec.swizzle_fn) if spec.swizzle_fn else resolve_swizzle(spec.swizzle, spec.formula)
+            grid = kernel.tile_grid(shape, kernel.check_tiles(dict(spec.tiles)))
+            self.tables[tkey] = remap_table(remap, grid.num_pid_m, grid.num_pid_n, spec.num_xcds,
+                                            spec.group_size)
+        return simulate_job(kernel, shape, dict(spec.tiles), None, spec.num_xcds, spec.group_size,
+                            scaled_target(self.target, fraction), spec.occupancy, table=self.tables[tkey])
+
+
+# -----------------------------------------------------------
+# Output
+
+def _fmt(v: float, spec: str = ".2f") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A plain markdown table of ``frame`` (floats to 3 decimals)."""
+    rows = [[_fmt(v, ".3f") if isinstance(v, float) else str(v) for v in r] for r in frame.itertuples(index=False)]
+    return "\n".join(["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---:|" * len(frame.columns)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def figures_table(summary: dict) -> str:
+    """Markdown table: one row per (half, kernel)."""
+    lines = ["| half | kernel | cells | hit MAE (all traffic) | read hit MAE | delta cells | delta MAE | sign right |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for half, groups in summary.items():
+        for kernel, e in groups.items():
+            lines.append(f"| {half} | {kernel} | {e['n']} | {_fmt(e['hit_rate_mae'])} | "
+                         f"{_fmt(e['read_hit_rate_mae'])} | {e['delta_n']} | {_fmt(e['delta_mae'])} | "
+                         f"{e['sign_right']}/{e['sign_total']} |")
+    return "\n".join(lines)
+
+
+CSV_COLUMNS = ["half", "kernel", "shape", "swizzle", "config", "num_xcds", "group_size", "baseline", "occupancy",
+               "measured_hit", "measured_hit_std", "measured_read", "measured_delta", "delta_ci_lo",
+               "delta_ci_hi", "delta_source", "baseline_measured", "sim_online", "pred_hit", "pred_read",
+               "pred_baseline_hit", "pred_delta", "run_id"]
+
+
+def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFrame, record: dict,
+                  command: str, store: str, took: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    cells[CSV_COLUMNS].to_csv(out / "cells.csv", index=False, float_format="%.4f")
+    (out / "calibration.json").write_text(json.dumps(record, indent=2) + "\n")
+    wrong = [w for half in summary for w in summary[half]["all"]["sign_wrong"]
+             if half == "holdout"]
+    text = [f"# Simulated L2 calibration: {record['target']} vs {record['validated_on']}", "",
+            f"Command: `{command}`", "", f"Store: `{store}`", "",
+            f"Fitted `l2_capacity_fraction` = **{record['l2_capacity_fraction']}** "
+            f"({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
+            f"Errors in percentage points; {took}.", "",
+            "## Fit: error of the fit half per fraction", "",
+            markdown(grid), "",
+            *(["The hit-rate MAE moves < 0.01 point over the grid: these cells do not pin f down.", ""]
+              if grid["hit_rate_mae"].max() - grid["hit_rate_mae"].min() < 0.01 else []),
+            "## Figures at the fitted fraction", "", figures_table(summary), "",
+            "Sign right: cells with measured |delta| >= the threshold and a CI excluding 0.", ""]
+    if wrong:
+        text += ["Held-out cells with the wrong sign:", ""] + [f"* {w}" for w in wrong] + [""]
+    (out / "summary.md").write_text("\n".join(text))
+
+
+def load_target(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "conf" / "target" / f"{name}.yaml").read_text())
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--uri", required=True, help="MLflow store, e.g. sqlite:////tmp/session.db")
+    ap.add_argument("--target", default=None, help="conf/target/<name>.yaml (default: the runs' params.target)")
+    ap.add_argument("--out", required=True, help="directory for cells.csv, summary.md, calibration.json")
+    ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
+    ap.add_argument("--fractions", type=float, nargs="+", default=list(FRACTIONS))
+    ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
+    args = ap.parse_args(argv)
+
+    import mlflow
+
+    mlflow.set_tracking_uri(args.uri)
+    runs = mlflow.search_runs(search_all_experiments=True,
+                              filter_string="tags.profiler = 'ncu' and attributes.status = 'FINISHED'")
+    cells = cells_from_runs(runs)
+    if cells.empty:
+        raise SystemExit(f"no finished ncu job runs in {args.uri}")
+    target_name = args.target or runs["params.target"].dropna().mode().iloc[0]
+    devices = cells["device"].dropna()
+    device = devices.mode().iloc[0] if len(devices) else (args.device_label or "unknown GPU")
+    halves = split_by_shape(cells["shape"])
+    cells["half"] = cells["shape"].map(halves)
+    print(f"{len(cells)} cells from {args.uri} ({device}); target {target_name}; "
+          f"fit shapes {sorted(s for s, h in halves.items() if h == 'fit')}, "
+          f"held out {sorted(s for s, h in halves.items() if h == 'holdout')}")
+
+    simulate = Simulator(load_target(target_name))
+    fraction, grid = fit_fraction(cells[cells["half"] == "fit"], simulate, args.fractions)
+    cells = predict(cells, simulate, fraction)
+    summary = summarise(cells, args.sign_min)
+    took = (f"{len(simulate.results)} simulations in {simulate.seconds:.1f} s wall "
+            f"({simulate.replay_seconds:.1f} s replay)")
+
+    show = cells[["half", "kernel", "shape", "swizzle", "measured_hit", "pred_hit", "measured_read", "pred_read",
+                  "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta"]]
+    print(show.to_string(float_format=lambda v: f"{v:.2f}"))
+    print("\nfit half, error per l2_capacity_fraction (points):")
+    print(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"\nfitted l2_capacity_fraction = {fraction}; {took}")
+    if grid["hit_rate_mae"].max() - grid["hit_rate_mae"].min() < 0.01:
+        print("  (the hit-rate MAE moves < 0.01 point over the grid: these cells do not pin f down)")
+    print()
+    print(figures_table(summary))
+    for w in summary["holdout"]["all"]["sign_wrong"]:
+        print(f"  held-out wrong sign: {w}")
+
+    record = calibration_record(summary, target_name, f"{device} ncu", fraction, cells)
+    command = "python benchmarks/sim_calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_outputs(Path(args.out), cells, summary, grid, record, command, args.uri, took)
+    print(f"\nwrote {args.out}/cells.csv, summary.md, calibration.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""benchmarks/sim_calibrate.py's pure parts: the split by shape, the fit of the L2 capacity
+fraction and the held-out figures, on a hand-made table with a fake simulator (no replay)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "sim_calibrate.py"
+_spec = importlib.util.spec_from_file_location("sim_calibrate", _PATH)
+cal = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("sim_calibrate", cal)   # its dataclasses look their module up
+_spec.loader.exec_module(cal)
+
+
+def _spec_of(kernel: str, shape: str, swizzle: str) -> "cal.SimSpec":
+    return cal.SimSpec(kernel=kernel, shape=(("name", shape),), tiles=(), swizzle=swizzle, num_xcds=1,
+                       group_size=8)
+
+
+def _cell(kernel, shape, swizzle, hit, read, delta=math.nan, lo=math.nan, hi=math.nan):
+    spec = _spec_of(kernel, shape, swizzle)
+    return {"kernel": kernel, "shape": shape, "swizzle": swizzle, "config": "c", "baseline": "identity",
+            "measured_hit": hit, "measured_read": read, "measured_delta": delta, "delta_ci_lo": lo,
+            "delta_ci_hi": hi, "spec": spec, "baseline_spec": spec.with_swizzle("identity")}
+
+
+#: Predicted (hit, read) per (kernel, shape, swizzle) at f = 1; a smaller f lowers every
+#: hit rate by 10 * (1 - f) points, except that "grouped" loses nothing (so deltas grow).
+PRED = {("igemm", "a", "identity"): (50.0, 60.0), ("igemm", "a", "grouped"): (53.0, 61.0),
+        ("igemm", "b", "identity"): (70.0, 80.0), ("igemm", "b", "grouped"): (69.0, 80.0),
+        ("direct", "c", "identity"): (90.0, 90.0), ("direct", "c", "grouped"): (91.0, 92.0),
+        ("direct", "d", "identity"): (80.0, 85.0), ("direct", "d", "grouped"): (80.5, 85.0)}
+
+
+def fake_simulate(spec, f):
+    hit, read = PRED[(spec.kernel, dict(spec.shape)["name"], spec.swizzle)]
+    drop = 0.0 if spec.swizzle == "grouped" else 10.0 * (1 - f)
+    return hit - drop, read - drop
+
+
+@pytest.fixture
+def cells() -> pd.DataFrame:
+    rows = [
+        # shape a (fit): measured identity 45 = prediction at f=0.5 exactly
+        _cell("igemm", "a", "identity", 45.0, 55.0),
+        _cell("igemm", "a", "grouped", 53.0, 62.0, 8.0, 6.0, 10.0),
+        # shape b (holdout)
+        _cell("igemm", "b", "identity", 66.0, 75.0),
+        _cell("igemm", "b", "grouped", 71.0, 79.0, 2.0, 1.0, 3.0),      # predicted 69-65=+4: right
+        # shape c (fit)
+        _cell("direct", "c", "identity", 85.0, 86.0),
+        _cell("direct", "c", "grouped", 91.0, 92.0, 6.0, 5.0, 7.0),
+        # shape d (holdout)
+        _cell("direct", "d", "identity", 76.0, 80.0),
+        _cell("direct", "d", "grouped", 75.0, 79.0, -1.5, -2.5, -0.5),  # predicted 80.5-75=+5.5: wrong
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_split_alternates_sorted_shapes():
+    assert cal.split_by_shape(["d", "b", "a", "c", "a"]) == {"a": "fit", "b": "holdout", "c": "fit",
+                                                              "d": "holdout"}
+
+
+def test_fit_picks_least_hit_rate_mae(cells):
+    cells["half"] = cells["shape"].map(cal.split_by_shape(cells["shape"]))
+    fraction, grid = cal.fit_fraction(cells[cells.half == "fit"], fake_simulate)
+    # At f = 0.5 the fit half's predictions are a: 45, 53; c: 85, 91 -- all exact.
+    assert fraction == 0.5
+    assert grid.set_index("fraction").loc[0.5, "hit_rate_mae"] == pytest.approx(0.0)
+    # f = 1: |50-45| + |53-53| + |90-85| + |91-91| = 10 over 4 cells.
+    assert grid.set_index("fraction").loc[1.0, "hit_rate_mae"] == pytest.approx(2.5)
+    # f = 1: deltas predicted 3 and 1 vs measured 8 and 6: MAE 5.
+    assert grid.set_index("fraction").loc[1.0, "delta_mae"] == pytest.approx(5.0)
+
+
+def test_fit_tie_goes_to_delta_then_larger_fraction(cells):
+    def flat(spec, f):   # hit rates independent of f: only the delta could break the tie, and it is flat too
+        return PRED[(spec.kernel, dict(spec.shape)["name"], spec.swizzle)]
+
+    fraction, _ = cal.fit_fraction(cells, flat, (0.5, 0.75, 1.0))
+    assert fraction == 1.0
+
+    # One pair, identity measured 50, grouped 60 (+10): both f miss each cell by 2 points (a
+    # tie on the hit rate); f = 0.5 predicts the delta exactly, f = 1 predicts +6.
+    pair = pd.DataFrame([_cell("igemm", "a", "identity", 50.0, 50.0),
+                         _cell("igemm", "a", "grouped", 60.0, 60.0, 10.0, 9.0, 11.0)])
+    table = {("identity", 0.5): 52.0, ("grouped", 0.5): 62.0, ("identity", 1.0): 52.0, ("grouped", 1.0): 58.0}
+
+    def by_delta(spec, f):
+        return table[(spec.swizzle, f)], math.nan
+
+    fraction, grid = cal.fit_fraction(pair, by_delta, (0.5, 1.0))
+    assert list(grid["hit_rate_mae"]) == [2.0, 2.0]
+    assert fraction == 0.5
+
+
+def test_summarise_held_out_figures(cells):
+    cells["half"] = cells["shape"].map(cal.split_by_shape(cells["shape"]))
+    pred = cal.predict(cells, fake_simulate, 0.5)
+    summary = cal.summarise(pred)
+    held = summary["holdout"]["all"]
+    # Holdout at f=0.5: igemm/b identity 65 (66), grouped 69 (71); direct/d identity 75 (76), grouped 80.5 (75)
+    assert held["n"] == 4
+    assert held["hit_rate_mae"] == pytest.approx((1 + 2 + 1 + 5.5) / 4)
+    # reads: b identity 75 (75), grouped 80 (79); d identity 80 (80), grouped 85 (79)
+    assert held["read_hit_rate_mae"] == pytest.approx((0 + 1 + 0 + 6) / 4)
+    # deltas: b +4 vs +2; d +5.5 vs -1.5
+    assert held["delta_n"] == 2
+    assert held["delta_mae"] == pytest.approx((2 + 7) / 2)
+    assert (held["sign_right"], held["sign_total"]) == (1, 2)
+    assert len(held["sign_wrong"]) == 1 and held["sign_wrong"][0].startswith("direct/d/grouped")
+    assert summary["holdout"]["igemm"]["hit_rate_mae"] == pytest.approx(1.5)
+    assert summary["fit"]["all"]["hit_rate_mae"] == pytest.approx(0.0)
+
+    record = cal.calibration_record(summary, "h100", "NVIDIA H100 ncu", 0.5, pred)
+    assert record["l2_capacity_fraction"] == 0.5
+    assert (record["cells_fit"], record["cells_holdout"]) == (4, 4)
+    assert record["hit_rate_mae"] == {"all": pytest.approx(2.375), "direct": pytest.approx(3.25),
+                                      "igemm": pytest.approx(1.5)}
+    assert record["sign_right"] == [1, 2]
+
+
+def test_sign_needs_clear_delta(cells):
+    cells["half"] = "holdout"
+    # Below the 1-point threshold, or a CI that spans 0: not judged.
+    cells.loc[cells["shape"] == "b", ["measured_delta", "delta_ci_lo", "delta_ci_hi"]] = [0.5, 0.2, 0.8]
+    cells.loc[cells["shape"] == "d", ["measured_delta", "delta_ci_lo", "delta_ci_hi"]] = [-1.5, -3.0, 0.1]
+    e = cal.errors(cal.predict(cells, fake_simulate, 1.0))
+    # a: +3 vs +8 right; c: +1 vs +6 right; b and d not judged.
+    assert (e["sign_right"], e["sign_total"]) == (2, 2)
+
+
+def test_unpaired_deltas_from_the_baseline_cell():
+    rows = [dict(_cell("igemm", "a", "identity", 60.0, 60.0), measured_hit_std=0.3, samples=1.0,
+                 baseline_measured=math.nan, delta_source=None),
+            dict(_cell("igemm", "a", "xcd", 62.0, 61.0), measured_hit_std=0.4, samples=1.0,
+                 baseline_measured=math.nan, delta_source=None)]
+    out = cal.fill_unpaired_deltas(pd.DataFrame(rows)).set_index("swizzle")
+    assert out.loc["xcd", "measured_delta"] == pytest.approx(2.0)
+    assert out.loc["xcd", "delta_ci_hi"] - 2.0 == pytest.approx(1.96 * 0.5)
+    assert out.loc["xcd", "delta_source"] == "unpaired"
+    assert out.loc["xcd", "baseline_measured"] == 60.0
+    assert math.isnan(out.loc["identity", "measured_delta"])
+
+
+def test_scaled_target_whole_sets():
+    target = {"l2_bytes": 52428800, "l2_ways": 16, "l2_line_bytes": 32, "sim_calibration": {"x": 1}}
+    out = cal.scaled_target(target, 0.625)
+    assert out["l2_bytes"] % (16 * 32) == 0 and out["l2_bytes"] == 32768000
+    assert "sim_calibration" not in out
