@@ -111,7 +111,8 @@ def cell_of(row: Mapping) -> dict:
         tile_names = list(get_kernel(kernel).tile_names)
     except Exception:   # a user kernel: the tiles it logged
         tile_names = tile_cols
-    tiles = tuple((t, int(float(row[f"params.tile.{t}"]))) for t in tile_names)
+    # knobs a run did not log (igemm_fast's AMD-only ones on NVIDIA) take the kernel's defaults
+    tiles = tuple((t, int(float(row[f"params.tile.{t}"]))) for t in tile_names if t in tile_cols)
     shape = (("name", row["params.shape.name"]), ("dtype", row.get("params.shape.dtype") or "float16"),
              *((k, int(float(row[f"params.shape.{k}"]))) for k in SHAPE_FIELDS))
     occupancy = _get(row, "metrics.compile.programs_per_cu")

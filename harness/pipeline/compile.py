@@ -60,8 +60,8 @@ class KernelBuild:
     num_warps: int
     registers: int | None       # AMD: VGPRs incl. AGPRs per lane; NVIDIA: registers per thread
     shared_bytes: int           # LDS / shared memory per program, bytes
-    spill_bytes: int            # AMD scratch / NVIDIA local memory per thread, bytes
-    spills: int                 # registers spilled to memory: AMD VGPR spills; NVIDIA spill stores (STL) in SASS
+    spill_bytes: int            # AMD scratch / NVIDIA stack frame + local memory per thread, bytes
+    spills: int                 # AMD: VGPRs spilled to scratch; NVIDIA: spill stores (STL instructions) in SASS
     sgprs: int | None = None    # AMD scalar registers
     sgpr_spills: int = 0        # AMD SGPRs spilled into VGPR lanes (no memory traffic)
     agprs: int | None = None    # AMD accumulation registers (part of ``registers``)
@@ -127,7 +127,7 @@ class CompileReport:
             parts.append(f"{m.occupancy['programs_per_cu']} {'WG/CU' if amd else 'CTA/SM'} ({m.occupancy['limiter']})")
         spilled = [k for k in self.kernels if k.spills or k.spill_bytes]
         if spilled:
-            parts.append("SPILLS " + ", ".join(f"{k.name}: {k.spills} registers, {k.spill_bytes} B" for k in spilled))
+            parts.append("SPILLS " + ", ".join(f"{k.name}: {k.spills} spills, {k.spill_bytes} B per thread" for k in spilled))
         return f"{self.arch}: " + ", ".join(parts) + (" (cached)" if self.cached else "")
 
     def to_dict(self) -> dict:
@@ -347,8 +347,8 @@ def _nvidia_build(name: str, compiled, num_warps: int, limits: ArchLimits) -> Ke
             sass = subprocess.run([nvdisasm, cubin], capture_output=True, text=True).stdout
         found = re.search(r"REG:(\d+)", usage)
         regs = int(found.group(1)) if found else None
-        found = re.search(r"LOCAL:(\d+)", usage)
-        local = int(found.group(1)) if found else 0
+        # spilled registers live in the stack frame (STACK), local arrays in LOCAL: bytes per thread
+        local = sum(int(v) for v in re.findall(r"(?:STACK|LOCAL):(\d+)", usage))
     counts = _counts_nvidia(sass) if sass else {}
     occ = occupancy(limits, Resources(num_warps, regs, shared)) if regs else None
     return KernelBuild(name=name, num_warps=num_warps, registers=regs, shared_bytes=shared, spill_bytes=local or 0,

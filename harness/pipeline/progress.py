@@ -37,6 +37,7 @@ def progress_line(position: str, result: JobResult) -> str:
             band = f" ± {(m['l2_delta_ci_hi'] - m['l2_delta_ci_lo']) / 2:.1f}"   # the model's measured delta error
         body += f"; L2 {m['l2_delta_pts']:+.2f}{band} pts {result.tags.get('l2_verdict', '')}"
     if m.get("compile.spills") or m.get("compile.spill_bytes"):   # the compiler ran out of registers
-        body += (f"  SPILLS on {result.params.get('compile.arch', '?')}: {int(m.get('compile.spills', 0))} registers, "
-                 f"{int(m.get('compile.spill_bytes', 0))} B scratch per thread")
+        unit = "spill stores" if str(result.params.get("compile.arch", "")).startswith("sm_") else "VGPRs spilled"
+        body += (f"  SPILLS on {result.params.get('compile.arch', '?')}: {int(m.get('compile.spills', 0))} {unit}, "
+                 f"{int(m.get('compile.spill_bytes', 0))} B per thread")
     return f"{head} {body}"

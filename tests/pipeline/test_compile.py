@@ -141,6 +141,19 @@ def test_a_config_the_target_cannot_hold_fails_with_the_resource(compiler):
         compiler.compile(spec_for("igemm_fast", "identity", tiles={"WAVES_PER_EU": 2}), "sm_90")
 
 
+def test_nvidia_spills_are_counted_in_instructions_and_stack_bytes(compiler):
+    """igemm's 128x128 tile at 8 warps on a C=8 layer runs out of sm_90's 255 registers
+    (Triton 3.9: the narrow K loop is unrolled): the spill stores (STL) in the SASS and the
+    stack frame that holds them (cuobjdump STACK) are both reported, and the same config on
+    a C=64 layer (158 registers) reports neither."""
+    tiny = ConvShape("t1", 1, 8, 8, 8, 8, 3, 3, 1, 1)
+    spilled = compiler.compile(spec_for("igemm", "scatter", shape=tiny, warps=8), "sm_90").kernels[0]
+    assert spilled.registers == 255 and spilled.spills > 0 and spilled.spill_bytes > 0
+    assert spilled.spill_bytes % 4 == 0
+    fits = compiler.compile(spec_for("igemm", "scatter", warps=8), "sm_90").kernels[0]
+    assert fits.spills == 0 and fits.spill_bytes == 0
+
+
 def test_reports_are_cached_and_keyed_on_what_is_compiled(compiler):
     spec = spec_for("igemm", "xcd")
     first = compiler.compile(spec, "gfx942")
