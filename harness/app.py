@@ -203,7 +203,8 @@ def job_options(cfg: DictConfig) -> JobOptions:
             launches_per_round=int(c.launches_per_round), min_rounds=int(c.min_rounds),
             max_rounds=int(c.max_rounds), check_every=int(c.check_every),
             target_precision=float(c.target_precision), max_time_s=float(c.max_time_s),
-            warmup_ms=float(c.warmup_ms), method=str(c.ci_method))
+            warmup_ms=float(c.warmup_ms), method=str(c.ci_method), placements=int(c.placements),
+            timer=str(c.timer))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if not 0 <= float(c.min_effect) < 1:

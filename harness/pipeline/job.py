@@ -21,7 +21,7 @@ from harness.pipeline.faults import FaultPlan, maybe_inject
 from harness.pipeline.result import FINISHED, JobResult
 from harness.pipeline.shapes import downscale
 from harness.pipeline.spec import JobSpec
-from harness.pipeline.paired import NOT_TIMED, measure_paired
+from harness.pipeline.paired import BASELINE, CANDIDATE, NOT_TIMED, VENDOR, measure_paired
 from harness.pipeline.timing import PairedSettings, time_interleaved, vendor_conv
 from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, tune_kernel
 from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
@@ -151,10 +151,21 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             except _GateFailed as exc:
                 _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
 
-        # Measure: only verified kernels are timed, candidate and baseline in the same rounds.
+        # Measure: only verified kernels are timed, candidate and baseline in the same rounds,
+        # over several placements of their (shared) operands.
         stage = "measure"
-        if device.mode == GPU:
-            measure_paired(result, spec, run, run_baseline, vendor_conv(ops, spec.shape), options)
+        if device.mode == GPU or options.paired.standin:
+            arms = {CANDIDATE: run, VENDOR: vendor_conv(ops, spec.shape)}
+            if run_baseline is not None:
+                arms[BASELINE] = run_baseline
+            placements = [arms]
+            if device.mode == GPU and not options.paired.standin:
+                placements += _placements(options.paired.placements - 1, kernel, spec, planned, baseline,
+                                          check_shape, check_tiles, launch, device, with_baseline=run_baseline
+                                          is not None)
+            else:   # a stand-in timer launches nothing: the placements are labels
+                placements *= options.paired.placements
+            measure_paired(result, spec, placements, options)
         else:
             result.tags["timing"] = "not measured: no GPU (correctness checked under the Triton interpreter)"
             if spec.has_baseline:
@@ -288,6 +299,34 @@ def _plan_baseline(spec: JobSpec, grid, device: DeviceInfo, result: JobResult) -
     result.params["baseline.remap.hash"] = planned.remap_hash
     result.tags["compare.same_order"] = str(planned.remap_hash == result.params["remap.hash"]).lower()
     return planned
+
+
+#: Free GPU memory below which a job stops adding operand placements, bytes.
+PLACEMENT_FREE_BYTES = 4 * 1024**3
+
+
+def _placements(count: int, kernel, spec: JobSpec, planned: _Planned, baseline: _Planned | None, shape, tiles,
+                launch, device: DeviceInfo, with_baseline: bool) -> list[dict]:
+    """``count`` more placements of the job's operands: for each, a spacer of a random size
+    (0 to 16 MiB, whole 4 KiB pages; seeded by the job) and then a fresh copy of the operands
+    and the output, so that each sits at other addresses (other DRAM channels, L2 slices,
+    TLB pages) as a user's program would meet them; candidate and baseline share each
+    placement's buffers.  Every placement is kept alive until the job ends, so the
+    allocator cannot hand the same blocks back."""
+    rng = np.random.default_rng(spec.input_seed + 1)
+    out = []
+    for _ in range(count):
+        if device.mode == GPU and torch.cuda.mem_get_info()[0] < PLACEMENT_FREE_BYTES:
+            break    # keep the GPU's memory for the job's own work: fewer placements (metric paired_placements)
+        spacer = torch.empty(int(rng.integers(0, 4096)) * 4096 + 1, dtype=torch.uint8, device=device.torch_device)
+        ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
+        run, _ = kernel.bind(ops, shape, tiles, planned.binding, launch)
+        arms = {CANDIDATE: run, VENDOR: vendor_conv(ops, shape)}
+        if with_baseline and baseline is not None:
+            arms[BASELINE], _ = kernel.bind(ops, shape, tiles, baseline.binding, launch, share=run.bound)
+        arms[CANDIDATE].spacer = spacer    # type: ignore[attr-defined]  (alive as long as the placement)
+        out.append(arms)
+    return out
 
 
 def _no_comparison(result: JobResult, why: str) -> None:

@@ -5,8 +5,10 @@ Metrics (candidate = the job's swizzle):
 ``speedup`` (baseline time / candidate time, > 1: candidate faster), ``speedup_ci_lo/hi``
 (95 %), ``baseline_time_ms``, ``paired_rounds``, ``paired_time_s``; ``l2_delta_pts``
 (candidate - baseline hit rate, % points), ``l2_delta_ci_lo/hi``, ``baseline_l2_hit_rate``,
-``l2_pairs``.  Tags: ``verdict`` and ``l2_verdict`` (:mod:`harness.pipeline.stats`), ``compare.role``
-(``candidate`` or ``baseline``), ``compare.same_order``.
+``l2_pairs``; ``paired_placements`` (operand placements the rounds were spread over),
+``speedup_placement_sd_pct`` (spread of the speedup between them, %); with ``timer=cupti``,
+``event_time_ms_median`` / ``vendor_event_time_ms_median`` (the same launches by CUDA events).  Tags: ``verdict`` and ``l2_verdict`` (:mod:`harness.pipeline.stats`), ``compare.role``
+(``candidate`` or ``baseline``), ``compare.same_order``, ``timer``.
 """
 from __future__ import annotations
 
@@ -17,26 +19,29 @@ import numpy as np
 
 from harness.pipeline.result import JobResult
 from harness.pipeline.spec import JobSpec
-from harness.pipeline.stats import PairedEstimate, l2_verdict, paired_difference, paired_ratio, time_verdict
+from harness.pipeline.stats import PairedEstimate, l2_verdict, paired_difference, time_verdict
 from harness.pipeline.timing import RoundSamples, time_interleaved, tflops
 
+#: How the job line and the ``timing`` tag name each timer.
+TIMER_WORDS = {"events": "CUDA events around each launch", "cupti": "kernel durations from CUPTI"}
 NOT_TIMED = "not timed (no GPU: correctness checked under the Triton interpreter)"
 CANDIDATE, BASELINE, VENDOR = "candidate", "baseline", "vendor"
 
 
-def measure_paired(result: JobResult, spec: JobSpec, run: Callable[[], None], run_baseline: Callable[[], None] | None,
-                   run_vendor: Callable[[], None], options) -> RoundSamples:
+def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, Callable[[], None]]],
+                   options) -> RoundSamples:
     """Time the candidate, its baseline (if any) and the vendor call in interleaved rounds
-    and record everything on ``result``; ``options`` is the job's JobOptions."""
-    arms = {CANDIDATE: run, VENDOR: run_vendor}
-    if run_baseline is not None:
-        arms[BASELINE] = run_baseline
+    over the operand ``placements`` (one dict of launches per placement, keys CANDIDATE,
+    VENDOR and, when compared, BASELINE) and record everything on ``result``; ``options``
+    is the job's JobOptions."""
+    arms = placements[0]
+    run_baseline = arms.get(BASELINE)
     tracked = (BASELINE, CANDIDATE) if run_baseline is not None else (CANDIDATE, VENDOR)
-    samples = time_interleaved(arms, options.paired, seed=spec.input_seed, tracked=tracked)
+    samples = time_interleaved(placements, options.paired, seed=spec.input_seed, tracked=tracked)
     m = result.metrics
     median, p20, p80 = samples.quantiles(CANDIDATE)
     v_median, v_p20, v_p80 = samples.quantiles(VENDOR)
-    vs_vendor = paired_ratio(samples.per_round(CANDIDATE), samples.per_round(VENDOR), options.paired.method)
+    vs_vendor = samples.ratio(CANDIDATE, VENDOR, options.paired.method)
     m.update({
         "time_ms_median": median, "time_ms_p20": p20, "time_ms_p80": p80, "tflops": tflops(spec.shape, median),
         "vendor_time_ms": v_median, "vendor_time_ms_p20": v_p20, "vendor_time_ms_p80": v_p80,
@@ -46,13 +51,24 @@ def measure_paired(result: JobResult, spec: JobSpec, run: Callable[[], None], ru
         "paired_rounds": float(samples.rounds), "paired_time_s": samples.wall_s,
         "paired_drained_batches": float(samples.drained_batches),
         "paired_launches_per_round": float(options.paired.launches_per_round),
+        "paired_placements": float(len(set(samples.placements))),
     })
+    if samples.event_times_ms is not None:   # timer=cupti: what CUDA events saw of the same launches
+        m["event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[CANDIDATE], float)))
+        m["vendor_event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[VENDOR], float)))
+    result.tags["timer"] = options.paired.timer
+    placed = len(set(samples.placements))
     result.tags["timing"] = (f"measured: {samples.rounds} interleaved rounds of {', '.join(arms)} "
-                             f"({options.paired.launches_per_round} launches each, L2 flushed before every launch)")
+                             f"({options.paired.launches_per_round} launches each, L2 flushed before every launch"
+                             f"{f', over {placed} operand placements' if placed > 1 else ''}; "
+                             f"{TIMER_WORDS.get(options.paired.timer, 'stand-in timer ' + options.paired.timer)})")
     if run_baseline is not None:
         b_median, b_p20, b_p80 = samples.quantiles(BASELINE)
-        speedup = paired_ratio(samples.per_round(BASELINE), samples.per_round(CANDIDATE), options.paired.method)
+        speedup = samples.ratio(BASELINE, CANDIDATE, options.paired.method)
         m.update({"baseline_time_ms": b_median, "baseline_time_ms_p20": b_p20, "baseline_time_ms_p80": b_p80})
+        spread = samples.placement_spread(BASELINE, CANDIDATE)
+        if np.isfinite(spread):    # how much the speedup moved between operand placements, %
+            m["speedup_placement_sd_pct"] = spread
         record_speedup(result, speedup, options.min_effect)
     result.artifacts["paired_samples.json"] = json.dumps(samples.to_json())
     return samples

@@ -87,6 +87,31 @@ def paired_ratio(baseline: np.ndarray, candidate: np.ndarray, method: str = "t",
     return PairedEstimate(math.exp(mean), math.exp(lo), math.exp(hi), int(baseline.size))
 
 
+def clustered_ratio(baseline: np.ndarray, candidate: np.ndarray, clusters: np.ndarray,
+                    confidence: float = CONFIDENCE) -> PairedEstimate:
+    """Speedup of ``candidate`` over ``baseline`` when the rounds come in clusters (operand
+    placements): the log ratio is averaged within each cluster, and the estimate and its
+    Student's t interval are taken over the cluster means (clusters - 1 degrees of freedom).
+    The interval then covers the spread *between* clusters, which rounds within one cluster
+    cannot see.  One cluster: :func:`paired_ratio` over the rounds (today's interval)."""
+    baseline, candidate = np.asarray(baseline, float), np.asarray(candidate, float)
+    clusters = np.asarray(clusters)
+    if clusters.shape != baseline.shape:
+        raise ValueError(f"one cluster label per round needed; got {clusters.shape} for {baseline.shape}")
+    labels = np.unique(clusters)
+    if len(labels) < 2:
+        return paired_ratio(baseline, candidate, "t", confidence)
+    means = cluster_means(np.log(baseline) - np.log(candidate), clusters)
+    mean, lo, hi = _mean_ci(means, "t", confidence, 0)
+    return PairedEstimate(math.exp(mean), math.exp(lo), math.exp(hi), int(baseline.size))
+
+
+def cluster_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    """The mean of ``values`` within each distinct label of ``clusters`` (sorted by label)."""
+    values, clusters = np.asarray(values, float), np.asarray(clusters)
+    return np.array([values[clusters == c].mean() for c in np.unique(clusters)])
+
+
 def paired_difference(candidate: np.ndarray, baseline: np.ndarray, method: str = "t",
                       confidence: float = CONFIDENCE, seed: int = 0) -> PairedEstimate:
     """Mean of ``candidate_i - baseline_i`` (e.g. L2 hit rate, % points) with its CI."""

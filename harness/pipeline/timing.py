@@ -28,6 +28,27 @@ every batch of rounds is enqueued behind a GPU *hold* (``torch.cuda._sleep``) si
 the GPU reaches it.  A batch whose hold ran out before its last launch was queued is
 counted (``paired_drained_batches``) and the next hold doubles.
 
+Placements
+----------
+Sharing one set of buffers between the arms removes the bias *inside* a job, not the
+dependence on where those buffers landed: on an H100 one comparison read x0.974 "slower"
+in one process and x1.003 "no difference" in the next, with CIs that excluded each other,
+after the processes had allocated other shapes first.  So a job spreads its rounds over
+``placements`` fresh copies of its operands at other addresses (harness/pipeline/job.py,
+``_placements``; both arms share each copy): batches of ``check_every`` rounds take the
+placements in turn, and the speedup's CI is Student's t over the per-placement means
+(:func:`harness.pipeline.stats.clustered_ratio`), so it covers the between-placement spread
+(logged: ``speedup_placement_sd_pct``).  Every placement gets a batch before the CI may end
+the rounds.
+
+Kernel time
+-----------
+CUDA events bracket more than the kernel: the GPU's own launch latency (a few µs) sits
+between the ``begin`` event and the first block.  On 10-30 µs kernels that dilutes every
+ratio toward 1.  ``timer=cupti`` runs the rounds under torch.profiler and times each launch
+by the summed durations of the kernels it ran (CUPTI activity records), keeping the event
+times beside them (``event_time_ms_median``).
+
 When to stop
 ------------
 Rounds run in batches of ``check_every``; after ``min_rounds`` the harness stops as soon
@@ -37,21 +58,29 @@ it excludes 1, so stopping early cannot manufacture a verdict.
 """
 from __future__ import annotations
 
+import importlib
+import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.pipeline.stats import paired_ratio
+from harness.pipeline.stats import PairedEstimate, cluster_means, clustered_ratio, paired_ratio
 from kernels.base import Operands
 from kernels.problem import ConvShape
 
 #: Bytes cleared before every timed launch: well above the largest L2 in use (MI300X 4 MB
 #: per XCD + 256 MB Infinity Cache is the exception: its MALL is only partly flushed).
 FLUSH_BYTES = 256 * 1024 * 1024
+
+
+#: How launches are timed (config ``compare.timer``): CUDA events around each launch, or the
+#: GPU's own kernel durations from CUPTI activity records (torch.profiler), or the import path
+#: ``module:function`` of a stand-in timer (tests; see :func:`load_standin_timer`).
+TIMERS = ("events", "cupti")
 
 
 @dataclass(frozen=True)
@@ -66,9 +95,11 @@ class PairedSettings:
     max_time_s: float = 3.0           # per shape, rounds only (warm-up excluded), s
     warmup_ms: float = 25.0           # per arm, before the first round, ms
     method: str = "t"                 # CI method, see harness.pipeline.stats
+    placements: int = 1               # operand placements the rounds are spread over (1: one set of buffers)
+    timer: str = "events"             # TIMERS, or a stand-in timer's import path
 
     def __post_init__(self) -> None:
-        for name in ("launches_per_round", "min_rounds", "max_rounds", "check_every"):
+        for name in ("launches_per_round", "min_rounds", "max_rounds", "check_every", "placements"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"compare.{name}={getattr(self, name)!r} must be a whole number >= 1")
         if not 0 < self.target_precision < 1:
@@ -76,17 +107,30 @@ class PairedSettings:
                              "e.g. 0.005 for ±0.5 %")
         if self.max_time_s <= 0:
             raise ValueError(f"compare.max_time_s={self.max_time_s!r} must be > 0 (seconds per shape)")
+        if self.timer not in TIMERS and ":" not in self.timer:
+            raise ValueError(f"compare.timer={self.timer!r} is invalid; valid: {', '.join(TIMERS)}, "
+                             "or a stand-in timer 'module:function'")
+
+    @property
+    def standin(self) -> bool:
+        """True when ``timer`` names a stand-in timer rather than the GPU."""
+        return self.timer not in TIMERS
 
 
 @dataclass
 class RoundSamples:
     """Kernel times of interleaved rounds, in ms: ``times_ms[arm][round][launch]``,
-    the order the arms ran in each round, and the rounds' wall time in s."""
+    the order the arms ran in each round, the operand placement of each round, and the
+    rounds' wall time in s.  ``event_times_ms``: with ``timer=cupti``, the same launches
+    timed by CUDA events (for comparison; the verdicts use ``times_ms``)."""
 
     times_ms: dict[str, list[list[float]]]
     orders: list[list[str]] = field(default_factory=list)
     wall_s: float = 0.0
     drained_batches: int = 0     # batches whose GPU hold ended before they were fully queued
+    placements: list[int] = field(default_factory=list)
+    timer: str = "events"
+    event_times_ms: dict[str, list[list[float]]] | None = None
 
     @property
     def rounds(self) -> int:
@@ -105,9 +149,30 @@ class RoundSamples:
         median, p20, p80 = np.quantile(self.launches(arm), [0.5, 0.2, 0.8])
         return float(median), float(p20), float(p80)
 
+    def ratio(self, baseline: str, candidate: str, method: str = "t") -> PairedEstimate:
+        """Speedup of ``candidate`` over ``baseline``: over placements when the rounds used
+        several (:func:`clustered_ratio`), else over rounds (:func:`paired_ratio`)."""
+        b, c = self.per_round(baseline), self.per_round(candidate)
+        if len(set(self.placements)) > 1:
+            return clustered_ratio(b, c, np.asarray(self.placements))
+        return paired_ratio(b, c, method)
+
+    def placement_spread(self, baseline: str, candidate: str) -> float:
+        """Standard deviation of the per-placement speedups, % (NaN with fewer than 2)."""
+        if len(set(self.placements)) < 2:
+            return math.nan
+        logs = np.log(self.per_round(baseline)) - np.log(self.per_round(candidate))
+        return float(np.std(cluster_means(logs, np.asarray(self.placements)), ddof=1) * 100)
+
     def to_json(self) -> dict:
-        return {"times_ms": self.times_ms, "orders": self.orders, "wall_s": self.wall_s,
-                "drained_batches": self.drained_batches}
+        out = {"times_ms": self.times_ms, "orders": self.orders, "wall_s": self.wall_s,
+               "drained_batches": self.drained_batches, "placements": self.placements, "timer": self.timer}
+        if self.event_times_ms is not None:
+            out["event_times_ms"] = self.event_times_ms
+        return out
+
+
+Arms = dict[str, Callable[[], None]]
 
 
 def _warm_up(fn: Callable[[], None], warmup_ms: float) -> None:
@@ -124,53 +189,182 @@ def _warm_up(fn: Callable[[], None], warmup_ms: float) -> None:
     torch.cuda.synchronize()
 
 
-def time_interleaved(arms: dict[str, Callable[[], None]], settings: PairedSettings, seed: int,
+def time_interleaved(arms: Arms | Sequence[Arms], settings: PairedSettings, seed: int,
                      tracked: tuple[str, str] | None = None) -> RoundSamples:
-    """Time every arm in interleaved rounds (see the module doc).  ``tracked`` =
-    (baseline arm, candidate arm) whose speedup CI decides when to stop; None: run
-    ``min_rounds`` rounds."""
-    names = list(arms)
-    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    """Time every arm in interleaved rounds (see the module doc).  ``arms``: one dict of
+    launches, or one per operand placement (the same arm names, other buffers): batches of
+    ``check_every`` rounds take the placements in turn.  ``tracked`` = (baseline arm,
+    candidate arm) whose speedup CI decides when to stop; None: run ``min_rounds`` rounds."""
+    placements = [arms] if isinstance(arms, dict) else list(arms)
+    names = list(placements[0])
+    if any(list(p) != names for p in placements):
+        raise ValueError(f"every placement needs the same arms {names}")
     rng = np.random.default_rng(seed)
-    for fn in arms.values():
-        _warm_up(fn, settings.warmup_ms)
-    samples = RoundSamples(times_ms={name: [] for name in names})
-    k = int(settings.launches_per_round)
-    cycles_per_s = _sm_cycles_per_s()
-    hold_s = 0.02                  # first batch: 20 ms; then 1.5x the last batch's enqueue time
+    if settings.standin:
+        timer: _Timer = _StandinTimer(load_standin_timer(settings.timer), rng)
+    else:
+        timer = _GpuTimer(cupti=settings.timer == "cupti")
+        for i, placement in enumerate(placements):
+            for fn in placement.values():   # the first placement warms up; the others touch their buffers
+                _warm_up(fn, settings.warmup_ms if i == 0 else 0.0)
+    samples = RoundSamples(times_ms={name: [] for name in names}, timer=settings.timer)
+    # every placement gets a batch before the CI may end the rounds (max_time_s still may)
+    all_placed = len(placements) * int(settings.check_every)
     start = time.perf_counter()
-    while True:
-        orders = [[names[i] for i in rng.permutation(len(names))] for _ in range(int(settings.check_every))]
-        batch = [(name, [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                         for _ in range(k)]) for order in orders for name in order]
-        torch.cuda._sleep(int(hold_s * cycles_per_s))     # hold the stream while the batch is queued
+    batch_index = 0
+    with timer:
+        while True:
+            which = batch_index % len(placements)
+            orders = [[names[i] for i in rng.permutation(len(names))] for _ in range(int(settings.check_every))]
+            times = timer.run_batch(placements[which], which, orders, int(settings.launches_per_round),
+                                    samples.rounds)
+            for name, launches in times:
+                samples.times_ms[name].append(launches)
+            samples.orders.extend(orders)
+            samples.placements.extend([which] * len(orders))
+            batch_index += 1
+            samples.wall_s = time.perf_counter() - start
+            if samples.rounds >= settings.min_rounds:
+                if samples.wall_s >= settings.max_time_s or samples.rounds >= settings.max_rounds:
+                    break
+                if samples.rounds >= all_placed and (
+                        tracked is None or
+                        samples.ratio(*tracked, settings.method).relative_half_width <= settings.target_precision):
+                    break
+    samples.drained_batches = timer.drained_batches
+    if settings.timer == "cupti":
+        samples.event_times_ms = samples.times_ms
+        samples.times_ms = timer.kernel_times(samples.times_ms)
+    return samples
+
+
+class _Timer:
+    """Times one batch of rounds: ``run_batch`` returns ``[(arm, [ms per launch]), ...]`` in
+    launch order, one entry per (round, arm)."""
+
+    drained_batches = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def run_batch(self, arms: Arms, placement: int, orders: list[list[str]], k: int, first_round: int
+                  ) -> list[tuple[str, list[float]]]:
+        raise NotImplementedError
+
+
+class _GpuTimer(_Timer):
+    """CUDA events around every launch, the L2 cleared before each; batches queued behind a GPU
+    hold (module doc).  ``cupti``: the whole loop also runs under torch.profiler, every
+    launch inside a ``record_function`` range, and :meth:`kernel_times` reads the GPU's own
+    duration of the kernels each launch ran (CUPTI activity records, launch latency excluded)."""
+
+    def __init__(self, cupti: bool = False) -> None:
+        self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        self.cycles_per_s = _sm_cycles_per_s()
+        self.hold_s = 0.02                 # first batch: 20 ms; then 1.5x the last batch's enqueue time
+        self.cupti = cupti
+        self.profile = None
+        self.launches = 0
+        self.ranges: list[tuple[str, int]] = []   # (arm, round) of every profiled launch group, in order
+
+    def __enter__(self):
+        if self.cupti:
+            from torch.profiler import ProfilerActivity, profile
+
+            self.profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            self.profile.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.profile is not None:
+            self.profile.__exit__(*exc)
+
+    def run_batch(self, arms, placement, orders, k, first_round):
+        batch = [(first_round + r, name, [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                                         for _ in range(k)]) for r, order in enumerate(orders) for name in order]
+        torch.cuda._sleep(int(self.hold_s * self.cycles_per_s))    # hold the stream while the batch is queued
         held = torch.cuda.Event()
         held.record()
         enqueue_start = time.perf_counter()
-        for name, events in batch:
+        for round_index, name, events in batch:
+            fn = arms[name]
+            if self.cupti:
+                self.ranges.append((name, round_index))
             for begin, end in events:
-                flush.zero_()
+                self.flush.zero_()
                 begin.record()
-                arms[name]()
+                if self.cupti:
+                    with torch.profiler.record_function(f"{LAUNCH_RANGE}{self.launches}"):
+                        fn()
+                    self.launches += 1
+                else:
+                    fn()
                 end.record()
         enqueue_s = time.perf_counter() - enqueue_start
-        drained = held.query()                            # the hold ended before the last launch was queued
-        samples.drained_batches += int(drained)
-        hold_s = min(0.5, max(1.5 * enqueue_s, 2 * hold_s if drained else 0.0))
-        samples.orders.extend(orders)
+        drained = held.query()                             # the hold ended before the last launch was queued
+        self.drained_batches += int(drained)
+        self.hold_s = min(0.5, max(1.5 * enqueue_s, 2 * self.hold_s if drained else 0.0))
         torch.cuda.synchronize()
-        for name, events in batch:
-            samples.times_ms[name].append([begin.elapsed_time(end) for begin, end in events])
-        samples.wall_s = time.perf_counter() - start
-        if samples.rounds >= settings.min_rounds:
-            if samples.wall_s >= settings.max_time_s or samples.rounds >= settings.max_rounds:
-                break
-            if tracked is None:
-                break
-            est = paired_ratio(samples.per_round(tracked[0]), samples.per_round(tracked[1]), settings.method)
-            if est.relative_half_width <= settings.target_precision:
-                break
-    return samples
+        return [(name, [begin.elapsed_time(end) for begin, end in events]) for _, name, events in batch]
+
+    def kernel_times(self, event_times: dict[str, list[list[float]]]) -> dict[str, list[list[float]]]:
+        """The launches of ``event_times`` (same layout) timed by their kernels' durations on
+        the GPU, ms."""
+        durations = launch_kernel_ms(self.profile.events(), self.launches)
+        out: dict[str, dict[int, list[float]]] = {arm: {} for arm in event_times}
+        i = 0
+        for arm, round_index in self.ranges:       # (arm, round) in launch order
+            k = len(event_times[arm][round_index])
+            out[arm][round_index] = durations[i:i + k]
+            i += k
+        return {arm: [out[arm][r] for r in range(len(event_times[arm]))] for arm in event_times}
+
+
+#: Name prefix of the profiler range around every timed launch (``timer=cupti``).
+LAUNCH_RANGE = "swizzlebench.launch."
+
+
+def launch_kernel_ms(events, count: int) -> list[float]:
+    """GPU kernel time of each of ``count`` launches, in launch order, ms: the summed CUPTI
+    durations of the kernels launched inside each ``LAUNCH_RANGE<i>`` range of a
+    torch.profiler session's ``events()``.  Raises RuntimeError when a launch has no kernel
+    record (the profiler lost it): such a launch cannot be timed this way."""
+    found: dict[int, float] = {}
+    for evt in events:
+        if evt.name.startswith(LAUNCH_RANGE):
+            found[int(evt.name[len(LAUNCH_RANGE):])] = evt.device_time_total / 1e3   # µs -> ms
+    missing = [i for i in range(count) if found.get(i, 0.0) <= 0.0]
+    if missing:
+        raise RuntimeError(f"timer=cupti: {len(missing)} of {count} launches have no kernel record in the "
+                           f"profiler (first: launch {missing[0]}); use compare.timer=events")
+    return [found[i] for i in range(count)]
+
+
+class _StandinTimer(_Timer):
+    """A stand-in for the GPU (tests, and trying the statistics without one): never launches
+    anything; ``fn(arm, placement, round_index, rng) -> ms`` gives each launch's time."""
+
+    def __init__(self, fn: Callable[..., float], rng: np.random.Generator) -> None:
+        self.fn, self.rng = fn, rng
+
+    def run_batch(self, arms, placement, orders, k, first_round):
+        return [(name, [float(self.fn(name, placement, first_round + r, self.rng)) for _ in range(k)])
+                for r, order in enumerate(orders) for name in order]
+
+
+def load_standin_timer(path: str) -> Callable[..., float]:
+    """The stand-in timer ``module:function`` (``compare.timer``), imported (never eval'ed)."""
+    module, _, name = path.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"compare.timer={path!r}: cannot import the stand-in timer ({exc})") from None
+    if not callable(fn):
+        raise ValueError(f"compare.timer={path!r} is not a function")
+    return fn
 
 
 def _sm_cycles_per_s() -> float:

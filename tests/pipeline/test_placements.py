@@ -1,0 +1,95 @@
+"""Operand placements as the unit of replication (harness/pipeline/timing.py, stats.py):
+the speedup's CI is taken over placements, so an effect that is only an accident of where
+one set of buffers landed is not reported as a verdict."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.pipeline.stats import clustered_ratio, paired_ratio
+from harness.pipeline.timing import PairedSettings, time_interleaved
+from tests.standins.placement_timer import PLACEMENT_EFFECTS
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDIN = "tests.standins.placement_timer:time_ms"
+
+
+def test_clustered_ratio_is_a_t_interval_over_cluster_means():
+    rng = np.random.default_rng(0)
+    base = np.full(40, 1.0)
+    clusters = np.repeat(np.arange(4), 10)
+    shift = np.array([0.02, -0.01, 0.03, 0.0])[clusters]
+    cand = base * np.exp(-shift + 0.001 * rng.standard_normal(40))
+    est = clustered_ratio(base, cand, clusters)
+    means = np.array([np.mean(np.log(base / cand)[clusters == c]) for c in range(4)])
+    t = 3.182446305284263                      # Student's t, 97.5 %, 3 degrees of freedom
+    half = t * means.std(ddof=1) / 2
+    assert est.estimate == pytest.approx(math.exp(means.mean()))
+    assert est.ci_lo == pytest.approx(math.exp(means.mean() - half))
+    assert est.ci_hi == pytest.approx(math.exp(means.mean() + half))
+    # the rounds' own interval is far narrower: it cannot see the spread between clusters
+    naive = paired_ratio(base, cand)
+    assert naive.ci_hi - naive.ci_lo < (est.ci_hi - est.ci_lo) / 5
+    # one cluster: the rounds' interval
+    assert clustered_ratio(base, cand, np.zeros(40)) == naive
+
+
+def test_rounds_cycle_through_the_placements_and_each_gets_a_batch():
+    settings = PairedSettings(min_rounds=10, check_every=5, placements=8, timer=STANDIN, max_time_s=5)
+    arms = [{"baseline": None, "candidate": None, "vendor": None}] * 8
+    samples = time_interleaved(arms, settings, seed=1, tracked=("baseline", "candidate"))
+    assert samples.rounds >= 40 and samples.rounds % 5 == 0
+    assert samples.placements[:40] == [p for p in range(8) for _ in range(5)]
+    # every placement effect is in the per-placement spread (%)
+    assert samples.placement_spread("baseline", "candidate") == pytest.approx(
+        np.std(np.log1p(PLACEMENT_EFFECTS), ddof=1) * 100, rel=0.1)
+
+
+def test_a_bad_timer_is_refused_with_what_is_valid():
+    with pytest.raises(ValueError, match=r"compare.timer='clock' is invalid; valid: events, cupti"):
+        PairedSettings(timer="clock")
+    with pytest.raises(ValueError, match=r"compare.placements=0 must be a whole number >= 1"):
+        PairedSettings(placements=0)
+
+
+def _run(tmp_path: Path, placements: int) -> dict:
+    uri = f"sqlite:///{tmp_path}/p{placements}.db"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=custom", "swizzle.expr=num_pids - 1 - pid", "shape=tiny",
+                           "shape.select=[t1]", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16",
+                           "kernel.tiles.BLOCK_K=16", "profiler=none", f"compare.timer={STANDIN}",
+                           f"compare.placements={placements}", f"tracking.uri={uri}", "experiment=placements",
+                           f"hydra.sweep.dir={tmp_path}/m{placements}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("placements")
+    runs = [r for r in client.search_runs([exp.experiment_id])
+            if r.data.tags.get("swizzlebench.kind") == "job"]
+    assert len(runs) == 1
+    return {"run": runs[0], "stdout": proc.stdout}
+
+
+def test_a_placement_effect_is_a_verdict_for_one_placement_and_not_over_eight(tmp_path):
+    """Through the real CLI with the stand-in timer: on one placement the candidate reads
+    +3 % slower with a tight CI ("slower"); over eight placements whose effects average to
+    zero the CI covers 1 and the verdict is "no difference detected"."""
+    one, eight = _run(tmp_path, 1), _run(tmp_path, 8)
+    r1, r8 = one["run"].data, eight["run"].data
+    assert r1.tags["verdict"] == "slower"
+    assert r1.metrics["speedup_ci_hi"] < 1.0 and r1.metrics["paired_placements"] == 1
+    assert "speedup_placement_sd_pct" not in r1.metrics
+    assert r8.tags["verdict"].startswith("no difference detected")
+    assert r8.metrics["speedup_ci_lo"] < 1.0 < r8.metrics["speedup_ci_hi"]
+    assert r8.metrics["paired_placements"] == 8
+    assert r8.metrics["speedup_placement_sd_pct"] > 1.0
+    assert "over 8 operand placements" in r8.tags["timing"]
+    assert "stand-in timer" in r8.tags["timing"]
+    assert "no difference detected" in eight["stdout"]
