@@ -57,6 +57,7 @@ def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, 
         m["event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[CANDIDATE], float)))
         m["vendor_event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[VENDOR], float)))
     result.tags["timer"] = options.paired.timer
+    result.params.update({"compare.placements": str(options.paired.placements), "compare.timer": options.paired.timer})
     placed = len(set(samples.placements))
     result.tags["timing"] = (f"measured: {samples.rounds} interleaved rounds of {', '.join(arms)} "
                              f"({options.paired.launches_per_round} launches each, L2 flushed before every launch"

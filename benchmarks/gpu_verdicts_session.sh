@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Verdicts that hold on the next run (issue 19) on a GPU node, one stage per device call:
+#   . benchmarks/gpu_setup.sh && STAGE=check|repro|tune bash benchmarks/gpu_verdicts_session.sh OUT_DIR [FIRST LAST]
+# check: one job per timer and placement setting (smoke), then benchmarks/kernel_time_check.py
+#        (harness timers vs an independent CUPTI loop, ResNet-50 layers).
+# repro: processes FIRST..LAST of the reproducibility benchmark: each one sweep (one process) of
+#        kernel=igemm x {identity_copy (A/A), colmajor, scatter} x the calibrate preset's 6 layers
+#        x compare.placements=1 (one set of buffers, the old method) and 8 (the new default).
+#        benchmarks/repro_table.py reads the store afterwards.
+# tune:  tune mode twice with the cache cleared, ResNet-50: are the picks the same or tied?
+OUT_ARG=$1; shift
+FIRST=${1:-0}; LAST=${2:-4}
+. "$(dirname "$0")/gpu_session_common.sh" "$OUT_ARG"
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+} | tee -a "$OUT/summary.txt"
+STAGE=${STAGE:-check}
+if [ "$STAGE" = check ]; then
+  run smoke 150 kernel=igemm swizzle=colmajor shape=calibrate 'shape.select=[l03,big]' profiler=none \
+    compare.placements=1,8 compare.timer=events,cupti compare.max_time_s=1
+  ( cd "$REPO" && timeout 300 python3 benchmarks/kernel_time_check.py --out "$OUT" > "$OUT/kernel_time.log" 2>&1 )
+  echo "kernel_time_check rc=$?" | tee -a "$OUT/summary.txt"; tail -4 "$OUT/kernel_time.log"
+  cp "$W/mlflow.db" "$OUT/check.db"
+elif [ "$STAGE" = repro ]; then
+  for i in $(seq "$FIRST" "$LAST"); do
+    run "repro_$i" 240 kernel=igemm swizzle=identity_copy,colmajor,scatter shape=calibrate profiler=none \
+      compare.placements=1,8 compare.max_time_s=1 experiment=repro
+    cp "$W/mlflow.db" "$OUT/repro_${FIRST}_${LAST}.db"
+  done
+else
+  for i in 1 2; do
+    run "tune_$i" 280 kernel=igemm_fast tune=fastest tune.cache_dir="$W/tunecache_$i" swizzle=identity shape=resnet \
+      profiler=none compare.max_time_s=0.3 experiment=tune
+    cp "$W/mlflow.db" "$OUT/tune.db"
+  done
+fi
