@@ -4,8 +4,9 @@
 # check: one job per timer and placement setting (smoke), then benchmarks/kernel_time_check.py
 #        (harness timers vs an independent CUPTI loop, ResNet-50 layers).
 # repro: processes FIRST..LAST of the reproducibility benchmark: each one sweep (one process) of
-#        kernel=igemm x {identity_copy (A/A), colmajor, scatter} x the calibrate preset's 6 layers
-#        x compare.placements=1 (one set of buffers, the old method) and 8 (the new default).
+#        kernel=igemm x {identity_copy (A/A), colmajor, scatter} x the calibrate preset's 6 layers,
+#        once the old way (CUDA events, one set of buffers) and once with the defaults (kernel
+#        durations, 8 placements): two processes per iteration.
 #        benchmarks/repro_table.py reads the store afterwards.
 # tune:  tune mode twice with the cache cleared, ResNet-50: are the picks the same or tied?
 OUT_ARG=$1; shift
@@ -23,8 +24,11 @@ if [ "$STAGE" = check ]; then
   cp "$W/mlflow.db" "$OUT/check.db"
 elif [ "$STAGE" = repro ]; then
   for i in $(seq "$FIRST" "$LAST"); do
-    run "repro_$i" 240 kernel=igemm swizzle=identity_copy,colmajor,scatter shape=calibrate profiler=none \
-      compare.placements=1,8 compare.max_time_s=1 experiment=repro
+    for method in old new; do   # old: CUDA events, one set of buffers; new: the defaults (cupti, 8 placements)
+      extra=(); [ "$method" = old ] && extra=(compare.placements=1 compare.timer=events)
+      run "repro_${method}_$i" 150 kernel=igemm swizzle=identity_copy,colmajor,scatter shape=calibrate profiler=none \
+        compare.max_time_s=1 experiment=repro "${extra[@]}"
+    done
     cp "$W/mlflow.db" "$OUT/repro_${FIRST}_${LAST}.db"
   done
 else

@@ -40,7 +40,7 @@ def load(paths: list[str]) -> pd.DataFrame:
     runs = runs[runs["metrics.speedup"].notna()]
     return pd.DataFrame({
         "process": runs["store"] + ":" + runs["tags.mlflow.parentRunId"].astype(str),
-        "placements": runs["params.compare.placements"].astype(int),
+        "placements": runs["params.compare.timer"] + "/" + runs["params.compare.placements"],
         "swizzle": runs["params.swizzle"], "shape": runs["params.shape.name"],
         "speedup": runs["metrics.speedup"], "lo": runs["metrics.speedup_ci_lo"], "hi": runs["metrics.speedup_ci_hi"],
         "verdict": runs["tags.verdict"].map(word), "paired_s": runs["metrics.paired_time_s"],

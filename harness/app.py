@@ -112,8 +112,25 @@ def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") 
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
         target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key,
         baseline=baseline, baseline_formula=baseline_formula, input_layout=input_layout(cfg),
-        tune=tune_options(cfg).mode,
+        tune=tune_options(cfg).mode, timing=timing_key(cfg.compare),
         kernel_target=_import_path(cfg.kernel.get("_target_")), swizzle_fn=_import_path(cfg.swizzle.get("fn")))
+
+
+def resolve_timer(timer: str) -> str:
+    """``compare.timer=auto``: kernel durations (cupti) with CUDA, CUDA events with ROCm
+    (torch.profiler's kernel records there are not verified by this project)."""
+    if timer != "auto":
+        return timer
+    import torch
+
+    return "events" if torch.version.hip else "cupti"
+
+
+def timing_key(c: DictConfig) -> str | None:
+    """How a job's rounds are timed, for its spec hash: None for the original method (CUDA
+    events, one set of buffers), so the jobs measured that way keep their hashes."""
+    timer, placements = resolve_timer(str(c.get("timer", "events"))), int(c.get("placements", 1))
+    return None if (timer, placements) == ("events", 1) else f"{timer}/placements={placements}"
 
 
 def _import_path(value) -> str | None:
@@ -204,7 +221,7 @@ def job_options(cfg: DictConfig) -> JobOptions:
             max_rounds=int(c.max_rounds), check_every=int(c.check_every),
             target_precision=float(c.target_precision), max_time_s=float(c.max_time_s),
             warmup_ms=float(c.warmup_ms), method=str(c.ci_method), placements=int(c.placements),
-            timer=str(c.timer))
+            timer=resolve_timer(str(c.timer)))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if not 0 <= float(c.min_effect) < 1:

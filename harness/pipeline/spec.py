@@ -10,7 +10,7 @@ from kernels.problem import ConvShape
 from swizzles.families import is_family_label, parse_label
 
 #: Fields added after specs were first hashed: part of the hash only when set.
-_UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn")
+_UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn", "timing")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class JobSpec:
     # The user's own code, by import path (harness/pipeline/user_code.py); kernel / swizzle are then its names.
     kernel_target: str | None = None     # a ConvKernel subclass, e.g. "mypkg.kernels:MyConv" (kernel._target_)
     swizzle_fn: str | None = None        # a @triton.jit remap, e.g. "mypkg.remaps:hilbert" (swizzle.fn)
+    # How the paired rounds time, when not the original CUDA events on one set of buffers:
+    # e.g. "events/placements=8" (compare.timer, compare.placements).  A job measured another way is another job.
+    timing: str | None = None
 
     @property
     def tiles_dict(self) -> dict[str, int]:
