@@ -27,14 +27,14 @@ elif [ "$STAGE" = repro ]; then
     for method in old new; do   # old: CUDA events, one set of buffers; new: the defaults (cupti, 8 placements)
       extra=(); [ "$method" = old ] && extra=(compare.placements=1 compare.timer=events)
       run "repro_${method}_$i" 150 kernel=igemm swizzle=identity_copy,colmajor,scatter shape=calibrate profiler=none \
-        compare.max_time_s=1 experiment=repro "${extra[@]}"
+        compare.max_time_s=1 experiment=repro resume=false "${extra[@]}"
     done
     cp "$W/mlflow.db" "$OUT/repro_${FIRST}_${LAST}.db"
   done
 else
   for i in 1 2; do
     run "tune_$i" 280 kernel=igemm_fast tune=fastest tune.cache_dir="$W/tunecache_$i" swizzle=identity shape=resnet \
-      profiler=none compare.max_time_s=0.3 experiment=tune
+      profiler=none compare.max_time_s=0.3 experiment=tune resume=false
     cp "$W/mlflow.db" "$OUT/tune.db"
   done
 fi
