@@ -210,9 +210,9 @@ def time_interleaved(arms: Arms | Sequence[Arms], settings: PairedSettings, seed
     samples = RoundSamples(times_ms={name: [] for name in names}, timer=settings.timer)
     # every placement gets a batch before the CI may end the rounds (max_time_s still may)
     all_placed = len(placements) * int(settings.check_every)
-    start = time.perf_counter()
     batch_index = 0
     with timer:
+        start = time.perf_counter()      # after the profiler started (CUPTI's set-up is not rounds' time)
         while True:
             which = batch_index % len(placements)
             orders = [[names[i] for i in rng.permutation(len(names))] for _ in range(int(settings.check_every))]
