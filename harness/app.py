@@ -32,7 +32,7 @@ from harness.pipeline.shapes import expand_preset
 from harness.pipeline.spec import JobSpec
 from harness.storage.spool import spool_dir_for
 from harness.storage.tracking import Tracker, resolve_tracking_uri
-from harness.pipeline.tuning import TuneOptions
+from harness.pipeline.tuning import TIE_KEYS, TuneOptions, resolve_cache_dir
 
 log = logging.getLogger("swizzlebench")
 
@@ -151,9 +151,10 @@ def input_layout(cfg: DictConfig) -> str:
 def tune_options(cfg: DictConfig) -> TuneOptions:
     """The ``tune`` group (``tune=none`` when absent)."""
     t = cfg.get("tune") or {}
-    return TuneOptions(mode=str(t.get("name", "none")), cache_dir=t.get("cache_dir"),
+    return TuneOptions(mode=str(t.get("name", "none")), cache_dir=resolve_cache_dir(t.get("cache_dir")),
                        warmup_ms=float(t.get("warmup_ms", 5)), rounds=int(t.get("rounds", 10)),
-                       on_cpu=bool(t.get("on_cpu", False)), compile_jobs=int(t.get("compile_jobs", 8)))
+                       on_cpu=bool(t.get("on_cpu", False)), compile_jobs=int(t.get("compile_jobs", 8)),
+                       **{k: t.get(k, getattr(TuneOptions, k)) for k in TIE_KEYS})
 
 
 def check_launch_config(cfg: DictConfig, entries: list) -> None:

@@ -180,9 +180,11 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
 
 def _tuned(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result: JobResult) -> JobSpec:
     """Tune mode: the fastest verified config of the kernel's candidate space for this shape
-    (:mod:`harness.pipeline.tuning`), with the baseline's swizzle fixed so that every swizzle is then
-    compared on the same config; cached.  Returns the spec to launch (and records it on
-    ``result``), or the spec unchanged where there is nothing to tune on."""
+    (:mod:`harness.pipeline.tuning`; near-ties broken by the tie rule,
+    :mod:`harness.pipeline.tuning_ties`), with the baseline's swizzle fixed so that every swizzle
+    is then compared on the same config; cached.  Returns the spec to launch (and records it,
+    with its runner-ups and ``tune.near_tie``, on ``result``), or the spec unchanged where there
+    is nothing to tune on."""
     if device.mode != GPU and not topt.on_cpu:
         result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
                               "under the interpreter, by wall clock)"
@@ -194,15 +196,19 @@ def _tuned(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result:
     default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
     try:
         tuned = tune_kernel(kernel, shape, ops, swizzle, _trial_timer(device, topt), default=default,
-                            cache=TuneCache(topt.cache_dir), swizzle_name=fixed_formula or fixed_name)
+                            cache=TuneCache(topt.cache_dir), swizzle_name=fixed_formula or fixed_name,
+                            paired_time_fn=_finalist_timer(device, topt), rule=topt.tie_rule)
     except TuneError as exc:
         raise _GateFailed(f"tune: {exc}", "tune") from None
     launched = spec.with_config(tuned.config.tiles_dict, tuned.config.num_warps, tuned.config.num_stages)
     result.params.update(launched.as_params())
     result.params.update(tuned.as_params())
     result.params["tune.configured"] = default.label
+    result.tags.update(tuned.as_tags())
     result.tags["tune"] = tuned.summary + ("" if device.mode == GPU else " [interpreter wall clock: not a speed]")
     result.artifacts["tune_trials.json"] = json.dumps([t.as_dict() for t in tuned.trials], indent=1)
+    if tuned.tie is not None:
+        result.artifacts["tune_finalists.json"] = json.dumps(tuned.tie.as_dict(), indent=1)
     result.launched = launched.to_dict()
     return launched
 
@@ -269,6 +275,24 @@ def _trial_timer(device: DeviceInfo, topt: TuneOptions):
         return (time.perf_counter() - start) * 1e3
 
     return wall_ms
+
+
+def _finalist_timer(device: DeviceInfo, topt: TuneOptions):
+    """``{arm: run} -> {arm: per-round ms}`` for the tie rule's finalists, or None off the GPU
+    (the interpreter's wall clock is no speed: the single-shot times decide ties there).  On a
+    GPU: one arm per finalist in ``tune.final_rounds`` interleaved rounds of 3 launches (the
+    round's median), L2 flushed before every launch, as the trials are timed."""
+    if device.mode != GPU:
+        return None
+    rounds = topt.final_rounds
+    settings = PairedSettings(launches_per_round=3, min_rounds=rounds, max_rounds=rounds, check_every=rounds,
+                              max_time_s=60.0, warmup_ms=topt.warmup_ms)
+
+    def paired_ms(arms: dict) -> dict:
+        samples = time_interleaved(arms, settings, seed=0)
+        return {name: samples.per_round(name) for name in arms}
+
+    return paired_ms
 
 
 def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo) -> _Planned:

@@ -1,38 +1,41 @@
-"""Tune mode: pick the fastest *verified* launch config of a kernel for one problem, once,
-remember it, and hand back that one config for everything that follows.
+"""Tune mode: pick the fastest *verified* launch config of a kernel for one problem (near-ties
+broken by a fixed rule), once, remember it, and hand back that one config for everything
+that follows.
 
 A config is the kernel's tile sizes and flags plus ``num_warps`` and ``num_stages``.  For a
 (kernel, shape, dtype, device) the tuner
 
-1. looks the problem up in a cache keyed on the device name, the Triton version and a hash
-   of the kernel's source (so a new GPU, compiler or kernel re-tunes; nothing else does);
+1. looks the problem up in a cache (:mod:`harness.pipeline.tuning_cache`, shareable) keyed on
+   the device name, the Triton version and a hash of the kernel's source (so a new GPU,
+   compiler or kernel re-tunes; nothing else does);
 2. otherwise runs every candidate of the kernel's space (:func:`candidates`): a candidate is
    first verified (its output against conv2d; a wrong or failing config is a *trial*, never
-   a choice), then timed; the fastest verified one wins and is written to the cache with
-   every trial;
-3. returns a :class:`TuneResult` whose ``config`` the job then gates, measures and profiles.
+   a choice), then timed once;
+3. chooses by the tie rule (:mod:`harness.pipeline.tuning_ties`): the verified candidates within
+   ``tune.tie_band`` of the fastest are re-measured together in paired rounds (GPU), and among
+   those tied with the fastest (within ``tune.tie_tolerance`` or the CI) the simplest wins, so
+   that noise does not pick the config; the choice, its finalists and their gaps are written
+   to the cache with every trial;
+4. returns a :class:`TuneResult` whose ``config`` the job then gates, measures and profiles.
    Trials are never measured or profiled by anything else: profilers see the chosen config
    only.
 
 The swizzle is fixed while tuning (the job's baseline, identity by default): the config
 must not be chosen for, or against, the swizzle under test.
 
-Everything here is pure Python over callables (``verify``, ``measure``), so it is tested on
+Everything here is pure Python over callables (``verify``, ``measure``, ``remeasure``), so it is tested on
 the CPU with stand-ins; :func:`tune_kernel` builds the real callables from a kernel.
 """
 from __future__ import annotations
 
-import hashlib
-import inspect
-import json
-import os
-import sys
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
+from harness.pipeline.tuning_cache import CacheKey, TuneCache, cache_key
+from harness.pipeline.tuning_cache import default_cache_dir, kernel_source_hash, resolve_cache_dir  # noqa: F401 (API)
 from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
+from harness.pipeline.tuning_ties import RULE_LEGACY, Remeasure, TieDecision, TieRule, decide
 from kernels.problem import ConvShape
 
 
@@ -41,6 +44,10 @@ from kernels.problem import ConvShape
 
 #: Tune modes (config group ``tune``).
 TUNE_MODES = ("none", "fastest")
+
+
+#: The tie rule's ``tune.*`` keys, as TuneOptions names them (checked by TieRule).
+TIE_KEYS = ("tie_band", "finalists", "final_rounds", "tie_tolerance")
 
 
 @dataclass(frozen=True)
@@ -54,94 +61,20 @@ class TuneOptions:
     on_cpu: bool = False            # also tune under the CPU interpreter (wall clock: exercises
                                     # the pipeline, says nothing about speed)
     compile_jobs: int = 8           # processes compiling a job's candidates before its trials (GPU)
+    tie_band: float = 0.03          # finalists: within this fraction of the fastest single-shot time
+    finalists: int = 6              # at most this many finalists (1: plain argmin)
+    final_rounds: int = 30          # paired rounds re-measuring the finalists (GPU)
+    tie_tolerance: float = 0.01     # tied with the fastest finalist: within this fraction, or its CI
 
     def __post_init__(self):
         if self.mode not in TUNE_MODES:
             raise ValueError(f"tune={self.mode!r} is invalid; valid: {', '.join(TUNE_MODES)}")
-
-# -----------------------------------------------------------
-# The cache.
-
-def kernel_source_hash(kernel) -> str:
-    """SHA-256 (16 hex digits) of the source of the kernel's module and of every module of
-    the ``kernels`` package it imports from: any edit to what is compiled re-tunes."""
-    module = sys.modules[type(kernel).__module__]
-    names = {module.__name__}
-    for value in vars(module).values():
-        mod = getattr(value, "__module__", None) or getattr(value, "__name__", None)
-        if isinstance(mod, str) and mod.startswith("kernels.") and mod in sys.modules:
-            names.add(mod)
-    digest = hashlib.sha256()
-    for name in sorted(names):
-        digest.update(name.encode())
-        digest.update(inspect.getsource(sys.modules[name]).encode())
-    return digest.hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class CacheKey:
-    """What a tuned choice depends on.  The candidate space is part of the key too: a
-    choice made among other candidates is not reused."""
-
-    kernel: str
-    shape: tuple[tuple[str, object], ...]   # every ConvShape field except its name, dtype included
-    device: str
-    triton_version: str
-    kernel_source: str
-    swizzle: str                            # the fixed swizzle the trials ran with
-    space: str                              # hash of the candidate list
-
-    @classmethod
-    def make(cls, kernel: str, shape: ConvShape, device: str, triton_version: str, kernel_source: str,
-             swizzle: str, space: Sequence[Config]) -> "CacheKey":
-        fields = tuple((k, v) for k, v in sorted(asdict(shape).items()) if k != "name")
-        space_hash = hashlib.sha256(json.dumps([c.as_dict() for c in space], sort_keys=True).encode()).hexdigest()[:16]
-        return cls(kernel, fields, device, triton_version, kernel_source, swizzle, space_hash)
+        self.tie_rule   # noqa: B018 - checks the tie knobs now (UserError naming the bad one)
 
     @property
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=list).encode()).hexdigest()
-
-
-def default_cache_dir() -> Path:
-    """``$SWIZZLEBENCH_CACHE/tuning`` (default ``~/.cache/swizzlebench/tuning``)."""
-    root = os.environ.get("SWIZZLEBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "swizzlebench")
-    return Path(root) / "tuning"
-
-
-class TuneCache:
-    """One JSON file per key, named by the key's digest; the key is stored inside and checked."""
-
-    def __init__(self, directory: str | os.PathLike | None = None):
-        self.directory = Path(directory) if directory is not None else default_cache_dir()
-
-    def _path(self, key: CacheKey) -> Path:
-        return self.directory / f"{key.digest}.json"
-
-    def get(self, key: CacheKey) -> dict | None:
-        path = self._path(key)
-        try:
-            entry = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        return entry if entry.get("key") == json.loads(json.dumps(asdict(key), default=list)) else None
-
-    def put(self, key: CacheKey, entry: dict) -> Path:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self._path(key)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({**entry, "key": asdict(key)}, indent=1, default=list))
-        os.replace(tmp, path)   # atomic: concurrent tuners never see half a file
-        return path
-
-
-def cache_key(kernel, shape: ConvShape, traits: DeviceTraits, swizzle_name: str, configs: Sequence[Config]) -> CacheKey:
-    """The key of ``kernel`` tuned over ``configs`` on ``shape`` on this device and compiler."""
-    import triton
-
-    return CacheKey.make(kernel.name, shape, traits.name, triton.__version__, kernel_source_hash(kernel),
-                         swizzle_name, configs)
-
+    def tie_rule(self) -> TieRule:
+        """The tie rule's knobs (:mod:`harness.pipeline.tuning_ties`)."""
+        return TieRule(self.tie_band, self.finalists, self.final_rounds, self.tie_tolerance)
 
 # -----------------------------------------------------------
 # The tuner.
@@ -163,23 +96,40 @@ class Trial:
 @dataclass
 class TuneResult:
     config: Config
-    time_ms: float                    # the winner's time during tuning
+    time_ms: float                    # the chosen config's single-shot time during tuning, ms
     trials: list[Trial] = field(default_factory=list)
     from_cache: bool = False
-    cost_s: float = 0.0               # wall time of this tuning (0 for a cache hit)
+    cost_s: float = 0.0               # wall time of this tuning (0 for a cache hit), s
     key: CacheKey | None = None
+    tie: TieDecision | None = None    # how the tie rule chose; None: a cache entry from before it
+
+    @property
+    def near_tie(self) -> bool | None:
+        """More than one finalist was tied with the fastest (None: not recorded)."""
+        return None if self.tie is None else self.tie.near_tie
 
     @property
     def summary(self) -> str:
         ok = sum(t.time_ms is not None for t in self.trials)
         origin = "cache" if self.from_cache else f"{len(self.trials)} trials ({ok} verified), {self.cost_s:.1f} s"
-        return f"tuned: {self.config.label} ({self.time_ms:.4f} ms; {origin})"
+        tied = "" if not self.near_tie else \
+            f"; near-tie: simplest of {sum(f.tied for f in self.tie.finalists)} tied finalists"
+        return f"tuned: {self.config.label} ({self.time_ms:.4f} ms; {origin}{tied})"
 
     def as_params(self) -> dict[str, str]:
-        """For the job's run: the chosen config and how it was chosen."""
+        """For the job's run: the chosen config, how it was chosen, and the runner-ups with
+        their gaps to it (``tune.runner_ups``: label, gap in % [95 % CI in %], ``tied``)."""
         return {"tune.config": self.config.label, "tune.time_ms": f"{self.time_ms:.6f}",
                 "tune.trials": str(len(self.trials)), "tune.from_cache": str(self.from_cache),
-                "tune.cost_s": f"{self.cost_s:.2f}"}
+                "tune.cost_s": f"{self.cost_s:.2f}",
+                "tune.runner_ups": "not recorded" if self.tie is None else self.tie.runner_ups_text,
+                "tune.final_rounds": str(0 if self.tie is None else self.tie.rounds)}
+
+    def as_tags(self) -> dict[str, str]:
+        """``tune.near_tie`` (true / false / unknown) and ``tune.rule`` (the rule's name)."""
+        near = self.near_tie
+        return {"tune.near_tie": "unknown" if near is None else str(near).lower(),
+                "tune.rule": RULE_LEGACY if self.tie is None else self.tie.rule}
 
 
 class TuneError(RuntimeError):
@@ -194,20 +144,26 @@ def _first_line(exc: BaseException) -> str:
 def tune(configs: Iterable[Config], measure: Callable[[Config], float],
          verify: Callable[[Config], str | None] | None = None, cache: TuneCache | None = None,
          key: CacheKey | None = None, log: Callable[[str], None] | None = None,
-         clock: Callable[[], float] = time.perf_counter) -> TuneResult:
-    """Return the fastest verified config among ``configs``.
+         clock: Callable[[], float] = time.perf_counter, remeasure: Remeasure | None = None,
+         rule: TieRule = TieRule()) -> TuneResult:
+    """Return the verified config among ``configs`` that the tie rule chooses
+    (:mod:`harness.pipeline.tuning_ties`: the fastest, or the simplest of those tied with it).
 
     ``verify(cfg)`` returns None when the config computes the right output, else why not;
-    ``measure(cfg)`` returns its time in ms.  Both may raise (a config that does not compile):
-    that config becomes a failed trial.  With ``cache`` and ``key`` a stored choice is
-    returned without running anything, and a new choice is stored.
+    ``measure(cfg)`` returns its single-shot time in ms.  Both may raise (a config that does not
+    compile): that config becomes a failed trial.  ``remeasure(finalists)`` returns their
+    per-round times (ms) from paired rounds; None: the single-shot times decide ties.  With
+    ``cache`` and ``key`` a stored choice is returned without running anything, and a new
+    choice is stored.
     """
     say = log or (lambda _msg: None)
     if cache is not None and key is not None:
         entry = cache.get(key)
         if entry is not None:
-            result = TuneResult(Config.from_dict(entry["config"]), float(entry["time_ms"]),
-                                [Trial.from_dict(t) for t in entry.get("trials", [])], True, 0.0, key)
+            config = Config.from_dict(entry["config"])
+            tie = TieDecision.from_dict(entry["tie"], config) if entry.get("tie") else None   # older: none
+            result = TuneResult(config, float(entry["time_ms"]), [Trial.from_dict(t) for t in entry.get("trials", [])],
+                                True, 0.0, key, tie)
             say(f"{result.summary}")
             return result
     start = clock()
@@ -223,24 +179,32 @@ def tune(configs: Iterable[Config], measure: Callable[[Config], float],
     if not timed:
         reasons = "; ".join(f"{t.config.label}: {t.error}" for t in trials[:5])
         raise TuneError(f"no verified config among {len(trials)} candidates ({reasons})")
-    best = min(timed, key=lambda t: t.time_ms)
-    result = TuneResult(best.config, best.time_ms, trials, False, clock() - start, key)
+    tie = decide({t.config: t.time_ms for t in timed}, rule, remeasure)
+    chosen = next(t for t in timed if t.config == tie.config)
+    result = TuneResult(chosen.config, chosen.time_ms, trials, False, clock() - start, key, tie)
     if cache is not None and key is not None:
-        cache.put(key, {"config": best.config.as_dict(), "time_ms": best.time_ms, "cost_s": result.cost_s,
-                        "trials": [t.as_dict() for t in trials]})
+        cache.put(key, {"config": chosen.config.as_dict(), "time_ms": chosen.time_ms, "cost_s": result.cost_s,
+                        "trials": [t.as_dict() for t in trials], "tie": tie.as_dict()})
     say(result.summary)
     return result
+
+
+#: ``paired_time_fn({arm: run}) -> {arm: per-round times, ms}``: every arm timed in the same
+#: interleaved rounds (on a GPU: :func:`harness.pipeline.timing.time_interleaved`).
+PairedTimeFn = Callable[[dict[str, Callable[[], None]]], Mapping[str, Sequence[float]]]
 
 
 def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Callable[[], None]], float],
                 configs: Sequence[Config] | None = None, cache: TuneCache | None = None,
                 swizzle_name: str = "identity", log: Callable[[str], None] | None = None,
-                default: Config | None = None) -> TuneResult:
+                default: Config | None = None, paired_time_fn: PairedTimeFn | None = None,
+                rule: TieRule = TieRule()) -> TuneResult:
     """Tune ``kernel`` on ``shape`` with real launches: each candidate is bound to ``ops``
     (the job's operands, on the device) with the fixed ``swizzle`` binding, verified against
-    conv2d exactly as the correctness gate does, then timed by ``time_fn(run) -> ms``.
-    ``configs``: the candidates (default: the kernel's space; ``default``, the configured
-    config, for a kernel without one)."""
+    conv2d exactly as the correctness gate does, then timed by ``time_fn(run) -> ms``; the
+    finalists of the tie ``rule`` are bound again and re-timed together by ``paired_time_fn``
+    (None: the single-shot times decide ties).  ``configs``: the candidates (default: the
+    kernel's space; ``default``, the configured config, for a kernel without one)."""
     import torch
 
     from harness.pipeline.correctness import compare, reference
@@ -252,13 +216,12 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
     expected = reference(ops, shape)
     bound: dict[Config, Callable[[], None]] = {}
 
-    def launch_of(cfg: Config) -> Callable[[], None]:
-        run, out = kernel.bind(ops, shape, cfg.tiles_dict, swizzle, LaunchConfig(cfg.num_warps, cfg.num_stages))
-        bound[cfg] = run
-        return run, out
+    def launch_of(cfg: Config):
+        return kernel.bind(ops, shape, cfg.tiles_dict, swizzle, LaunchConfig(cfg.num_warps, cfg.num_stages))
 
     def verify(cfg: Config) -> str | None:
         run, out = launch_of(cfg)
+        bound[cfg] = run
         run()
         if ops.x.device.type == "cuda":
             torch.cuda.synchronize()
@@ -268,7 +231,13 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
     def measure(cfg: Config) -> float:
         return time_fn(bound.pop(cfg))
 
-    return tune(configs, measure, verify, cache, key, log)
+    def remeasure(finalists: Sequence[Config]) -> dict[Config, Sequence[float]]:
+        arms = {f"finalist{i}": launch_of(cfg)[0] for i, cfg in enumerate(finalists)}
+        rounds = paired_time_fn(arms)
+        return {cfg: rounds[f"finalist{i}"] for i, cfg in enumerate(finalists)}
+
+    return tune(configs, measure, verify, cache, key, log, remeasure=remeasure if paired_time_fn else None,
+                rule=rule)
 
 
 # -----------------------------------------------------------
