@@ -23,7 +23,7 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 from hydra import compose, initialize_config_module
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 CONFIG_MODULE = "swizzlebench_conf"
 CONFIG_NAME = "config"
@@ -190,10 +190,9 @@ class ConfigTree:
         primary = ConfigFile.load(root, root / f"{CONFIG_NAME}.yaml", None)
         choice = {k: str(v) for item in primary.defaults if isinstance(item, Mapping) for k, v in item.items()}
         folders = sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith("_")),
-                         key=lambda d: (d.name not in choice, list(choice).index(d.name) if d.name in choice else 0,
-                                        d.name))          # the defaults list's order, then the others
+                         key=lambda d: (list(choice).index(d.name) if d.name in choice else len(choice), d.name))
         groups = {d.name: {p.stem: ConfigFile.load(root, p, d.name) for p in sorted(d.glob("*.yaml"))}
-                  for d in folders}
+                  for d in folders}           # in the defaults list's order, then the others
         return cls(root, primary, {g: o for g, o in groups.items() if o}, choice)
 
     def selector(self, group: str, option: str) -> str:
@@ -219,12 +218,8 @@ class ConfigTree:
 def source_of(key_path: str, sources: list[ConfigFile]) -> ConfigFile | None:
     """The highest-priority file that sets ``key_path`` (or a flow mapping or list holding it)."""
     parts = key_path.split(".")
-    for depth in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:depth])
-        for source in sources:
-            if prefix in source.keys:
-                return source
-    return None
+    prefixes = [".".join(parts[:depth]) for depth in range(len(parts), 0, -1)]
+    return next((source for prefix in prefixes for source in sources if prefix in source.keys), None)
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -238,16 +233,12 @@ def format_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float, str)):
         return str(value) if value != "" else "''"
-    if isinstance(value, (DictConfig, ListConfig)):
-        value = OmegaConf.to_container(value, resolve=False)
     return yaml.safe_dump(value, default_flow_style=True, width=1 << 30, sort_keys=False).strip()
 
 
 def code(text: str) -> str:
     """``text`` as a Markdown code span (pipes are safe inside one in a table cell)."""
-    fence = "``" if "`" in text else "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 _ESCAPES = {"\\": "\\\\", "|": "\\|", "*": "\\*", "_": "\\_", "<": "&lt;", ">": "&gt;", "&": "&amp;", "[": "\\["}
@@ -298,13 +289,6 @@ def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     return lines + [""]
 
 
-def _records(value: Any) -> list[Mapping] | None:
-    """``value`` if it is a non-empty list of mappings (shown as a table of its own)."""
-    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-        return value
-    return None
-
-
 def _record_table(records: list[Mapping]) -> list[str]:
     columns: list[str] = []
     for record in records:
@@ -330,7 +314,7 @@ def _key_rows(config: Mapping, source: ConfigFile, keys: list[str], summarise_re
             seen.add(node)
         value = leaves[key]
         shown = format_value(value)
-        if summarise_records and _records(value):
+        if summarise_records and isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
             records.append((key, value))
             shown = f"{len(value)} {'entry' if len(value) == 1 else 'entries'}, below"
             rows.append((code(key), shown, prose(source.comment(key))))
@@ -426,14 +410,5 @@ def _option_section(tree: ConfigTree, group: str, option: str, file: ConfigFile)
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Write the page to stdout."""
-    if argv:
-        print(__doc__, file=sys.stderr)
-        return 2
-    sys.stdout.write(render())
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.stdout.write(render())
