@@ -4,7 +4,7 @@ through the oracle's protocol (``python -m harness.search.propose --jsonl``).
     python examples/proposer.py --rounds 2 --per-round 8 -- shape=resnet 'shape.select=[l03]' target=mi300x
 
 Each round writes one JSON object per formula to the oracle's stdin and reads one JSON
-verdict per formula from its stdout (see README, "Proposing formulas").  An agent built on
+verdict per formula from its stdout (see docs/search.md, "Proposing formulas").  An agent built on
 a language model would replace ``propose`` and keep the rest.
 """
 from __future__ import annotations

@@ -67,7 +67,7 @@ class ConvKernel(ABC):
     """A conv2d kernel family.
 
     A family of your own (a class in your own module, selected by a ``kernel`` config with
-    ``_target_: mypkg.kernels:MyConv``; README, "Bring your own kernel or swizzle") must
+    ``_target_: mypkg.kernels:MyConv``; docs/byo.md, "Bring your own kernel or swizzle") must
     define ``tile_names``, ``jit_kernel``, :meth:`tile_grid`, :meth:`to_layout` and
     :meth:`launch`, and take a no-argument constructor; its jit kernel calls the swizzle
     passed as a ``tl.constexpr`` and decodes the tile row-major.  :meth:`launch` receives

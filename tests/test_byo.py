@@ -24,6 +24,8 @@ from tests.profilers.test_profiler_pipeline import STANDINS
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "byo"
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_F=8"]   # tiny grids of 2 to 4 tiles
+#: The documented multirun (docs/byo.md, examples/byo/README.md), after ``--config-dir conf``.
+DOCUMENTED = ["-m", "kernel=mykernel", "swizzle=snake,identity", "shape=tiny", "profiler=none"]
 
 #: Written by the test next to the example: a remap that is no permutation, one that is not jit.
 BAD_REMAPS = '''
@@ -71,10 +73,16 @@ def _runs(user_dir: Path, args: list[str], name: str, env: dict | None = None) -
     return {r.info.run_name: r for r in runs if r.data.tags.get("swizzlebench.kind") == "job"}
 
 
+def test_documented_command_is_the_tested_one():
+    command = " ".join(["python -m harness --config-dir conf", *DOCUMENTED])
+    for doc in (Path(__file__).parents[1] / "docs" / "byo.md", EXAMPLE / "README.md"):
+        assert command in doc.read_text(), doc
+
+
 def test_user_kernel_and_swizzle_multirun_finish(user_dir):
-    """The README's command: the user's kernel under the user's swizzle and a built-in."""
-    runs = _runs(user_dir, ["-m", "kernel=mykernel", "swizzle=snake,identity", "shape=tiny", "profiler=none"],
-                 "byo")
+    """The command of docs/byo.md and examples/byo/README.md: the user's kernel under the
+    user's swizzle and a built-in."""
+    runs = _runs(user_dir, DOCUMENTED, "byo")
     assert sorted(runs) == sorted(f"mykernel/{s}/tiny-{t}/w4" for s in ("snake", "identity") for t in ("t1", "t2", "t3"))
     for name, run in runs.items():
         params, tags = run.data.params, run.data.tags
