@@ -1,4 +1,6 @@
 """The same gates on a real GPU (compiled Triton, not the interpreter).  Skipped on CPU."""
+import json
+
 import pytest
 
 from harness.hardware.device import describe_device
@@ -86,15 +88,18 @@ def test_ncu_profiles_real_dispatches(tmp_path):
 
 def test_tune_mode_on_gpu(tmp_path):
     """tune=fastest on a real GPU: the chosen config comes from the candidate space, is what
-    the job launched and logged, and a second job takes it from the cache."""
+    the job launched and logged (with the tie rule's paired re-measurement of the finalists),
+    and a second job takes it from the cache."""
     from harness.pipeline.tuning import TuneOptions
+    from harness.pipeline.tuning_ties import RULE_PAIRED
 
     base = {**TILES["igemm_fast"], "SPLIT_K": 1, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0}
     spec = JobSpec(kernel="igemm_fast", tiles=tuple(base.items()), swizzle="grouped", num_xcds=8, group_size=4,
                    shape=SHAPES[0], shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0,
                    baseline="identity", tune="fastest")
     options = JobOptions(interpret_tiles=base, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5),
-                         tune=TuneOptions(mode="fastest", cache_dir=str(tmp_path), warmup_ms=1, rounds=5))
+                         tune=TuneOptions(mode="fastest", cache_dir=str(tmp_path), warmup_ms=1, rounds=5,
+                                          final_rounds=10))
     first = run_job(spec, describe_device("gpu"), options)
     assert first.status == FINISHED, first.reason
     assert first.params["tune.from_cache"] == "False" and int(first.params["tune.trials"]) > 1
@@ -102,8 +107,13 @@ def test_tune_mode_on_gpu(tmp_path):
     assert first.params["num_warps"] == str(launched.num_warps)
     assert all(first.params[f"tile.{k}"] == str(v) for k, v in launched.tiles)
     assert first.metrics["speedup"] > 0 and first.metrics["vendor_time_ms"] > 0
+    assert first.tags["tune.rule"] == RULE_PAIRED and first.tags["tune.near_tie"] in ("true", "false")
+    finalists = json.loads(first.artifacts["tune_finalists.json"])["finalists"]
+    assert first.params["tune.final_rounds"] == ("10" if len(finalists) > 1 else "0")
+    assert all(f["ci_lo"] is not None for f in finalists) or len(finalists) == 1
     again = run_job(spec, describe_device("gpu"), options)
     assert again.params["tune.from_cache"] == "True" and again.params["tune.config"] == first.params["tune.config"]
+    assert again.tags["tune.near_tie"] == first.tags["tune.near_tie"]
 
 
 @pytest.mark.parametrize("swizzle", ["identity", "xcd_grouped"])

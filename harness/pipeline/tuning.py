@@ -45,7 +45,6 @@ from kernels.problem import ConvShape
 #: Tune modes (config group ``tune``).
 TUNE_MODES = ("none", "fastest")
 
-
 #: The tie rule's ``tune.*`` keys, as TuneOptions names them (checked by TieRule).
 TIE_KEYS = ("tie_band", "finalists", "final_rounds", "tie_tolerance")
 
@@ -69,7 +68,7 @@ class TuneOptions:
     def __post_init__(self):
         if self.mode not in TUNE_MODES:
             raise ValueError(f"tune={self.mode!r} is invalid; valid: {', '.join(TUNE_MODES)}")
-        self.tie_rule   # noqa: B018 - checks the tie knobs now (UserError naming the bad one)
+        _ = self.tie_rule   # checks the tie knobs now: a UserError naming the bad one
 
     @property
     def tie_rule(self) -> TieRule:

@@ -107,7 +107,7 @@ def portable(value):
     for path in sorted((p for p in places if len(p) > 1), key=len, reverse=True):
         value = value.replace(path, places[path])
     host = socket.gethostname()
-    return re.sub(rf"\b{re.escape(host)}\b", "<host>", value) if len(host) > 2 else value
+    return re.sub(rf"\b{re.escape(host)}\b", "<host>", value) if len(host) > 1 else value
 
 
 class TuneCache:

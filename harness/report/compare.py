@@ -8,6 +8,11 @@ in the report, e.g. num_stages or tiles); a *cell* is one swizzle in a group.  R
   time / swizzle time) with its 95 % CI, ``verdict``, ``l2_delta_pts`` with its CI and
   ``l2_verdict`` are shown as logged; no identity job is needed.  A run tagged
   ``compare.same_order=true`` launches its baseline's tile order: "same order as baseline";
+* **config**: every cell names the launch config it was measured on (tune mode's choice,
+  param ``tune.config``, else the configured tiles, warps and stages); a tuned config whose
+  choice was a near-tie (tag ``tune.near_tie=true``: several candidates timed within
+  ``tune.tie_tolerance`` and the tie rule chose the simplest) is flagged, since a swizzle's
+  effect can depend on the config;
 * **identity run** (older runs without paired results): speedup = identity median time /
   swizzle median time of the same group; its interval treats each run's [p20, p80] band
   of repetition times as a noise band and takes the extreme ratios, ``[identity p20 /
@@ -81,6 +86,25 @@ def shape_label(frame: pd.DataFrame) -> pd.Series:
     return name.where((preset == name) | (preset == ""), prefixed)
 
 
+_SHORT_TILES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
+
+
+def _config_label(frame: pd.DataFrame) -> pd.Series:
+    """The launch config of each run as ``Config.label`` writes it (``M128 N64 K64 w4 s3``):
+    tune mode's choice (param ``tune.config``), else the run's ``tile.*`` params (BLOCK_M, N, K
+    first, then the flags by name), ``num_warps`` and ``num_stages``."""
+    cols = sorted((c for c in frame.columns if c.startswith("params.tile.")),
+                  key=lambda c: (list(_SHORT_TILES).index(c[12:]) if c[12:] in _SHORT_TILES else 9, c))
+
+    def configured(row: pd.Series) -> str:
+        tiles = [f"{_SHORT_TILES.get(c[12:], c[12:])}{row[c]}" for c in cols if pd.notna(row[c])]
+        return " ".join(tiles + [f"w{row.get('params.num_warps', '?')}", f"s{row.get('params.num_stages', '?')}"])
+
+    labels = frame.apply(configured, axis=1) if len(frame) else pd.Series("", index=frame.index, dtype=object)
+    tuned = _col(frame, "params.tune.config", "")
+    return tuned.where(tuned.notna() & (tuned != ""), labels).astype(str)
+
+
 def _tiles_label(frame: pd.DataFrame) -> pd.Series:
     """``BLOCK_M=128 BLOCK_N=128 ...`` from the ``tile.*`` params a run has (kernel
     families have different tile names; absent ones are left out, not shown as ``?``)."""
@@ -137,6 +161,9 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
         cells[name] = _col(finished, source, "?").fillna("?").astype(str)
     cells["shape"] = shape_label(finished)
     cells["tiles"] = _tiles_label(finished)
+    cells["config"] = _config_label(finished)
+    cells["tune_near_tie"] = _col(finished, "tags.tune.near_tie", "").fillna("").astype(str) == "true"
+    cells["tune_runner_ups"] = _col(finished, "params.tune.runner_ups", "").fillna("").astype(str)
     cells["remap_hash"] = _col(finished, "params.remap.hash")
     cells["compare_baseline"] = _col(finished, "params.compare.baseline", "").fillna("").astype(str)
     for name, tag in CELL_TAGS.items():
@@ -258,6 +285,12 @@ def _comparison_notes(table: pd.DataFrame, paired: pd.Series) -> list[str]:
         notes.append(f"{len(paired_same)} paired cell(s) launch exactly their baseline's tile order "
                      f"({SAME_ORDER}): their paired speedups, {paired_same['speedup'].min():.4f} to "
                      f"{paired_same['speedup'].max():.4f}, are an A/A check of the measurement.")
+    near = table[cand & table["tune_near_tie"]]
+    if len(near):
+        notes.append(f"{len(near)} compared cell(s) were measured on a near-tie config (flagged in All cells): "
+                     "tune mode found several candidates within tune.tie_tolerance of the fastest, and its tie "
+                     "rule chose the simplest; the swizzle's effect may differ on the runner-ups (each run's "
+                     "param tune.runner_ups, and table.csv, list them with their gaps).")
     no_base = by_identity & ((table["verdict"] == NO_BASELINE) | (table["l2_verdict"] == NO_BASELINE))
     if no_base.any() and not (table["swizzle"] == IDENTITY).any():
         notes.append("No identity run and no paired results in these runs: no speedup or L2 delta can be computed.")
@@ -317,7 +350,7 @@ def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
 #: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others.
 TABLE_COLUMNS = [
     "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
-    "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
+    "config", "tune_near_tie", "tune_runner_ups", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
     "time_ms_median", "time_ms_p20", "time_ms_p80", "baseline_time_ms", "paired_rounds", "paired_time_s",
     "id_run_id", "id_time_ms_median", "id_time_ms_p20", "id_time_ms_p80",
     "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",

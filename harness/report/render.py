@@ -101,7 +101,7 @@ def cell_table(comparison: Comparison) -> CellTable:
     show_sim = bool(t["sim_l2_hit_rate"].notna().any()) if len(t) else False
     show_compile = bool((t["compile_arch"] != "").any()) if len(t) and "compile_arch" in t else False
     heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
-             *(["Group size"] if show_gsize else []), "Baseline", "Compared",
+             *(["Group size"] if show_gsize else []), "Config measured on", "Baseline", "Compared",
              "Time ms: median [p20, p80]", "Baseline time ms", "Speedup vs baseline [95 % CI or band interval]",
              "Verdict", "L2 hit % ± std (measured) or ± error (simulated)", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
              *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s",
@@ -120,7 +120,7 @@ def cell_table(comparison: Comparison) -> CellTable:
               f"{num(r['l2_hit_rate'], '.2f')} ± {num(r['l2_hit_rate_std'], '.2f')}")
         cells = [("", r["kernel"]), ("", r["shape"]), ("num", r["num_warps"]),
                  *[("", r[c]) for c in extra_group], ("sw", r["swizzle"]),
-                 *([("num", r["group_size"])] if show_gsize else []),
+                 *([("num", r["group_size"])] if show_gsize else []), _config_cell(r),
                  ("", r["baseline"] or DASH), ("", _compared_text(r) or DASH),
                  ("num", interval(r["time_ms_median"], r["time_ms_p20"], r["time_ms_p80"], ".4f")),
                  ("num", num(r["baseline_time_ms"], ".4f")),
@@ -132,6 +132,17 @@ def cell_table(comparison: Comparison) -> CellTable:
                  *(_compile_cells(r) if show_compile else [])]
         rows.append({"classes": " ".join(classes), "cells": cells})
     return CellTable(heads, rows)
+
+
+#: The flag of a cell measured on a tuned config chosen among near-equal candidates.
+NEAR_TIE = "near-tie config"
+
+
+def _config_cell(r: dict) -> tuple[str, str]:
+    """The config a cell was measured on, flagged when tune mode's choice was a near-tie."""
+    if r["tune_near_tie"]:
+        return "cfg near-tie", f"{r['config']} [{NEAR_TIE}]"
+    return "cfg", r["config"]
 
 
 #: The compile stage's column group: what the job's kernel took on its target.

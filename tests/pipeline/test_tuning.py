@@ -8,6 +8,7 @@ from harness.pipeline.correctness import compare, make_operands, reference
 from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
 from harness.pipeline.tuning import (CacheKey, TuneCache, TuneError, kernel_source_hash,
                             tune, tune_kernel)
+from harness.pipeline.tuning_ties import RULE_SINGLE
 from kernels import KERNELS
 from kernels.base import LaunchConfig, SwizzleBinding
 from kernels.problem import ConvShape
@@ -227,6 +228,9 @@ def test_tuned_job_profiles_only_the_chosen_config(tmp_path):
     chosen = Config.make({k: int(p[f"tile.{k}"]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")},
                          int(p["num_warps"]), int(p["num_stages"]))
     assert p["tune.config"] == chosen.label and chosen.tiles_dict["BLOCK_M"] >= 64   # from the space, not the default
+    # the tie rule's record: on the CPU no paired re-measurement, single-shot ties
+    assert t["tune.rule"] == RULE_SINGLE and t["tune.near_tie"] in ("true", "false")
+    assert p["tune.runner_ups"] and p["tune.final_rounds"] == "0"
     assert int(p["grid.num_pids"]) == KERNELS["igemm"].tile_grid(t1, chosen.tiles_dict).num_pids
     # what the profiler saw: only the chosen config (its grid and block), as many launches as asked
     text = next((tmp_path / "multirun").rglob("ncu.csv")).read_text()
@@ -239,4 +243,4 @@ def test_tuned_job_profiles_only_the_chosen_config(tmp_path):
     _, again = _sweep(tmp_path, *args, "resume=false")
     second = [r for r in again if r.info.run_id != run.info.run_id]
     assert second and all(r.data.params["tune.from_cache"] == "True" and r.data.params["tune.config"] == chosen.label
-                          for r in second)
+                          and r.data.tags["tune.near_tie"] == t["tune.near_tie"] for r in second)

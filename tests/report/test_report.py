@@ -20,6 +20,7 @@ import html
 import logging
 import os
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -408,3 +409,51 @@ def test_timing_row_summarises_round_counts():
     assert row.count("interleaved rounds") == 1
     assert row.endswith("(N = rounds per job: min 20, median 40, max 5000 over 5 jobs)")
     assert _timing(pd.DataFrame({"tags.timing": ["not measured: no GPU"] * 3})) == "not measured: no GPU"
+
+
+def test_cells_name_their_config_and_flag_near_tie_choices(tmp_path):
+    """Every cell says which config it was measured on (tune mode's choice, or the configured
+    tiles); a tuned config chosen among near-equal candidates (tag tune.near_tie=true) is
+    flagged in its row and counted in a note; the labels are text, escaped."""
+    from tests.report.pages import section, table_rows
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    exp = client.create_experiment("tuned")
+    sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
+    hostile_config = f"M128 N64 K64 {HOSTILE} w4 s3"
+    tuned = {"l03": (hostile_config, "true", f"M64 N64 K64 w4 s3 +0.30 % [-0.20, +0.80] tied; {HOSTILE}"),
+             "l12": ("M64 N128 K32 w8 s4", "false", "M64 N64 K32 w4 s3 +4.10 % [+3.90, +4.30]")}
+    t = 1_000
+    for shape, (label, near, runner_ups) in tuned.items():
+        for swizzle, ms in (("identity", 1.0), ("xcd", 0.8)):
+            t += 1
+            _job(client, exp, sweep, t, kernel="igemm_fast", swizzle=swizzle, shape=shape, preset="resnet", warps=8,
+                 metrics=_timed(ms, ms * 0.99, ms * 1.01), extra_tags={"tune.near_tie": near, "tune.rule": "r"},
+                 extra_params={"tune.config": label, "tune.runner_ups": runner_ups})
+    for swizzle, ms in (("identity", 1.0), ("xcd", 0.9)):   # not tuned: the configured config
+        t += 1
+        _job(client, exp, sweep, t, kernel="igemm", swizzle=swizzle, shape="l20", preset="resnet", warps=8,
+             metrics=_timed(ms, ms * 0.99, ms * 1.01))
+    client.set_terminated(sweep, "FINISHED")
+    out = report.build_report(f"sqlite:///{tmp_path}/t.db", "tuned", sweep, tmp_path / "r")
+
+    table = pd.read_csv(out.parent / "table.csv").set_index(["shape", "swizzle"])
+    assert table.loc[("resnet-l03", "xcd"), "config"] == hostile_config
+    assert table.loc[("resnet-l12", "xcd"), "config"] == "M64 N128 K32 w8 s4"
+    assert table.loc[("resnet-l20", "xcd"), "config"] == "M128 N128 K64 w8 s3"       # tile.* params, warps, stages
+    assert set(table.index[table["tune_near_tie"]]) == {("resnet-l03", "identity"), ("resnet-l03", "xcd")}
+    assert table.loc[("resnet-l03", "xcd"), "tune_runner_ups"].endswith(HOSTILE)
+
+    text = out.read_text()
+    assert HOSTILE not in text and "<script" not in text.lower()
+    part = section(text, "<h2>All cells</h2>", "<h2>Failed")
+    heads = re.findall(r"<th>(.*?)</th>", part)
+    col = heads.index("Config measured on")
+    rows = {(r[1], r[heads.index("Swizzle")]): r for r in table_rows(part)}
+    assert rows[("resnet-l03", "xcd")][col] == f"{hostile_config} [near-tie config]"
+    assert rows[("resnet-l03", "identity")][col] == f"{hostile_config} [near-tie config]"
+    assert rows[("resnet-l12", "xcd")][col] == "M64 N128 K32 w8 s4"
+    assert rows[("resnet-l20", "xcd")][col] == "M128 N128 K64 w8 s3"
+    assert part.count('<td class="cfg near-tie">') == 2
+    assert f'<td class="cfg near-tie">{html.escape(hostile_config)} [near-tie config]</td>' in part
+    assert "1 compared cell(s) were measured on a near-tie config" in text
