@@ -11,6 +11,12 @@ from pathlib import Path
 BUILD_COMMIT_FILE = "BUILD_COMMIT"
 
 
+def build_commit_path() -> Path:
+    """``harness/BUILD_COMMIT``: where a build (the wheelhouse, or a GPU session's carried
+    file) records the commit, beside the package's ``__init__.py``."""
+    return Path(__file__).resolve().parents[1] / BUILD_COMMIT_FILE
+
+
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
     """The commit of the swizzlebench code: ``SWIZZLEBENCH_GIT_COMMIT`` if set, else the
@@ -18,7 +24,7 @@ def git_commit() -> str:
     ``git rev-parse HEAD`` (``+dirty`` marks uncommitted changes), else ``unknown``."""
     if os.environ.get("SWIZZLEBENCH_GIT_COMMIT"):
         return os.environ["SWIZZLEBENCH_GIT_COMMIT"]
-    recorded = Path(__file__).with_name(BUILD_COMMIT_FILE)
+    recorded = build_commit_path()
     if recorded.exists():
         return recorded.read_text().strip()
     root = Path(__file__).resolve().parent.parent
