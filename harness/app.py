@@ -21,7 +21,7 @@ from harness.pipeline.compile_client import CompileOptions
 from harness.pipeline.job import JobOptions
 from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.pipeline.paired import record_l2
-from harness.pipeline.timing import PairedSettings
+from harness.pipeline.timing import PairedSettings, resolve_timer, timing_key
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
 from harness.pipeline.progress import progress_line
 from harness.storage.provenance import git_commit, library_versions
@@ -112,25 +112,9 @@ def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") 
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
         target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key,
         baseline=baseline, baseline_formula=baseline_formula, input_layout=input_layout(cfg),
-        tune=tune_options(cfg).mode, timing=timing_key(cfg.compare),
+        tune=tune_options(cfg).mode,
+        timing=timing_key(str(cfg.compare.get("timer", "events")), int(cfg.compare.get("placements", 1))),
         kernel_target=_import_path(cfg.kernel.get("_target_")), swizzle_fn=_import_path(cfg.swizzle.get("fn")))
-
-
-def resolve_timer(timer: str) -> str:
-    """``compare.timer=auto``: kernel durations (cupti) with CUDA, CUDA events with ROCm
-    (torch.profiler's kernel records there are not verified by this project)."""
-    if timer != "auto":
-        return timer
-    import torch
-
-    return "events" if torch.version.hip else "cupti"
-
-
-def timing_key(c: DictConfig) -> str | None:
-    """How a job's rounds are timed, for its spec hash: None for the original method (CUDA
-    events, one set of buffers), so the jobs measured that way keep their hashes."""
-    timer, placements = resolve_timer(str(c.get("timer", "events"))), int(c.get("placements", 1))
-    return None if (timer, placements) == ("events", 1) else f"{timer}/placements={placements}"
 
 
 def _import_path(value) -> str | None:

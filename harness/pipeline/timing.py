@@ -83,6 +83,21 @@ FLUSH_BYTES = 256 * 1024 * 1024
 TIMERS = ("events", "cupti")
 
 
+def resolve_timer(timer: str) -> str:
+    """``compare.timer=auto``: kernel durations (cupti) with CUDA, CUDA events with ROCm
+    (torch.profiler's kernel records there are not verified by this project)."""
+    if timer != "auto":
+        return timer
+    return "events" if torch.version.hip else "cupti"
+
+
+def timing_key(timer: str, placements: int) -> str | None:
+    """How a job's rounds are timed, for its spec hash: None for the original method (CUDA
+    events, one set of buffers), so the jobs measured that way keep their hashes."""
+    timer = resolve_timer(timer)
+    return None if (timer, placements) == ("events", 1) else f"{timer}/placements={placements}"
+
+
 @dataclass(frozen=True)
 class PairedSettings:
     """How paired timing runs (config ``compare``)."""
