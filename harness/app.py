@@ -21,6 +21,7 @@ from harness.pipeline.compile_client import CompileOptions
 from harness.pipeline.job import JobOptions
 from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.pipeline.paired import record_l2
+from harness.pipeline.roofline import Roofline
 from harness.pipeline.timing import PairedSettings, resolve_timer, timing_key
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
 from harness.pipeline.progress import progress_line
@@ -213,7 +214,8 @@ def job_options(cfg: DictConfig) -> JobOptions:
         raise UserError(f"compare.min_effect={c.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
     return JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},
                       paired=paired, min_effect=float(c.min_effect), fault=fault_plan(cfg),
-                      tune=tune_options(cfg), compile=compile_options(cfg))
+                      tune=tune_options(cfg), compile=compile_options(cfg),
+                      roofline=Roofline.of_target(cfg.target))
 
 
 def profiler_key(profiler, pcfg: DictConfig) -> str:

@@ -19,6 +19,7 @@ from harness.pipeline.correctness import compare, make_operands, reference
 from harness.hardware.device import GPU, DeviceInfo
 from harness.pipeline.faults import FaultPlan, maybe_inject
 from harness.pipeline.result import FINISHED, JobResult
+from harness.pipeline.roofline import Roofline
 from harness.pipeline.shapes import downscale
 from harness.pipeline.spec import JobSpec
 from harness.pipeline.paired import BASELINE, CANDIDATE, NOT_TIMED, VENDOR, measure_paired
@@ -46,6 +47,7 @@ class JobOptions:
     tune: TuneOptions = TuneOptions()  # how spec.tune != "none" tunes (harness.pipeline.tuning)
     compile: CompileOptions = CompileOptions()  # the compile stage (harness.pipeline.compile)
     isolated: bool = False            # running in an isolated worker process
+    roofline: Roofline | None = None  # the target's measured peaks (harness.pipeline.roofline)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from harness.pipeline.result import JobResult
+from harness.pipeline.roofline import place
 from harness.pipeline.spec import JobSpec
 from harness.pipeline.stats import PairedEstimate, l2_verdict, paired_difference, time_verdict
 from harness.pipeline.timing import RoundSamples, time_interleaved, tflops
@@ -53,6 +54,11 @@ def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, 
         "paired_launches_per_round": float(options.paired.launches_per_round),
         "paired_placements": float(len(set(samples.placements))),
     })
+    roof = getattr(options, "roofline", None)
+    if roof is not None:     # what bounds the candidate, and where it sits on the roofline
+        reading = place(spec.shape, median, roof)
+        m.update(reading.as_metrics())
+        result.tags["bound"] = reading.text
     if samples.event_times_ms is not None:   # timer=cupti: what CUDA events saw of the same launches
         m["event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[CANDIDATE], float)))
         m["vendor_event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[VENDOR], float)))

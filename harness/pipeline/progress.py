@@ -16,6 +16,8 @@ def progress_line(position: str, result: JobResult) -> str:
         body = (f"{m['time_ms_median']:.4f} ms [p20 {m['time_ms_p20']:.4f}, p80 {m['time_ms_p80']:.4f}]  "
                 f"{m['tflops']:.1f} TFLOP/s  vendor {m['vendor_time_ms']:.4f} ms  "
                 f"max_rel_err {m['max_rel_err']:.2g}")
+        if "bound" in result.tags:      # harness.pipeline.roofline
+            body += f"  ({result.tags['bound']})"
     else:
         body = f"verified (max_rel_err {m.get('max_rel_err', float('nan')):.2g}); {result.tags.get('timing', '')}"
     if "l2_hit_rate" in m:

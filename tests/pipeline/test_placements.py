@@ -64,7 +64,7 @@ def _run(tmp_path: Path, placements: int) -> dict:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=custom", "swizzle.expr=num_pids - 1 - pid", "shape=tiny",
                            "shape.select=[t1]", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16",
-                           "kernel.tiles.BLOCK_K=16", "profiler=none", f"compare.timer={STANDIN}",
+                           "kernel.tiles.BLOCK_K=16", "profiler=none", "target=h100", f"compare.timer={STANDIN}",
                            f"compare.placements={placements}", f"tracking.uri={uri}", "experiment=placements",
                            f"hydra.sweep.dir={tmp_path}/m{placements}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -93,3 +93,6 @@ def test_a_placement_effect_is_a_verdict_for_one_placement_and_not_over_eight(tm
     assert "over 8 operand placements" in r8.tags["timing"]
     assert "stand-in timer" in r8.tags["timing"]
     assert "no difference detected" in eight["stdout"]
+    # every timed cell is placed on the target's measured roofline (a tiny conv: memory-bound)
+    assert r8.tags["bound"].startswith("memory-bound, at ") and "(memory-bound, at " in eight["stdout"]
+    assert 0 < r8.metrics["pct_of_roofline"] < 100 and r8.metrics["arith_intensity"] > 0
