@@ -48,12 +48,13 @@ CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_st
              "seed": "params.seed", "swizzle": "params.swizzle", "group_size": "params.group_size"}
 #: Tags of a paired run: cell column -> tag.
 CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
-             "same_order": "compare.same_order"}
+             "same_order": "compare.same_order", "bound": "bound"}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
 RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor_time_ms",
                "ratio_to_vendor", "max_rel_err", "l2_hit_rate", "l2_hit_rate_std", "l2_hits",
                "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate",
-               "paired_rounds", "paired_time_s", "l2_pairs", "l2_hit_rate_err")
+               "paired_rounds", "paired_time_s", "l2_pairs", "l2_hit_rate_err", "pct_of_peak",
+               "pct_of_roofline", "arith_intensity")
 #: The compile stage's figures (harness/pipeline/compile.py): table column -> metric
 #: (registers per thread or VGPRs per lane, bytes, programs per CU / SM, spilled registers).
 COMPILE_METRICS = {"compile_registers": "compile.registers", "compile_shared_bytes": "compile.shared_bytes",
@@ -350,7 +351,7 @@ def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
 #: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others.
 TABLE_COLUMNS = [
     "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
-    "config", "tune_near_tie", "tune_runner_ups", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
+    "config", "tune_near_tie", "tune_runner_ups", "bound", "pct_of_peak", "pct_of_roofline", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
     "time_ms_median", "time_ms_p20", "time_ms_p80", "baseline_time_ms", "paired_rounds", "paired_time_s",
     "id_run_id", "id_time_ms_median", "id_time_ms_p20", "id_time_ms_p80",
     "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",

@@ -100,11 +100,13 @@ def cell_table(comparison: Comparison) -> CellTable:
     show_gsize = "group_size" in comparison.variant_cols
     show_sim = bool(t["sim_l2_hit_rate"].notna().any()) if len(t) else False
     show_compile = bool((t["compile_arch"] != "").any()) if len(t) and "compile_arch" in t else False
+    show_bound = bool((t["bound"] != "").any()) if len(t) and "bound" in t else False
     heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
              *(["Group size"] if show_gsize else []), "Config measured on", "Baseline", "Compared",
              "Time ms: median [p20, p80]", "Baseline time ms", "Speedup vs baseline [95 % CI or band interval]",
              "Verdict", "L2 hit % ± std (measured) or ± error (simulated)", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
              *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s",
+             *(["What bounds it (roofline)"] if show_bound else []),
              *(COMPILE_HEADS if show_compile else [])]
     rows, previous_group = [], None
     for row in t.itertuples(index=False):
@@ -129,6 +131,7 @@ def cell_table(comparison: Comparison) -> CellTable:
                  (VERDICT_CLASSES.get(r["l2_verdict"], ""), r["l2_verdict_detail"]),
                  *([("num", num(r["sim_l2_hit_rate"], ".2f"))] if show_sim else []),
                  ("num", num(r["ratio_to_vendor"], ".3f")), ("num", num(r["tflops"], ".1f")),
+                 *([("", r["bound"] or DASH)] if show_bound else []),
                  *(_compile_cells(r) if show_compile else [])]
         rows.append({"classes": " ".join(classes), "cells": cells})
     return CellTable(heads, rows)

@@ -457,3 +457,30 @@ def test_cells_name_their_config_and_flag_near_tie_choices(tmp_path):
     assert part.count('<td class="cfg near-tie">') == 2
     assert f'<td class="cfg near-tie">{html.escape(hostile_config)} [near-tie config]</td>' in part
     assert "1 compared cell(s) were measured on a near-tie config" in text
+
+
+def test_cells_say_what_bounds_them_when_the_target_has_a_roofline(tmp_path):
+    """A run tagged ``bound`` (harness.pipeline.roofline) shows it in a "What bounds it" column
+    and table.csv; a report of runs without the tag has no such column."""
+    from tests.report.pages import section, table_rows
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    exp = client.create_experiment("roof")
+    sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
+    for t, (swizzle, ms, bound) in enumerate((("identity", 1.0, "compute-bound, at 64 % of peak"),
+                                              ("xcd", 0.9, f"memory-bound, at 40 % of its roofline {HOSTILE}")), 1):
+        _job(client, exp, sweep, 1000 + t, kernel="igemm", swizzle=swizzle, shape="l03", preset="resnet", warps=8,
+             metrics={**_timed(ms, ms * 0.99, ms * 1.01), "pct_of_peak": 64.0 / ms}, extra_tags={"bound": bound})
+    client.set_terminated(sweep, "FINISHED")
+    out = report.build_report(f"sqlite:///{tmp_path}/t.db", "roof", sweep, tmp_path / "r")
+    table = pd.read_csv(out.parent / "table.csv").set_index(["shape", "swizzle"])
+    assert table.loc[("resnet-l03", "identity"), "bound"] == "compute-bound, at 64 % of peak"
+    assert table.loc[("resnet-l03", "identity"), "pct_of_peak"] == 64.0
+    text = out.read_text()
+    assert HOSTILE not in text
+    part = section(text, "<h2>All cells</h2>", "<h2>Failed")
+    heads = re.findall(r"<th>(.*?)</th>", part)
+    col = heads.index("What bounds it (roofline)")
+    rows = {r[heads.index("Swizzle")]: r for r in table_rows(part)}
+    assert rows["identity"][col] == "compute-bound, at 64 % of peak"
+    assert rows["xcd"][col].startswith("memory-bound, at 40 % of its roofline")
