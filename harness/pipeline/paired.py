@@ -54,7 +54,7 @@ def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, 
         "paired_launches_per_round": float(options.paired.launches_per_round),
         "paired_placements": float(len(set(samples.placements))),
     })
-    roof = getattr(options, "roofline", None)
+    roof = options.roofline
     if roof is not None:     # what bounds the candidate, and where it sits on the roofline
         reading = place(spec.shape, median, roof)
         m.update(reading.as_metrics())

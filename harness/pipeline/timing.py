@@ -58,7 +58,6 @@ it excludes 1, so stopping early cannot manufacture a verdict.
 """
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -249,7 +248,7 @@ def time_interleaved(arms: Arms | Sequence[Arms], settings: PairedSettings, seed
     samples.drained_batches = timer.drained_batches
     if settings.timer == "cupti":
         samples.event_times_ms = samples.times_ms
-        samples.times_ms = timer.kernel_times(samples.times_ms)
+        samples.times_ms = timer.kernel_times(samples.times_ms, samples.orders)
     return samples
 
 
@@ -283,7 +282,6 @@ class _GpuTimer(_Timer):
         self.cupti = cupti
         self.profile = None
         self.launches = 0
-        self.ranges: list[tuple[str, int]] = []   # (arm, round) of every profiled launch group, in order
 
     def __enter__(self):
         if self.cupti:
@@ -298,16 +296,14 @@ class _GpuTimer(_Timer):
             self.profile.__exit__(*exc)
 
     def run_batch(self, arms, placement, orders, k, first_round):
-        batch = [(first_round + r, name, [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                                         for _ in range(k)]) for r, order in enumerate(orders) for name in order]
+        batch = [(name, [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                         for _ in range(k)]) for order in orders for name in order]
         torch.cuda._sleep(int(self.hold_s * self.cycles_per_s))    # hold the stream while the batch is queued
         held = torch.cuda.Event()
         held.record()
         enqueue_start = time.perf_counter()
-        for round_index, name, events in batch:
+        for name, events in batch:
             fn = arms[name]
-            if self.cupti:
-                self.ranges.append((name, round_index))
             for begin, end in events:
                 self.flush.zero_()
                 begin.record()
@@ -323,19 +319,18 @@ class _GpuTimer(_Timer):
         self.drained_batches += int(drained)
         self.hold_s = min(0.5, max(1.5 * enqueue_s, 2 * self.hold_s if drained else 0.0))
         torch.cuda.synchronize()
-        return [(name, [begin.elapsed_time(end) for begin, end in events]) for _, name, events in batch]
+        return [(name, [begin.elapsed_time(end) for begin, end in events]) for name, events in batch]
 
-    def kernel_times(self, event_times: dict[str, list[list[float]]]) -> dict[str, list[list[float]]]:
-        """The launches of ``event_times`` (same layout) timed by their kernels' durations on
-        the GPU, ms."""
-        durations = launch_kernel_ms(self.profile.events(), self.launches)
-        out: dict[str, dict[int, list[float]]] = {arm: {} for arm in event_times}
-        i = 0
-        for arm, round_index in self.ranges:       # (arm, round) in launch order
-            k = len(event_times[arm][round_index])
-            out[arm][round_index] = durations[i:i + k]
-            i += k
-        return {arm: [out[arm][r] for r in range(len(event_times[arm]))] for arm in event_times}
+    def kernel_times(self, event_times: dict[str, list[list[float]]], orders: list[list[str]]
+                     ) -> dict[str, list[list[float]]]:
+        """The launches of ``event_times`` (same layout; ``orders``: the arms of each round in
+        launch order) timed by their kernels' durations on the GPU, ms."""
+        durations = iter(launch_kernel_ms(self.profile.events(), self.launches))
+        out: dict[str, list[list[float]]] = {arm: [] for arm in event_times}
+        for r, order in enumerate(orders):
+            for arm in order:
+                out[arm].append([next(durations) for _ in event_times[arm][r]])
+        return out
 
 
 #: Name prefix of the profiler range around every timed launch (``timer=cupti``).
@@ -372,11 +367,9 @@ class _StandinTimer(_Timer):
 
 def load_standin_timer(path: str) -> Callable[..., float]:
     """The stand-in timer ``module:function`` (``compare.timer``), imported (never eval'ed)."""
-    module, _, name = path.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"compare.timer={path!r}: cannot import the stand-in timer ({exc})") from None
+    from harness.pipeline.user_code import locate
+
+    fn = locate(path, "compare.timer", "a stand-in timer function(arm, placement, round_index, rng) -> ms")
     if not callable(fn):
         raise ValueError(f"compare.timer={path!r} is not a function")
     return fn

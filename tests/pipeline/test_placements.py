@@ -96,3 +96,23 @@ def test_a_placement_effect_is_a_verdict_for_one_placement_and_not_over_eight(tm
     # every timed cell is placed on the target's measured roofline (a tiny conv: memory-bound)
     assert r8.tags["bound"].startswith("memory-bound, at ") and "(memory-bound, at " in eight["stdout"]
     assert 0 < r8.metrics["pct_of_roofline"] < 100 and r8.metrics["arith_intensity"] > 0
+
+
+def test_cupti_durations_are_mapped_back_to_their_arm_round_and_launch():
+    """``timer=cupti``: the profiler's per-launch ranges, in launch order, fill the same
+    [arm][round][launch] layout as the event times (here from made-up profiler events, µs)."""
+    from types import SimpleNamespace
+
+    from harness.pipeline.timing import LAUNCH_RANGE, _GpuTimer
+
+    orders = [["a", "b"], ["b", "a"]]
+    event_times = {"a": [[9.0, 9.0], [9.0, 9.0]], "b": [[9.0, 9.0], [9.0, 9.0]]}
+    launch_us = [1, 2, 3, 4, 5, 6, 7, 8]          # a r0 x2, b r0 x2, b r1 x2, a r1 x2
+    events = [SimpleNamespace(name=f"{LAUNCH_RANGE}{i}", device_time_total=us) for i, us in enumerate(launch_us)]
+    timer = object.__new__(_GpuTimer)
+    timer.profile, timer.launches = SimpleNamespace(events=lambda: events), len(events)
+    got = timer.kernel_times(event_times, orders)
+    assert got == {"a": [[0.001, 0.002], [0.007, 0.008]], "b": [[0.003, 0.004], [0.005, 0.006]]}
+    timer.launches += 1                              # a launch the profiler lost: refused, not guessed
+    with pytest.raises(RuntimeError, match="1 of 9 launches have no kernel record"):
+        timer.kernel_times(event_times, orders)
