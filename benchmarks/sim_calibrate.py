@@ -135,6 +135,9 @@ def cell_of(row: Mapping) -> dict:
         "measured_delta": _get(row, "metrics.l2_delta_pts"), "delta_ci_lo": _get(row, "metrics.l2_delta_ci_lo"),
         "delta_ci_hi": _get(row, "metrics.l2_delta_ci_hi"),
         "baseline_measured": _get(row, "metrics.baseline_l2_hit_rate"),
+        "measured_read_delta": _get(row, "metrics.l2_read_delta_pts"),
+        "read_delta_ci_lo": _get(row, "metrics.l2_read_delta_ci_lo"),
+        "read_delta_ci_hi": _get(row, "metrics.l2_read_delta_ci_hi"),
         "delta_source": "paired" if _get(row, "metrics.l2_delta_pts") is not None else None,
         "sim_online": _get(row, "metrics.sim_l2_hit_rate"), "device": _get(row, "tags.device"),
         "run_id": row.get("run_id"), "spec": spec, "baseline_spec": spec.with_swizzle(*_baseline_of(baseline)),
@@ -162,6 +165,10 @@ def fill_unpaired_deltas(cells: pd.DataFrame) -> pd.DataFrame:
             [delta, delta - half, delta + half, "unpaired"]
         if pd.isna(c["baseline_measured"]):
             cells.loc[i, "baseline_measured"] = b["measured_hit"]
+    for i, c in cells.iterrows():   # reads: the cells' difference, no CI (no per-repeat read rates logged)
+        k = (c["kernel"], c["shape"], c["config"], c["baseline"])
+        if c["swizzle"] != c["baseline"] and pd.isna(c.get("measured_read_delta", math.nan)) and k in base.index:
+            cells.loc[i, "measured_read_delta"] = c["measured_read"] - base.loc[[k]].iloc[0]["measured_read"]
     return cells
 
 
@@ -182,7 +189,8 @@ def cells_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
     cells = cells.drop_duplicates(subset=["kernel", "shape", "swizzle", "config", "num_xcds", "group_size",
                                           "baseline"], keep="first")
     cells = cells.astype({"measured_delta": float, "delta_ci_lo": float, "delta_ci_hi": float,
-                          "baseline_measured": float, "measured_read": float}, errors="ignore")
+                          "baseline_measured": float, "measured_read": float, "measured_read_delta": float,
+                          "read_delta_ci_lo": float, "read_delta_ci_hi": float}, errors="ignore")
     cells = fill_unpaired_deltas(cells)
     return cells.sort_values(["kernel", "shape", "config", "swizzle"]).reset_index(drop=True)
 
@@ -203,11 +211,12 @@ def predict(cells: pd.DataFrame, simulate: Simulate, fraction: float) -> pd.Data
     ``pred_baseline_hit`` and ``pred_delta`` (candidate minus baseline, points)."""
     out = cells.copy()
     sims = [simulate(s, fraction) for s in cells["spec"]]
-    base = [simulate(s, fraction)[0] for s in cells["baseline_spec"]]
+    base = [simulate(s, fraction) for s in cells["baseline_spec"]]
     out["pred_hit"] = [h for h, _ in sims]
     out["pred_read"] = [r for _, r in sims]
-    out["pred_baseline_hit"] = base
+    out["pred_baseline_hit"] = [h for h, _ in base]
     out["pred_delta"] = out["pred_hit"] - out["pred_baseline_hit"]
+    out["pred_read_delta"] = out["pred_read"] - [r for _, r in base]
     return out
 
 
@@ -220,35 +229,58 @@ def _has_delta(cells: pd.DataFrame) -> pd.Series:
     return (cells["swizzle"] != cells["baseline"]) & cells["measured_delta"].notna()
 
 
+def _signs(d: pd.DataFrame, measured: str, lo: str, hi: str, predicted: str, sign_min: float):
+    """(right, total, wrong cells) over the cells of ``d`` whose measured delta is at least
+    ``sign_min`` points with a CI excluding 0."""
+    if measured not in d or lo not in d:
+        return 0, 0, []
+    clear = d[(d[measured].abs() >= sign_min) & ((d[lo] > 0) | (d[hi] < 0))]
+    right = np.sign(clear[measured]) == np.sign(clear[predicted])
+    wrong = [f"{r.kernel}/{r.shape}/{r.swizzle}: measured {getattr(r, measured):+.2f}, "
+             f"predicted {getattr(r, predicted):+.2f}" for r in clear[~right].itertuples()]
+    return int(right.sum()), int(len(clear)), wrong
+
+
 def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
-    """The figures of predicted ``cells`` (points): hit / read / delta MAE and the signs."""
+    """The figures of predicted ``cells`` (points): hit / read / delta MAE and the signs, of
+    all traffic and of the reads alone."""
     d = cells[_has_delta(cells)]
-    clear = d[(d["measured_delta"].abs() >= sign_min)
-              & ((d["delta_ci_lo"] > 0) | (d["delta_ci_hi"] < 0))]
-    right = np.sign(clear["measured_delta"]) == np.sign(clear["pred_delta"])
-    wrong = clear[~right]
-    return {"n": int(len(cells)), "hit_rate_mae": _mae(cells["measured_hit"], cells["pred_hit"]),
-            "read_hit_rate_mae": _mae(cells["measured_read"], cells["pred_read"]),
-            "delta_n": int(len(d)), "delta_mae": _mae(d["measured_delta"], d["pred_delta"]),
-            "sign_right": int(right.sum()), "sign_total": int(len(clear)),
-            "sign_wrong": [f"{r.kernel}/{r.shape}/{r.swizzle}: measured {r.measured_delta:+.2f}, "
-                           f"predicted {r.pred_delta:+.2f}" for r in wrong.itertuples()]}
+    right, total, wrong = _signs(d, "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta", sign_min)
+    out = {"n": int(len(cells)), "hit_rate_mae": _mae(cells["measured_hit"], cells["pred_hit"]),
+           "read_hit_rate_mae": _mae(cells["measured_read"], cells["pred_read"]),
+           "delta_n": int(len(d)), "delta_mae": _mae(d["measured_delta"], d["pred_delta"]),
+           "sign_right": right, "sign_total": total, "sign_wrong": wrong,
+           "read_delta_mae": math.nan, "read_sign_right": 0, "read_sign_total": 0, "read_sign_wrong": []}
+    if "measured_read_delta" in d and "pred_read_delta" in d:
+        rd = d[d["measured_read_delta"].notna()]
+        right, total, wrong = _signs(rd, "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
+                                     "pred_read_delta", sign_min)
+        out.update({"read_delta_n": int(len(rd)),
+                    "read_delta_mae": _mae(rd["measured_read_delta"], rd["pred_read_delta"]),
+                    "read_sign_right": right, "read_sign_total": total, "read_sign_wrong": wrong})
+    return out
 
 
-def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable[float] = FRACTIONS
-                 ) -> tuple[float, pd.DataFrame]:
-    """The f of ``fractions`` with the least all-traffic hit-rate MAE on ``cells``, and the
-    table of the errors per f.  MAEs equal to 0.001 point are ties: the least delta MAE wins,
-    then the larger f (the uncalibrated simulator's 1.0 unless the cells say otherwise)."""
-    rows = []
-    for f in fractions:
-        e = errors(predict(cells, simulate, f))
-        rows.append({"fraction": f, "hit_rate_mae": e["hit_rate_mae"], "delta_mae": e["delta_mae"],
-                     "read_hit_rate_mae": e["read_hit_rate_mae"]})
-    table = pd.DataFrame(rows)
-    key = [(round(r.hit_rate_mae, 3), math.inf if math.isnan(r.delta_mae) else round(r.delta_mae, 3), -r.fraction)
-           for r in table.itertuples()]
-    return float(-min(key)[2]), table
+def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = FRACTIONS,
+                 objective: str = "hit_rate_mae") -> tuple:
+    """The point of ``fractions`` (an ``l2_capacity_fraction``, or a ``(fraction,
+    coalesce_window)`` pair) with the least ``objective`` MAE on ``cells`` (``hit_rate_mae``:
+    all traffic; ``read_hit_rate_mae``: the reads alone), and the table of the errors per
+    point.  MAEs equal to 0.001 point are ties: the least delta MAE wins, then the larger
+    fraction (the uncalibrated simulator's 1.0 unless the cells say otherwise), then the
+    smaller window."""
+    rows, keys = [], []
+    for point in fractions:
+        e = errors(predict(cells, simulate, point))
+        fraction, window = point if isinstance(point, tuple) else (point, None)
+        rows.append({"fraction": fraction, **({} if window is None else {"window": window}),
+                     "hit_rate_mae": e["hit_rate_mae"], "delta_mae": e["delta_mae"],
+                     "read_hit_rate_mae": e["read_hit_rate_mae"], "read_delta_mae": e["read_delta_mae"]})
+        delta = e["read_delta_mae" if objective == "read_hit_rate_mae" else "delta_mae"]
+        keys.append((round(e[objective], 3), math.inf if math.isnan(delta) else round(delta, 3), -fraction,
+                     window or 0.0))
+    best = min(range(len(keys)), key=keys.__getitem__)
+    return list(fractions)[best], pd.DataFrame(rows)
 
 
 def summarise(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
@@ -261,10 +293,12 @@ def summarise(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
     return out
 
 
-def calibration_record(summary: dict, target: str, validated_on: str, fraction: float,
+def calibration_record(summary: dict, target: str, validated_on: str, fraction,
                        cells: pd.DataFrame) -> dict:
-    """The held-out half's figures as the target's ``sim_calibration`` record."""
+    """The held-out half's figures as the target's ``sim_calibration`` record; ``fraction``
+    is the fitted point (a fraction, or a ``(fraction, coalesce_window)`` pair)."""
     held = summary["holdout"]
+    fraction, window = fraction if isinstance(fraction, tuple) else (fraction, None)
 
     def table(name: str) -> dict:
         return {k: round(v[name], 3) for k, v in held.items() if not math.isnan(v[name])}
@@ -272,18 +306,24 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction: 
     return {"target": target, "validated_on": validated_on, "l2_capacity_fraction": fraction,
             "cells_fit": int((cells["half"] == "fit").sum()), "cells_holdout": int((cells["half"] == "holdout").sum()),
             "hit_rate_mae": table("hit_rate_mae"), "delta_mae": table("delta_mae"),
-            "read_hit_rate_mae": table("read_hit_rate_mae"),
-            "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]]}
+            "read_hit_rate_mae": table("read_hit_rate_mae"), "read_delta_mae": table("read_delta_mae"),
+            "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]],
+            "read_sign_right": [held["all"]["read_sign_right"], held["all"]["read_sign_total"]],
+            **({} if window is None else {"coalesce_window": window})}
 
 
 # -----------------------------------------------------------
 # The simulator (impure: CPU time)
 
-def scaled_target(target: Mapping, fraction: float) -> dict:
+def scaled_target(target: Mapping, fraction) -> dict:
     """``target`` whose L2 is ``fraction`` of its bytes, rounded down to whole sets (same
-    ways and line size; the set count need not be a power of two).  Any calibration record
-    in it is dropped, so the fraction is not applied twice."""
+    ways and line size; the set count need not be a power of two), and for a ``(fraction,
+    window)`` pair the request coalescer's window.  Any calibration record in it is
+    replaced, so the fraction is not applied twice."""
+    fraction, window = fraction if isinstance(fraction, tuple) else (fraction, 0.0)
     out = {k: v for k, v in target.items() if k != "sim_calibration"}
+    if window:
+        out["sim_calibration"] = {"coalesce_window": window}
     set_bytes = int(target["l2_ways"]) * int(target["l2_line_bytes"])
     out["l2_bytes"] = max(1, int(int(target["l2_bytes"]) * fraction) // set_bytes) * set_bytes
     return out
@@ -350,20 +390,22 @@ def markdown(frame: pd.DataFrame) -> str:
 
 def figures_table(summary: dict) -> str:
     """Markdown table: one row per (half, kernel)."""
-    lines = ["| half | kernel | cells | hit MAE (all traffic) | read hit MAE | delta cells | delta MAE | sign right |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| half | kernel | cells | hit MAE (all traffic) | read hit MAE | delta cells | delta MAE | sign right "
+             "| read delta MAE | read sign right |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for half, groups in summary.items():
         for kernel, e in groups.items():
             lines.append(f"| {half} | {kernel} | {e['n']} | {_fmt(e['hit_rate_mae'])} | "
                          f"{_fmt(e['read_hit_rate_mae'])} | {e['delta_n']} | {_fmt(e['delta_mae'])} | "
-                         f"{e['sign_right']}/{e['sign_total']} |")
+                         f"{e['sign_right']}/{e['sign_total']} | {_fmt(e['read_delta_mae'])} | "
+                         f"{e['read_sign_right']}/{e['read_sign_total']} |")
     return "\n".join(lines)
 
 
 CSV_COLUMNS = ["half", "kernel", "shape", "swizzle", "config", "num_xcds", "group_size", "baseline", "occupancy",
                "measured_hit", "measured_hit_std", "measured_read", "measured_delta", "delta_ci_lo",
                "delta_ci_hi", "delta_source", "baseline_measured", "sim_online", "pred_hit", "pred_read",
-               "pred_baseline_hit", "pred_delta", "run_id"]
+               "pred_baseline_hit", "pred_delta", "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
+               "pred_read_delta", "run_id"]
 
 
 def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFrame, record: dict,
@@ -375,7 +417,9 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
              if half == "holdout"]
     text = [f"# Simulated L2 calibration: {record['target']} vs {record['validated_on']}", "",
             f"Command: `{command}`", "", f"Store: `{store}`", "",
-            f"Fitted `l2_capacity_fraction` = **{record['l2_capacity_fraction']}** "
+            f"Fitted `l2_capacity_fraction` = **{record['l2_capacity_fraction']}**"
+            + (f", `coalesce_window` = **{record['coalesce_window']}** K-steps " if "coalesce_window" in record else " ")
+            + 
             f"({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
             f"Errors in percentage points; {took}.", "",
             "## Fit: error of the fit half per fraction", "",
@@ -397,19 +441,26 @@ def load_target(name: str) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--uri", required=True, help="MLflow store, e.g. sqlite:////tmp/session.db")
+    ap.add_argument("--uri", required=True, nargs="+", help="MLflow store(s), e.g. sqlite:////tmp/session.db")
     ap.add_argument("--target", default=None, help="conf/target/<name>.yaml (default: the runs' params.target)")
     ap.add_argument("--out", required=True, help="directory for cells.csv, summary.md, calibration.json")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
     ap.add_argument("--fractions", type=float, nargs="+", default=list(FRACTIONS))
+    ap.add_argument("--windows", type=float, nargs="+", default=None,
+                    help="request-coalescer windows (K-steps) to fit with each fraction (default: none)")
+    ap.add_argument("--objective", choices=("read", "all"), default="read",
+                    help="fit the read hit rate (ncu's tex read lookups: like with like) or all traffic")
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
     args = ap.parse_args(argv)
 
     import mlflow
 
-    mlflow.set_tracking_uri(args.uri)
-    runs = mlflow.search_runs(search_all_experiments=True,
-                              filter_string="tags.profiler = 'ncu' and attributes.status = 'FINISHED'")
+    frames = []
+    for uri in args.uri:
+        mlflow.set_tracking_uri(uri)
+        frames.append(mlflow.search_runs(search_all_experiments=True,
+                                         filter_string="tags.profiler = 'ncu' and attributes.status = 'FINISHED'"))
+    runs = pd.concat(frames, ignore_index=True)
     cells = cells_from_runs(runs)
     if cells.empty:
         raise SystemExit(f"no finished ncu job runs in {args.uri}")
@@ -423,18 +474,21 @@ def main(argv: list[str] | None = None) -> None:
           f"held out {sorted(s for s, h in halves.items() if h == 'holdout')}")
 
     simulate = Simulator(load_target(target_name))
-    fraction, grid = fit_fraction(cells[cells["half"] == "fit"], simulate, args.fractions)
+    points = (args.fractions if args.windows is None
+              else [(f, w) for f in args.fractions for w in args.windows])
+    objective = "read_hit_rate_mae" if args.objective == "read" else "hit_rate_mae"
+    fraction, grid = fit_fraction(cells[cells["half"] == "fit"], simulate, points, objective)
     cells = predict(cells, simulate, fraction)
     summary = summarise(cells, args.sign_min)
     took = (f"{len(simulate.results)} simulations in {simulate.seconds:.1f} s wall "
             f"({simulate.replay_seconds:.1f} s replay)")
 
     show = cells[["half", "kernel", "shape", "swizzle", "measured_hit", "pred_hit", "measured_read", "pred_read",
-                  "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta"]]
+                  "measured_delta", "pred_delta", "measured_read_delta", "pred_read_delta"]]
     print(show.to_string(float_format=lambda v: f"{v:.2f}"))
-    print("\nfit half, error per l2_capacity_fraction (points):")
+    print(f"\nfit half, error per l2_capacity_fraction (and coalescer window), points; objective {objective}:")
     print(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"\nfitted l2_capacity_fraction = {fraction}; {took}")
+    print(f"\nfitted (l2_capacity_fraction, window) = {fraction}; {took}")
     if grid["hit_rate_mae"].max() - grid["hit_rate_mae"].min() < 0.01:
         print("  (the hit-rate MAE moves < 0.01 point over the grid: these cells do not pin f down)")
     print()
@@ -444,7 +498,7 @@ def main(argv: list[str] | None = None) -> None:
 
     record = calibration_record(summary, target_name, f"{device} ncu", fraction, cells)
     command = "python benchmarks/sim_calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_outputs(Path(args.out), cells, summary, grid, record, command, args.uri, took)
+    write_outputs(Path(args.out), cells, summary, grid, record, command, " ".join(args.uri), took)
     print(f"\nwrote {args.out}/cells.csv, summary.md, calibration.json")
 
 

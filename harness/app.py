@@ -20,7 +20,7 @@ from harness.hardware.isolation import InProcessRunner, IsolatedRunner
 from harness.pipeline.compile_client import CompileOptions
 from harness.pipeline.job import JobOptions
 from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
-from harness.pipeline.paired import record_l2
+from harness.pipeline.paired import record_l2, record_read_l2
 from harness.pipeline.roofline import Roofline
 from harness.pipeline.timing import PairedSettings, resolve_timer, timing_key
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
@@ -411,5 +411,6 @@ def _profile_and_finish(profiler, pcfg: DictConfig, target: dict, pending: list,
                 record_l2(result, [c for c, _ in outcome.pairs], [b for _, b in outcome.pairs],
                           min_l2_delta, profiler.name, deterministic=profiler.deterministic,
                           error=outcome.delta_error)
+                record_read_l2(result, outcome.read_pairs, profiler.deterministic, outcome.read_delta_error)
         tracker.finish_job(run_id, result)
         print(progress_line(position, result), flush=True)

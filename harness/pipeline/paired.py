@@ -118,6 +118,25 @@ def record_l2(result: JobResult, candidate: list[float], baseline: list[float], 
     return delta
 
 
+def record_read_l2(result: JobResult, pairs: list[tuple[float, float]], deterministic: bool = False,
+                   error: float | None = None) -> PairedEstimate | None:
+    """Log the paired difference of the read-only hit rates (candidate - baseline, % points;
+    ncu's tex read lookups, the simulator's loads) as ``l2_read_delta_pts`` with its CI and
+    ``baseline_l2_read_hit_rate``; ``deterministic`` and ``error`` as in :func:`record_l2`.
+    The verdict stays the all-traffic one's; None without pairs."""
+    if not pairs:
+        return None
+    candidate, baseline = np.asarray([c for c, _ in pairs]), np.asarray([b for _, b in pairs])
+    delta = paired_difference(candidate, baseline)
+    if deterministic:
+        half = float(error) if error is not None else 0.0
+        delta = PairedEstimate(delta.estimate, delta.estimate - half, delta.estimate + half, delta.n)
+    result.metrics.update(_finite({"l2_read_delta_pts": delta.estimate, "l2_read_delta_ci_lo": delta.ci_lo,
+                                   "l2_read_delta_ci_hi": delta.ci_hi,
+                                   "baseline_l2_read_hit_rate": float(np.mean(baseline))}))
+    return delta
+
+
 def _finite(values: dict[str, float]) -> dict[str, float]:
     """Drop infinite bounds (a CI from one pair): MLflow stores finite numbers only."""
     return {k: v for k, v in values.items() if np.isfinite(v)}

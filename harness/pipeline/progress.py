@@ -27,6 +27,9 @@ def progress_line(position: str, result: JobResult) -> str:
             spread = f" ± {m['l2_hit_rate_err']:.1f}" if "l2_hit_rate_err" in m else ""
             source += ", " + result.tags["sim_validation"]
         body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({source})"
+        if "l2_read_hit_rate" in m:   # the reads alone (ncu's tex read lookups; the simulator's loads)
+            read_err = f" ± {m['l2_read_hit_rate_err']:.1f}" if "l2_read_hit_rate_err" in m else ""
+            body += f", reads {m['l2_read_hit_rate']:.2f}%{read_err}"
     baseline = result.params.get("compare.baseline")
     if "speedup" in m:
         body += (f"  | vs {baseline}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "

@@ -352,6 +352,8 @@ class NcuProfiler(ProcessWrappingProfiler):
         self.cache_control = cache_control
         self.clock_control = clock_control
 
+    reads_counted = True
+
     def read_version(self) -> str:
         return ncu_version(self.executable)
 

@@ -69,6 +69,10 @@ DEFAULT_OCCUPANCY = 2
 #: (MI300X Infinity Cache: 16 ways).
 DEFAULT_MALL_WAYS = 16
 
+#: Spread of a K-step's duration, +- fraction of a step (see :class:`SimTarget`).  Fixed: with
+#: coalescing, only the window relative to it matters, and the window is what is fitted.
+STEP_JITTER = 0.2
+
 #: Which replay implementation runs: "numba" (compiled) or "python" (interpreted).
 ENGINE = "numba" if HAVE_NUMBA else "python"
 
@@ -80,19 +84,33 @@ def calibration(target: Mapping[str, Any]) -> Mapping[str, Any]:
     return target.get("sim_calibration") or {}
 
 
-def prediction_error(target: Mapping[str, Any], kernel: str) -> tuple[float | None, float | None, str]:
-    """``(hit-rate error, delta error, what it was validated on)`` for a prediction on
-    ``target`` of ``kernel``'s hit rate: the held-out mean absolute errors, % points (the
-    kernel family's own where it was validated, else all cells'), or ``(None, None, why not)``."""
+@dataclass(frozen=True)
+class PredictionError:
+    """How far a prediction on a target is off, from the held-out half of its validation
+    (mean absolute errors, % points; None: not measured): the hit rate over all lookups, its
+    difference vs the baseline, and the same two of the reads alone."""
+
+    hit_rate: float | None
+    delta: float | None
+    read_hit_rate: float | None
+    read_delta: float | None
+    validated: str                     # "validated on <device> ncu, N held-out cells" or "not validated ..."
+
+
+def prediction_error(target: Mapping[str, Any], kernel: str) -> PredictionError:
+    """The measured errors of a prediction of ``kernel`` on ``target``: the kernel family's
+    own where it was validated, else all cells'; all None for a target never validated."""
     cal = calibration(target)
     if not cal.get("hit_rate_mae"):
-        return None, None, f"not validated on {target.get('name', '?')} hardware"
+        return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware")
 
-    def pick(table: Mapping[str, float]) -> float | None:
+    def pick(key: str) -> float | None:
+        table = cal.get(key) or {}
         value = table.get(kernel, table.get("all"))
         return None if value is None else float(value)
 
-    return pick(cal["hit_rate_mae"]), pick(cal.get("delta_mae") or {}), f"validated on {cal.get('validated_on', '?')}"
+    return PredictionError(pick("hit_rate_mae"), pick("delta_mae"), pick("read_hit_rate_mae"),
+                           pick("read_delta_mae"), f"validated on {cal.get('validated_on', '?')}")
 
 
 @dataclass(frozen=True)
@@ -105,6 +123,16 @@ class SimTarget:
     l2_domains: int               # separate L2 caches; XCD x uses domain x * l2_domains // num_xcds
     l2: CacheGeometry             # geometry of each L2 domain
     mall: CacheGeometry | None    # shared memory-side cache behind the L2s, or None
+    #: Stores count as hits whatever the L2 holds (NVIDIA: a store writes its bytes into the
+    #: sector without fetching it, and ncu counts that lookup a hit); False: a store to an
+    #: absent line is a miss that allocates it (the rule assumed for MI300X's TCC, unverified).
+    writes_hit: bool = False
+    #: Reads of a line that another program requested less than this many K-steps earlier are
+    #: merged before the L2 (NVIDIA's L2 request coalescer) and never counted as lookups; 0: off.
+    coalesce_window: float = 0.0
+    #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
+    #: programs drift apart as they run and later waves start out of step.
+    step_jitter: float = STEP_JITTER
 
     def __post_init__(self) -> None:
         for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains"):
@@ -116,6 +144,9 @@ class SimTarget:
                              "each L2 domain serves one or more whole XCDs")
         if self.mall is not None and self.mall.line_bytes != self.l2.line_bytes:
             raise ValueError("simulated target: the MALL and the L2 must use the same line size")
+        if not 0 <= self.coalesce_window or not 0 <= self.step_jitter < 1:
+            raise ValueError(f"simulated target: coalesce_window={self.coalesce_window!r} must be >= 0 and "
+                             f"step_jitter={self.step_jitter!r} in [0, 1)")
 
     @property
     def slots_per_xcd(self) -> int:
@@ -138,9 +169,10 @@ class SimTarget:
         Uses ``num_xcds``, ``compute_units`` (total over the device), ``l2_bytes`` (per
         domain), ``l2_ways``, ``l2_line_bytes``, ``l2_domains`` (default: ``num_xcds``),
         ``mall_bytes`` (0 or missing: no MALL), ``mall_ways`` (default 16) and
-        ``occupancy`` (default :data:`DEFAULT_OCCUPANCY`).  ``occupancy`` and
-        ``line_bytes`` given here override the record (e.g. ``line_bytes=32`` to count
-        NVIDIA's 32 B sectors).
+        ``occupancy`` (default :data:`DEFAULT_OCCUPANCY`); ``l2_writes: hit`` (NVIDIA) makes
+        stores hits, and the calibration record's ``coalesce_window`` turns on the request
+        coalescer.  ``occupancy`` and ``line_bytes`` given here override the record (e.g.
+        ``line_bytes=32`` to count NVIDIA's 32 B sectors).
         """
         name = target.get("name", "?")
 
@@ -171,7 +203,18 @@ class SimTarget:
             l2=CacheGeometry(l2_bytes, ways, line),
             mall=(CacheGeometry(mall_bytes, int(target.get("mall_ways") or DEFAULT_MALL_WAYS), line)
                   if mall_bytes else None),
+            writes_hit=_write_policy(target) == "hit",
+            coalesce_window=float(calibration(target).get("coalesce_window", 0.0)),
         )
+
+
+def _write_policy(target: Mapping[str, Any]) -> str:
+    """``l2_writes`` of a target record: ``hit`` or ``allocate`` (the default)."""
+    policy = str(target.get("l2_writes") or "allocate")
+    if policy not in ("hit", "allocate"):
+        raise ValueError(f"target {target.get('name', '?')!r}: l2_writes={policy!r} is invalid; valid: hit "
+                         "(a store is a hit: NVIDIA), allocate (a store to an absent line is a miss)")
+    return policy
 
 
 @dataclass(frozen=True)
@@ -199,6 +242,7 @@ class SimResult:
     replay_s: float                       # wall time of the replay loop, s
     engine: str                           # "numba" or "python"
     name: str = "conv"                    # which launch of the timed run (kernels.access.LaunchPlan)
+    merged_reads: int = 0                 # reads merged with another program's request before the L2 (no lookup)
     #: The job's whole timed run, when it is more than this launch: (launch name, result) in
     #: launch order, simulated one after the other with the caches carried over.
     timed_run: tuple[tuple[str, "SimResult"], ...] = ()
@@ -248,6 +292,7 @@ class SimResult:
         run (``timed.``) too."""
         out = {f"{prefix}l2_hit_rate": self.hit_rate, f"{prefix}l2_read_hit_rate": self.read_hit_rate,
                f"{prefix}l2_write_lookups": float(self.write_hits + self.write_misses),
+               f"{prefix}l2_merged_reads": float(self.merged_reads),
                f"{prefix}l2_miss_bytes": float(self.l2_miss_bytes),
                f"{prefix}slots_per_xcd": float(self.slots_per_xcd)}
         out.update({f"{prefix}xcd{x}_hit_rate": r for x, r in enumerate(self.xcd_hit_rates) if not math.isnan(r)})
@@ -280,14 +325,24 @@ def _rate(hits: int, misses: int) -> float:
 # last-arrival accesses.  The program then takes its next item (``w + num_programs``), or
 # finishes and leaves the slot to the XCD's next program.
 #
-# ``counts[x]`` holds XCD x's read hits, read misses, write hits, write misses.  A write
-# is a lookup like a read: a hit when the line is present, else a miss that allocates the
-# line (write-allocate, no fetch: it does not go on to the MALL).
+# ``counts[x]`` holds XCD x's read hits, read misses, write hits, write misses and merged
+# reads.  A write is a lookup like a read: a hit when the line is present (or always, with
+# ``writes_hit``), else a miss that allocates the line (write-allocate, no fetch: it does
+# not go on to the MALL).
+#
+# Time: each slot keeps its program's clock, in K-steps.  A step lasts 1 + jitter * u, u in
+# [-1, 1) a fixed hash of (pid, step), and a program that takes a slot starts at the time the
+# slot's last one finished, so programs drift apart and later waves start out of step.  The
+# order of the replay stays the rounds' (the L2's LRU order); the clocks only decide which
+# reads are merged: with ``window > 0`` a read of a line that *another* program read less
+# than ``window`` steps earlier (by their clocks) is merged with that request before the L2
+# and counted in column 4, not as a lookup.
 
 @jit
-def _lookup(line, write, x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts):
+def _lookup(line, write, x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts,
+            writes_hit):
     kind = 2 if write else 0
-    if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line):
+    if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line) or (write and writes_hit):
         counts[x, kind] += 1
     else:
         counts[x, kind + 1] += 1
@@ -302,8 +357,9 @@ def _lookup(line, write, x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags, mall_
 def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
             epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
             num_xcds, slots, domain_of_xcd, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways,
-            counts, mall_counts):
+            counts, mall_counts, writes_hit, window, jitter, last_time, last_pid):
     num_tiles = len(table)
+    slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
     num_work = num_tiles * splits
     num_operands = tile_rows.shape[1]
     arrived = np.zeros(num_tiles, dtype=np.int64)       # splits of each tile done so far
@@ -335,12 +391,22 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 if step < slot_stop[x, sl]:            # ... performs one step
                     hits = 0                           # (the hot loop: _lookup's read path, inline)
                     misses = 0
+                    merged = 0
+                    t = slot_t[x, sl]
                     for o in range(num_operands):
                         seg = tile_rows[tile, o] * num_steps + step
                         for i in range(offsets[seg], offsets[seg + 1]):
                             line = lines[i]
+                            near = False
+                            if window > 0:             # requested by another program just now?
+                                near = last_pid[line] != pid and abs(t - last_time[line]) < window
+                                last_time[line] = t
+                                last_pid[line] = pid
                             if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line):
-                                hits += 1
+                                if near:
+                                    merged += 1
+                                else:
+                                    hits += 1
                             else:
                                 misses += 1
                                 if mall_sets > 0:
@@ -350,6 +416,9 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                                         mall_counts[1] += 1
                     counts[x, 0] += hits
                     counts[x, 1] += misses
+                    counts[x, 4] += merged
+                    u = ((pid * 2654435761 + step * 40503 + 12345) % 65536) / 32768.0 - 1.0
+                    slot_t[x, sl] = t + 1.0 + jitter * u
                     step += 1
                     slot_step[x, sl] = step
                 if step < slot_stop[x, sl]:
@@ -358,12 +427,12 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 key = tile * splits + work // num_tiles
                 for i in range(epi_offsets[key], epi_offsets[key + 1]):
                     _lookup(epi_lines[i], epi_writes[i], x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags,
-                            mall_sets, mall_ways, counts, mall_counts)
+                            mall_sets, mall_ways, counts, mall_counts, writes_hit)
                 arrived[tile] += 1
                 if arrived[tile] == splits:            # the tile's last split to arrive
                     for i in range(last_offsets[tile], last_offsets[tile + 1]):
                         _lookup(last_lines[i], last_writes[i], x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags,
-                                mall_sets, mall_ways, counts, mall_counts)
+                                mall_sets, mall_ways, counts, mall_counts, writes_hit)
                 if work + num_programs < num_work:     # persistent: the program's next item
                     _assign(work + num_programs, x, sl, table, num_tiles, steps_per_split, num_steps,
                             slot_work, slot_tile, slot_step, slot_stop)
@@ -430,7 +499,12 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     dtype = tag_dtype(launch.max_line) if caches is None else caches.l2_tags.dtype
     caches = caches if caches is not None else CacheState.cold(target, dtype)
     mall_sets, mall_ways = (target.mall.num_sets, target.mall.ways) if target.mall is not None else (0, 1)
-    counts = np.zeros((target.num_xcds, 4), dtype=np.int64)
+    counts = np.zeros((target.num_xcds, 5), dtype=np.int64)
+    # The merging's memory: when and by which program each line was last read (one float32 and
+    # one int32 per line of the launch; a single unused entry when merging is off).
+    tracked = launch.max_line + 1 if target.coalesce_window > 0 else 1
+    last_time = np.full(tracked, -np.inf, dtype=np.float32)
+    last_pid = np.full(tracked, -1, dtype=np.int32)
     mall_counts = np.zeros(2, dtype=np.int64)
     domain_of_xcd = target.domain_of_xcd()
     num_programs = schedule.num_programs(target.num_xcds * target.cus_per_xcd)
@@ -441,7 +515,8 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
             lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
             launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd, caches.l2_tags, target.l2.num_sets,
-            target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts, mall_counts)
+            target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts, mall_counts, target.writes_hit,
+            target.coalesce_window, target.step_jitter, last_time, last_pid)
     replay_s = time.perf_counter() - started
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)
 
@@ -467,7 +542,7 @@ def _result(name: str, counts: np.ndarray, mall_counts: np.ndarray, target: SimT
         mall_misses=int(mall_counts[1]) if with_mall else None,
         dram_read_bytes=int(mall_counts[1]) * line if with_mall else read_misses * line,
         num_programs=num_programs, slots_per_xcd=target.slots_per_xcd, replay_s=replay_s, engine=ENGINE,
-        name=name)
+        name=name, merged_reads=int(counts[:, 4].sum()))
 
 
 def simulate_run(models, table: np.ndarray, target: SimTarget) -> SimResult:
@@ -587,14 +662,18 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix="sim."),
                                               "sim.programs_per_cu": float(self._residency(occupancy))})
-            hit_err, delta_err, validated = prediction_error(self.target, spec.kernel)
-            outcome.tags["sim_validation"] = validated
-            if hit_err is not None:
-                outcome.metrics["l2_hit_rate_err"] = hit_err
-            outcome.delta_error = delta_err
+            err = prediction_error(self.target, spec.kernel)
+            outcome.tags["sim_validation"] = err.validated
+            outcome.metrics["l2_read_hit_rate"] = result.read_hit_rate
+            if err.hit_rate is not None:
+                outcome.metrics["l2_hit_rate_err"] = err.hit_rate
+            if err.read_hit_rate is not None:
+                outcome.metrics["l2_read_hit_rate_err"] = err.read_hit_rate
+            outcome.delta_error, outcome.read_delta_error = err.delta, err.read_delta
             if baseline is not None:   # deterministic: one pair is the exact difference
                 outcome.baseline_reading = baseline.as_reading()
                 outcome.pairs = [(outcome.reading.l2_hit_rate, outcome.baseline_reading.l2_hit_rate)]
+                outcome.read_pairs = [(result.read_hit_rate, baseline.read_hit_rate)]
             outcomes[req.key] = outcome
         return outcomes
 

@@ -32,10 +32,14 @@ class ProfileOutcome:
     raw_files: list[Path] = field(default_factory=list)
     baseline_reading: L2Reading | None = None   # the baseline's, profiled in pairs with the job
     pairs: list[tuple[float, float]] = field(default_factory=list)  # (candidate, baseline) hit rate %, per pair
+    #: (candidate, baseline) hit rate of the reads alone, %, per pair (ncu's tex read lookups;
+    #: the simulator's loads), where the source has it
+    read_pairs: list[tuple[float, float]] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)  # extra text artifacts (e.g. per-XCD table)
     metrics: dict[str, float] = field(default_factory=dict)  # extra metrics beyond the reading's
     tags: dict[str, str] = field(default_factory=dict)       # extra tags (e.g. what a prediction was validated on)
     delta_error: float | None = None   # a noiseless source's measured error of the paired difference, % points
+    read_delta_error: float | None = None   # the same for the read-only difference
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,10 @@ class Profiler(ABC):
 
 class ProcessWrappingProfiler(Profiler):
     """Runs ``python -m harness.profilers.worker`` under a vendor profiler."""
+
+    #: True where the tool's hits and misses count reads alone (ncu's tex read lookups), so a
+    #: paired read-only hit-rate difference can be taken; rocprofv3's TCC_HIT / MISS count all.
+    reads_counted = False
 
     _pin: DevicePin | None = None  # set by pin_to: the worker's GPU, locked while it runs
 
@@ -129,7 +137,7 @@ class ProcessWrappingProfiler(Profiler):
         except (ValueError, OSError) as exc:
             return _all_failed(requests, f"{self.name} output unreadable: {exc}", raw)
         self.launches.append(LaunchStats(time.perf_counter() - start, len(requests), len(dispatches)))
-        return attribute_by_dispatch_order(requests, dispatches, raw)
+        return attribute_by_dispatch_order(requests, dispatches, raw, self.reads_counted)
 
     def pin_to(self, pin: DevicePin) -> None:
         self._pin = pin
@@ -148,10 +156,12 @@ class ProcessWrappingProfiler(Profiler):
 
 
 def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list[DispatchCounters],
-                                raw_files: list[Path]) -> dict[str, ProfileOutcome]:
+                                raw_files: list[Path], reads_counted: bool = False) -> dict[str, ProfileOutcome]:
     """Give every dispatch to the (job, arm) the worker's :func:`launch_schedule` launched
     at that position, after checking the profiler saw exactly as many dispatches as the
-    worker launched.  A paired job's i-th candidate and i-th baseline dispatch form pair i."""
+    worker launched.  A paired job's i-th candidate and i-th baseline dispatch form pair i.
+    ``reads_counted``: the dispatches' hits and misses are of reads alone (ncu), so pair i's
+    read hit rates are ``read_pairs[i]``."""
     schedule = launch_schedule(requests)
     if len(dispatches) != len(schedule):
         return _all_failed(requests, f"profiler reported {len(dispatches)} conv dispatches, the worker "
@@ -167,12 +177,23 @@ def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list
             if req.baseline is not None:
                 base = mine[(req.key, BASELINE)]
                 outcome.baseline_reading = L2Reading.from_dispatches(base)
-                outcome.pairs = [(c.l2_hit_rate, b.l2_hit_rate) for c, b in zip(mine[(req.key, CANDIDATE)], base)
+                pairs = list(zip(mine[(req.key, CANDIDATE)], base))
+                outcome.pairs = [(c.l2_hit_rate, b.l2_hit_rate) for c, b in pairs
                                  if c.l2_hit_rate is not None and b.l2_hit_rate is not None]
+                if reads_counted:
+                    outcome.read_pairs = [(_read_rate(c), _read_rate(b)) for c, b in pairs
+                                          if _read_rate(c) is not None and _read_rate(b) is not None]
             outcomes[req.key] = outcome
         except ValueError as exc:
             outcomes[req.key] = ProfileOutcome(None, str(exc), raw_files)
     return outcomes
+
+
+def _read_rate(d: DispatchCounters) -> float | None:
+    """A dispatch's hit rate from its read hits and misses (%), None without them."""
+    if d.l2_hits is None or d.l2_misses is None or d.l2_hits + d.l2_misses <= 0:
+        return None
+    return 100.0 * d.l2_hits / (d.l2_hits + d.l2_misses)
 
 
 def _kernel_function_name(req: ProfileRequest) -> str:

@@ -241,6 +241,43 @@ def test_stores_are_write_allocate_lookups():
     assert metrics["sim.l2_write_lookups"] == 3
 
 
+def test_stores_hit_on_nvidia_targets():
+    # The launch above on a machine whose stores are hits (NVIDIA, l2_writes: hit): the same
+    # reads, and all three stores hits, though 100 and 101 were absent; they still allocate,
+    # so tile 1's read of 100 hits.
+    from dataclasses import replace
+
+    model = launch([[[1, 2]], [[2, 100]]], [[(100, True)], [(100, True), (101, True)]])
+    result = simulate_l2(model, np.arange(2), replace(machine(), writes_hit=True))
+    assert (result.read_hits, result.read_misses, result.write_hits, result.write_misses) == (2, 2, 3, 0)
+    assert SimTarget.from_target({**H100, "l2_writes": "hit"}).writes_hit
+    assert not SimTarget.from_target(MI300X).writes_hit
+    with pytest.raises(ValueError, match="l2_writes='sometimes' is invalid; valid: hit"):
+        SimTarget.from_target({**H100, "l2_writes": "sometimes"})
+
+
+def test_reads_of_another_programs_fresh_line_are_merged():
+    # Two programs resident at once (one XCD, two slots), each reading line 7 then its own
+    # line at steps 0 and 1.  In lock step, pid 1 reads 7 in the same round as pid 0: with a
+    # coalescer window, that read is merged (no lookup); pid 0's own re-read of 7 would not be.
+    from dataclasses import replace
+
+    model = synthetic([[[7], [10]], [[7], [11]]])
+    plain = simulate_l2(model, np.arange(2), machine(slots=2))
+    # 7 m, 7 h | 10 m, 11 m: the second read of 7 is an L2 hit
+    assert (plain.read_hits, plain.read_misses, plain.merged_reads) == (1, 3, 0)
+    merged = simulate_l2(model, np.arange(2), replace(machine(slots=2), coalesce_window=0.5, step_jitter=0.0))
+    assert (merged.read_hits, merged.read_misses, merged.merged_reads) == (0, 3, 1)
+    assert merged.read_hit_rate == 0.0 and merged.as_metrics()["sim.l2_merged_reads"] == 1
+    # Programs one after the other (one slot): pid 1 reads 7 two steps after pid 0, outside
+    # a window of 0.5 steps: an L2 hit, not merged.
+    apart = simulate_l2(model, np.arange(2), replace(machine(slots=1), coalesce_window=0.5, step_jitter=0.0))
+    assert (apart.read_hits, apart.read_misses, apart.merged_reads) == (1, 3, 0)
+    # The same program re-reading its own line is never merged.
+    own = simulate_l2(synthetic([[[7], [7]]]), np.arange(1), replace(machine(), coalesce_window=5.0))
+    assert (own.read_hits, own.read_misses, own.merged_reads) == (1, 1, 0)
+
+
 def test_epilogue_runs_after_the_last_step_of_its_tile():
     # Two programs resident, 2 steps each, a 1-line cache (a hit only on the line just used).
     # Round 1: tile 0 step 0 (line 5), tile 1 step 0 (line 6); round 2: tile 0 step 1
