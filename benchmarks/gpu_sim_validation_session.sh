@@ -3,7 +3,7 @@
 # by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
 # target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
 # the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
-#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
 # Cells: identity + 5 orders (the colmajor and scatter controls, grouped, and the hilbert and
 # morton families) x 11 shapes (6 ResNet-50 layers, 2 of the calibrate preset, 3 hold-out
 # layers) with igemm's fixed config (66 cells), and x 8 shapes with igemm_fast tuned (48).
@@ -23,6 +23,8 @@ if [ "$STAGE" = igemm ]; then
   run simval_igemm_cal 150 kernel=igemm "$SW" shape=calibrate 'shape.select=[l19,big]' "${COMMON[@]}"
   cp /tmp/swb-simval.db "$OUT/simval.db"
   run simval_igemm_holdout 120 kernel=igemm "$SW" shape=holdout 'shape.select=[vgg3,mbv2,odd]' "${COMMON[@]}"
+elif [ "$STAGE" = reads ]; then   # more ResNet-50 layers, logged with the paired read-only deltas
+  run simval_igemm_reads 480 kernel=igemm "$SW" shape=resnet 'shape.select=[l05,l09,l10,l15,l21,l23]' "${COMMON[@]}"
 else
   run simval_fast_resnet 300 kernel=igemm_fast tune=fastest tune.cache_dir=/tmp/swb-tunecache "$SW" shape=resnet 'shape.select=[l02,l07,l12,l17]' "${COMMON[@]}"
   cp /tmp/swb-simval.db "$OUT/simval.db"
