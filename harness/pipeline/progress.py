@@ -1,6 +1,7 @@
 """The one live line per job printed as a sweep runs."""
 from __future__ import annotations
 
+from harness.pipeline.best_vs_best import comparison_head
 from harness.pipeline.result import FINISHED, JobResult
 
 
@@ -27,9 +28,8 @@ def progress_line(position: str, result: JobResult) -> str:
             spread = f" ± {m['l2_hit_rate_err']:.1f}" if "l2_hit_rate_err" in m else ""
             source += ", " + result.tags["sim_validation"]
         body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({source})"
-    baseline = result.params.get("compare.baseline")
     if "speedup" in m:
-        body += (f"  | vs {baseline}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
+        body += (f"  | {comparison_head(result.tags, result.params)}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
                  f"{m.get('speedup_ci_hi', float('nan')):.4f}] {result.tags.get('verdict', '')}")
     elif result.tags.get("verdict", "").startswith("no comparison"):
         body += f"  | {result.tags['verdict']}"

@@ -220,6 +220,7 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
 
     def verify(cfg: Config) -> str | None:
         run, out = launch_of(cfg)
+        run.config_label = cfg.label   # type: ignore[attr-defined]  (names the trial for a stand-in timer)
         bound[cfg] = run
         run()
         if ops.x.device.type == "cuda":
