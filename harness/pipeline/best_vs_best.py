@@ -20,9 +20,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from harness.errors import UserError
-from harness.pipeline.job_tuning import TUNED_EACH
 from harness.pipeline.result import JobResult
-from harness.pipeline.spec import JobSpec
+from harness.pipeline.spec import TUNED_EACH, JobSpec
 from harness.pipeline.tuning_space import Config
 from kernels.base import Bound
 

@@ -25,7 +25,7 @@ from harness.hardware.device import GPU, DeviceInfo
 from harness.pipeline.correctness import make_operands
 from harness.pipeline.result import JobResult
 from harness.pipeline.shapes import downscale
-from harness.pipeline.spec import JobSpec
+from harness.pipeline.spec import TUNED_EACH, JobSpec
 from harness.pipeline.timing import PairedSettings, load_standin_timer, time_interleaved
 from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
 from harness.pipeline.tuning_space import Config
@@ -33,8 +33,6 @@ from harness.pipeline.user_code import spec_remap
 from kernels.base import SwizzleBinding
 from swizzles import resolve_swizzle
 
-#: ``compare.configs`` value of best-vs-best mode (harness.pipeline.best_vs_best).
-TUNED_EACH = "tuned_each"
 #: The prefix of the baseline's tuning record in best-vs-best mode (params, tags, artifacts).
 BASELINE_PREFIX = "baseline."
 

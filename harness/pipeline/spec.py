@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass
 from kernels.problem import ConvShape
 from swizzles.families import is_family_label, parse_label
 
+#: ``compare_configs`` of best-vs-best mode (harness.pipeline.best_vs_best): each arm tuned on its own.
+TUNED_EACH = "tuned_each"
+
 #: Fields added after specs were first hashed: part of the hash only when set.
 _UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn", "timing", "compare_configs", "baseline_tiles",
                         "baseline_num_warps", "baseline_num_stages")
@@ -101,6 +104,15 @@ class JobSpec:
         """(name, formula) of the swizzle tune mode fixes while it tries configs: the
         baseline's, identity when there is none (so every swizzle is compared on one config)."""
         return (self.baseline, self.baseline_formula) if self.baseline is not None else ("identity", None)
+
+    @property
+    def tune_swizzles(self) -> tuple[tuple[str, str | None], ...]:
+        """Every (name, formula) tune mode fixes for this job: the baseline's (:attr:`tune_swizzle`)
+        and, best vs best, the job's own (a swizzle given by import path is tuned in its trials)."""
+        own = (self.swizzle, self.swizzle_formula)
+        if self.compare_configs == TUNED_EACH and self.swizzle_fn is None and own != self.tune_swizzle:
+            return (self.tune_swizzle, own)
+        return (self.tune_swizzle,)
 
     def baseline_spec(self) -> "JobSpec":
         """This job with the baseline's swizzle (and no baseline of its own), on the
