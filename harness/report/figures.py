@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from harness.report.compare import Comparison
 from harness.report.verdicts import BY_IDENTITY_RUN, FASTER, NO_DIFFERENCE, NOISE, PAIRED, SAME_ORDER, SLOWER, ordered
@@ -206,16 +207,22 @@ def _ceilings(t: pd.DataFrame) -> tuple[float, float]:
     return peak, bw
 
 
+def roofline_points(comparison: Comparison) -> pd.DataFrame:
+    """The compared cells with a roofline reading, with ``base_tflops``: the baseline's achieved
+    TFLOP/s (the same FLOP in ``baseline_time_ms``; NaN without a baseline time)."""
+    t = _labelled_candidates(comparison)
+    t = t[np.isfinite(t["arith_intensity"]) & (t["arith_intensity"] > 0) & (t["tflops"] > 0)]
+    return t.assign(base_tflops=t["tflops"] * t["time_ms_median"] / t["baseline_time_ms"])
+
+
 def figure_roofline(comparison: Comparison) -> FigureBlock | None:
     """Log-log roofline: achieved TFLOP/s vs arithmetic intensity (FLOP per compulsory DRAM
     byte) under the target's peak and bandwidth ceilings, each cell an arrow from its baseline
     to its candidate.  None (no figure at all) when no cell has a roofline reading."""
     title = "Roofline: each cell from its baseline (open circle) to its swizzle (dot)"
-    t = _labelled_candidates(comparison)
-    t = t[np.isfinite(t["arith_intensity"]) & (t["arith_intensity"] > 0) & (t["tflops"] > 0)]
+    t = roofline_points(comparison)
     if t.empty:
         return None
-    t = t.assign(base_tflops=t["tflops"] * t["time_ms_median"] / t["baseline_time_ms"])
     caption = ("Arithmetic intensity: conv FLOP over its compulsory DRAM bytes (input, weights and output once "
                "each), the same for both arms of a cell, so each arrow is vertical: up = the swizzle reaches more "
                "TFLOP/s than its baseline. Ceilings: the target's measured dense peak and DRAM bandwidth; green = "
@@ -242,6 +249,9 @@ def figure_roofline(comparison: Comparison) -> FigureBlock | None:
             ax.annotate("", xy=(row.arith_intensity, row.tflops), xytext=(row.arith_intensity, row.base_tflops),
                         arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.2})
         ax.scatter(part["arith_intensity"], part["tflops"], color=colour, s=30, label=verdict, zorder=3)
+    for axis in (ax.xaxis, ax.yaxis):   # plain numbers: mathtext is off for the report's figures
+        axis.set_major_formatter(LogFormatter())
+        axis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
     ax.set_xlabel("arithmetic intensity (FLOP per compulsory DRAM byte)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(title)
