@@ -113,6 +113,9 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             stage = "compile"
             try:
                 _record_compile(result, client(options.compile.cache_dir).compile(spec, options.compile.arch))
+                if spec.has_baseline and not same_config(spec):   # best vs best: the baseline's own config too
+                    built = client(options.compile.cache_dir).compile(spec.baseline_spec(), options.compile.arch)
+                    result.tags["baseline.gate.compile"] = built.summary()
             except CompileFailed as exc:
                 result.tags["gate.compile"] = str(exc)
                 return result.fail(f"compile for {options.compile.target or options.compile.arch}: {exc}",

@@ -166,7 +166,8 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
     cells["shape"] = shape_label(finished)
     cells["tiles"] = _tiles_label(finished)
     cells["config"] = _config_label(finished)
-    cells["tune_near_tie"] = _col(finished, "tags.tune.near_tie", "").fillna("").astype(str) == "true"
+    cells["tune_near_tie"] = ((_col(finished, "tags.tune.near_tie", "").fillna("").astype(str) == "true") |   # best vs
+                              (_col(finished, "tags.baseline.tune.near_tie", "").fillna("").astype(str) == "true"))  # best: either
     cells["tune_runner_ups"] = _col(finished, "params.tune.runner_ups", "").fillna("").astype(str)
     cells["baseline_config"] = _col(finished, "params.baseline_config", "").fillna("").astype(str)  # best vs best
     cells["remap_hash"] = _col(finished, "params.remap.hash")

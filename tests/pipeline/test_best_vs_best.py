@@ -66,6 +66,7 @@ def test_best_vs_best_tunes_each_arm_and_says_so(tmp_path):
     assert bvb.tags["verdict"] == "faster" and bvb.tags["compare.same_order"] == "false"
     assert bvb.metrics["speedup"] == pytest.approx(CANDIDATE_GAIN, rel=0.01)
     assert "baseline identity tuned: " in bvb.tags["tune"]
+    assert bvb.tags["baseline.gate.compile"] and "baseline.gate.compile" not in same.tags   # compiled for h100 too
     # same config: one tuning, with identity fixed, whose choice both arms run on
     assert same.params["baseline_config"] == same.params["tune.config"] == base_cfg
     assert same.tags["compare.question"] == "same config"
