@@ -17,6 +17,7 @@ from harness.hardware.device import GPU, DeviceInfo, describe_device, target_nam
 from harness.errors import UserError
 from harness.pipeline.faults import FaultPlan
 from harness.hardware.isolation import InProcessRunner, IsolatedRunner
+from harness.pipeline.best_vs_best import compare_configs
 from harness.pipeline.compile_client import CompileOptions
 from harness.pipeline.job import JobOptions
 from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
@@ -113,7 +114,7 @@ def build_spec(cfg: DictConfig, shape, preset: str, profiler_key: str = "none") 
         num_warps=int(cfg.launch.num_warps), num_stages=int(cfg.launch.num_stages),
         target=str(cfg.target.name), seed=int(cfg.seed), profiler=profiler_key,
         baseline=baseline, baseline_formula=baseline_formula, input_layout=input_layout(cfg),
-        tune=tune_options(cfg).mode,
+        tune=tune_options(cfg).mode, compare_configs=compare_configs(cfg.compare, tune_options(cfg).mode),
         timing=timing_key(str(cfg.compare.get("timer", "events")), int(cfg.compare.get("placements", 1))),
         kernel_target=_import_path(cfg.kernel.get("_target_")), swizzle_fn=_import_path(cfg.swizzle.get("fn")))
 
@@ -210,6 +211,7 @@ def job_options(cfg: DictConfig) -> JobOptions:
             timer=resolve_timer(str(c.timer)))
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    compare_configs(c, tune_options(cfg).mode)   # best vs best needs tune mode and a baseline
     if not 0 <= float(c.min_effect) < 1:
         raise UserError(f"compare.min_effect={c.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
     return JobOptions(interpret_tiles={str(k): int(v) for k, v in cfg.kernel.interpret_tiles.items()},

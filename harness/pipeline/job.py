@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
 import traceback
 from dataclasses import dataclass
 
@@ -23,11 +22,12 @@ from harness.pipeline.roofline import Roofline
 from harness.pipeline.shapes import downscale
 from harness.pipeline.spec import JobSpec
 from harness.pipeline.paired import BASELINE, CANDIDATE, NOT_TIMED, VENDOR, measure_paired
-from harness.pipeline.timing import PairedSettings, time_interleaved, vendor_conv
-from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, tune_kernel
+from harness.pipeline.timing import PairedSettings, vendor_conv
+from harness.pipeline.best_vs_best import record_configs, same_config, shared_buffers
+from harness.pipeline.job_tuning import tune_job
+from harness.pipeline.tuning import TuneError, TuneOptions
 from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
 from harness.pipeline.user_code import spec_kernel, spec_remap
-from swizzles import resolve_swizzle
 from kernels.base import LaunchConfig, SwizzleBinding
 from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
 
@@ -86,9 +86,13 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             spec_remap(spec)       # a user's remap that does not import fails at plan, as in every job
             stage = "compile"
             return _compile_only(spec, kernel, options.compile, result)
-        if spec.tune != "none":   # the chosen config replaces the configured one from here on
+        if spec.tune != "none":   # the chosen config(s) replace the configured one from here on
             stage = "tune"
-            spec = _tuned(spec, kernel, device, options.tune, result)
+            try:
+                spec = tune_job(spec, kernel, device, options.tune, result,
+                                options.paired.timer if options.paired.standin else None)
+            except TuneError as exc:
+                raise _GateFailed(f"tune: {exc}", "tune") from None
             stage = "plan"
         tiles = kernel.check_tiles(spec.tiles_dict)
         launch = LaunchConfig(spec.num_warps, spec.num_stages)
@@ -109,6 +113,9 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             stage = "compile"
             try:
                 _record_compile(result, client(options.compile.cache_dir).compile(spec, options.compile.arch))
+                if spec.has_baseline and not same_config(spec):   # best vs best: the baseline's own config too
+                    built = client(options.compile.cache_dir).compile(spec.baseline_spec(), options.compile.arch)
+                    result.tags["baseline.gate.compile"] = built.summary()
             except CompileFailed as exc:
                 result.tags["gate.compile"] = str(exc)
                 return result.fail(f"compile for {options.compile.target or options.compile.arch}: {exc}",
@@ -127,7 +134,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
         # with num_xcds=1): the report must not call their difference a speedup.
         result.params["remap.hash"] = planned.remap_hash
         result.params["remap.is_identity"] = str(planned.is_identity)
-        baseline = _plan_baseline(spec, grid, device, result)
+        baseline = _plan_baseline(spec, kernel, device, result)
 
         # Gate 2: the output must match conv2d.  On the CPU the interpreter runs a
         # down-scaled instance of the shape with small tiles (harness.pipeline.shapes.downscale).
@@ -145,11 +152,15 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             return result.fail(str(exc), gate=exc.gate)
         result.metrics["max_rel_err"] = check.max_rel_err
         result.tags["gate.correctness"] = check.reason
-        run_baseline = None
+        run_baseline, base_launch = None, None
         if baseline is not None:
+            bspec = spec.baseline_spec()   # on its own config in best-vs-best mode (harness.pipeline.best_vs_best)
+            base_launch = (check_tiles if device.mode != GPU else kernel.check_tiles(bspec.tiles_dict),
+                           LaunchConfig(bspec.num_warps, bspec.num_stages))
             try:   # on the candidate's own buffers: the same addresses for both (kernels.base.bind)
-                run_baseline, _ = _verify(kernel, spec.baseline_spec(), baseline, ops, check_shape, check_tiles,
-                                          launch, device, grid, share=run.bound)
+                run_baseline, _ = _verify(kernel, bspec, baseline, ops, check_shape, base_launch[0], base_launch[1],
+                                          device, grid, share=shared_buffers(kernel, ops, check_shape, base_launch[0],
+                                                                             check_tiles, run.bound))
             except _GateFailed as exc:
                 _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
 
@@ -163,8 +174,8 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             placements = [arms]
             if device.mode == GPU and not options.paired.standin:
                 placements += _placements(options.paired.placements - 1, kernel, spec, planned, baseline,
-                                          check_shape, check_tiles, launch, device, with_baseline=run_baseline
-                                          is not None)
+                                          check_shape, check_tiles, launch, device,
+                                          base_launch=base_launch if run_baseline is not None else None)
             else:   # a stand-in timer launches nothing: the placements are labels
                 placements *= options.paired.placements
             measure_paired(result, spec, placements, options)
@@ -178,41 +189,6 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     except Exception as exc:  # a job's own failure must not stop the sweep
         result.artifacts["traceback.txt"] = traceback.format_exc()
         return result.fail(f"{stage} error: {type(exc).__name__}: {_first_line(exc)}", gate=stage)
-
-
-def _tuned(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result: JobResult) -> JobSpec:
-    """Tune mode: the fastest verified config of the kernel's candidate space for this shape
-    (:mod:`harness.pipeline.tuning`; near-ties broken by the tie rule,
-    :mod:`harness.pipeline.tuning_ties`), with the baseline's swizzle fixed so that every swizzle
-    is then compared on the same config; cached.  Returns the spec to launch (and records it,
-    with its runner-ups and ``tune.near_tie``, on ``result``), or the spec unchanged where there
-    is nothing to tune on."""
-    if device.mode != GPU and not topt.on_cpu:
-        result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
-                              "under the interpreter, by wall clock)"
-        return spec
-    shape = spec.shape if device.mode == GPU else downscale(spec.shape)
-    ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
-    fixed_name, fixed_formula = spec.tune_swizzle
-    swizzle = SwizzleBinding(resolve_swizzle(fixed_name, fixed_formula), spec.num_xcds, spec.group_size)
-    default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
-    try:
-        tuned = tune_kernel(kernel, shape, ops, swizzle, _trial_timer(device, topt), default=default,
-                            cache=TuneCache(topt.cache_dir), swizzle_name=fixed_formula or fixed_name,
-                            paired_time_fn=_finalist_timer(device, topt), rule=topt.tie_rule)
-    except TuneError as exc:
-        raise _GateFailed(f"tune: {exc}", "tune") from None
-    launched = spec.with_config(tuned.config.tiles_dict, tuned.config.num_warps, tuned.config.num_stages)
-    result.params.update(launched.as_params())
-    result.params.update(tuned.as_params())
-    result.params["tune.configured"] = default.label
-    result.tags.update(tuned.as_tags())
-    result.tags["tune"] = tuned.summary + ("" if device.mode == GPU else " [interpreter wall clock: not a speed]")
-    result.artifacts["tune_trials.json"] = json.dumps([t.as_dict() for t in tuned.trials], indent=1)
-    if tuned.tie is not None:
-        result.artifacts["tune_finalists.json"] = json.dumps(tuned.tie.as_dict(), indent=1)
-    result.launched = launched.to_dict()
-    return launched
 
 
 def _record_compile(result: JobResult, report: CompileReport) -> None:
@@ -259,44 +235,6 @@ def _compile_only(spec: JobSpec, kernel, copts: CompileOptions, result: JobResul
     return result
 
 
-def _trial_timer(device: DeviceInfo, topt: TuneOptions):
-    """``run -> ms`` for tuning trials.  On a GPU: the paired rounds' own loop with one arm
-    (harness.pipeline.timing: L2 cleared before every launch, batches queued behind a GPU
-    hold so that CPU launch overhead is never counted), ``tune.rounds`` rounds of 3 launches, median.
-    ``triton.testing.do_bench`` was used first and picked configs 1.4x slower than the
-    best on some layers (H100, 2026-11-23): its launches are not held, so a config with more
-    launch overhead could drain the queue.  On the CPU: the interpreter's wall clock."""
-    if device.mode == GPU:
-        settings = PairedSettings(launches_per_round=3, min_rounds=topt.rounds, check_every=topt.rounds, max_time_s=60.0,
-                                  warmup_ms=topt.warmup_ms)
-        return lambda run: float(np.median(time_interleaved({"trial": run}, settings, seed=0).per_round("trial")))
-
-    def wall_ms(run) -> float:
-        start = time.perf_counter()
-        run()
-        return (time.perf_counter() - start) * 1e3
-
-    return wall_ms
-
-
-def _finalist_timer(device: DeviceInfo, topt: TuneOptions):
-    """``{arm: run} -> {arm: per-round ms}`` for the tie rule's finalists, or None off the GPU
-    (the interpreter's wall clock is no speed: the single-shot times decide ties there).  On a
-    GPU: one arm per finalist in ``tune.final_rounds`` interleaved rounds of 3 launches (the
-    round's median), L2 flushed before every launch, as the trials are timed."""
-    if device.mode != GPU:
-        return None
-    rounds = topt.final_rounds
-    settings = PairedSettings(launches_per_round=3, min_rounds=rounds, max_rounds=rounds, check_every=rounds,
-                              max_time_s=60.0, warmup_ms=topt.warmup_ms)
-
-    def paired_ms(arms: dict) -> dict:
-        samples = time_interleaved(arms, settings, seed=0)
-        return {name: samples.per_round(name) for name in arms}
-
-    return paired_ms
-
-
 def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo) -> _Planned:
     """The permutation gate for one swizzle over the job's full grid."""
     table = remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size,
@@ -308,22 +246,27 @@ def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo) -> _Planned:
                     remap_fingerprint(table), bool((table == np.arange(len(table))).all()), verdict.reason)
 
 
-def _plan_baseline(spec: JobSpec, grid, device: DeviceInfo, result: JobResult) -> _Planned | None:
-    """Plan the job's baseline, or None (no baseline, the job is the baseline, or the
-    baseline failed its gate: then the job says why it has no comparison)."""
+def _plan_baseline(spec: JobSpec, kernel, device: DeviceInfo, result: JobResult) -> _Planned | None:
+    """Plan the job's baseline over its own grid (best vs best: its own tiles), or None (no
+    baseline, the job is the baseline, or the baseline failed its gate: then the job says why
+    it has no comparison)."""
     if spec.baseline is None:
         return None
     if not spec.has_baseline:
         result.tags["compare.role"] = "baseline"
         return None
     result.tags["compare.role"] = "candidate"
+    bspec = spec.baseline_spec()
+    record_configs(result, spec)
     try:
-        planned = _plan(spec, spec_remap(spec.baseline_spec()), grid, device)
+        planned = _plan(spec, spec_remap(bspec), kernel.tile_grid(bspec.shape, kernel.check_tiles(bspec.tiles_dict)),
+                        device)
     except _GateFailed as exc:
         _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
         return None
     result.params["baseline.remap.hash"] = planned.remap_hash
-    result.tags["compare.same_order"] = str(planned.remap_hash == result.params["remap.hash"]).lower()
+    same = planned.remap_hash == result.params["remap.hash"] and same_config(spec)   # same kernel, same order
+    result.tags["compare.same_order"] = str(same).lower()
     return planned
 
 
@@ -332,12 +275,13 @@ PLACEMENT_FREE_BYTES = 4 * 1024**3
 
 
 def _placements(count: int, kernel, spec: JobSpec, planned: _Planned, baseline: _Planned | None, shape, tiles,
-                launch, device: DeviceInfo, with_baseline: bool) -> list[dict]:
+                launch, device: DeviceInfo, base_launch: tuple | None) -> list[dict]:
     """``count`` more placements of the job's operands: for each, a spacer of a random size
     (0 to 16 MiB, whole 4 KiB pages; seeded by the job) and then a fresh copy of the operands
     and the output, so that each sits at other addresses (other DRAM channels, L2 slices,
     TLB pages) as a user's program would meet them; candidate and baseline share each
-    placement's buffers.  Every placement is kept alive until the job ends, so the
+    placement's buffers (``base_launch``: the baseline's (tiles, LaunchConfig); None: no
+    baseline arm).  Every placement is kept alive until the job ends, so the
     allocator cannot hand the same blocks back."""
     rng = np.random.default_rng(spec.input_seed + 1)
     out = []
@@ -348,8 +292,9 @@ def _placements(count: int, kernel, spec: JobSpec, planned: _Planned, baseline: 
         ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
         run, _ = kernel.bind(ops, shape, tiles, planned.binding, launch)
         arms = {CANDIDATE: run, VENDOR: vendor_conv(ops, shape)}
-        if with_baseline and baseline is not None:
-            arms[BASELINE], _ = kernel.bind(ops, shape, tiles, baseline.binding, launch, share=run.bound)
+        if base_launch is not None and baseline is not None:
+            arms[BASELINE], _ = kernel.bind(ops, shape, base_launch[0], baseline.binding, base_launch[1],
+                                            share=shared_buffers(kernel, ops, shape, base_launch[0], tiles, run.bound))
         arms[CANDIDATE].spacer = spacer    # type: ignore[attr-defined]  (alive as long as the placement)
         out.append(arms)
     return out

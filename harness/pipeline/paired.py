@@ -59,6 +59,7 @@ def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, 
         reading = place(spec.shape, median, roof)
         m.update(reading.as_metrics())
         result.tags["bound"] = reading.text
+        result.params.update(roof.as_params())    # the ceilings the reading is against (report's figure)
     if samples.event_times_ms is not None:   # timer=cupti: what CUDA events saw of the same launches
         m["event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[CANDIDATE], float)))
         m["vendor_event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[VENDOR], float)))

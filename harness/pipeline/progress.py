@@ -1,6 +1,7 @@
 """The one live line per job printed as a sweep runs."""
 from __future__ import annotations
 
+from harness.pipeline.best_vs_best import comparison_head
 from harness.pipeline.result import FINISHED, JobResult
 
 
@@ -30,9 +31,8 @@ def progress_line(position: str, result: JobResult) -> str:
         if "l2_read_hit_rate" in m:   # the reads alone (ncu's tex read lookups; the simulator's loads)
             read_err = f" ± {m['l2_read_hit_rate_err']:.1f}" if "l2_read_hit_rate_err" in m else ""
             body += f", reads {m['l2_read_hit_rate']:.2f}%{read_err}"
-    baseline = result.params.get("compare.baseline")
     if "speedup" in m:
-        body += (f"  | vs {baseline}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
+        body += (f"  | {comparison_head(result.tags, result.params)}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
                  f"{m.get('speedup_ci_hi', float('nan')):.4f}] {result.tags.get('verdict', '')}")
     elif result.tags.get("verdict", "").startswith("no comparison"):
         body += f"  | {result.tags['verdict']}"

@@ -36,6 +36,10 @@ class Roofline:
         peak, bw = target.get("peak_tflops"), target.get("dram_bytes_per_s")
         return cls(float(peak), float(bw)) if peak and bw else None
 
+    def as_params(self) -> dict[str, str]:
+        """The ceilings as run params: ``roofline.peak_tflops`` (TFLOP/s), ``roofline.dram_bytes_per_s``."""
+        return {"roofline.peak_tflops": f"{self.peak_tflops:g}", "roofline.dram_bytes_per_s": f"{self.dram_bytes_per_s:g}"}
+
     @property
     def ridge(self) -> float:
         """FLOP per DRAM byte above which a kernel can be compute-bound."""

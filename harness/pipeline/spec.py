@@ -9,8 +9,12 @@ from dataclasses import asdict, dataclass
 from kernels.problem import ConvShape
 from swizzles.families import is_family_label, parse_label
 
+#: ``compare_configs`` of best-vs-best mode (harness.pipeline.best_vs_best): each arm tuned on its own.
+TUNED_EACH = "tuned_each"
+
 #: Fields added after specs were first hashed: part of the hash only when set.
-_UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn", "timing")
+_UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn", "timing", "compare_configs", "baseline_tiles",
+                        "baseline_num_warps", "baseline_num_stages")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,14 @@ class JobSpec:
     # How the paired rounds time, when not the original CUDA events on one set of buffers:
     # e.g. "events/placements=8" (compare.timer, compare.placements).  A job measured another way is another job.
     timing: str | None = None
+    # Which configs the comparison runs on (compare.configs, harness.pipeline.best_vs_best): None,
+    # the baseline on the candidate's config; "tuned_each": each swizzle on its own tuned config.
+    compare_configs: str | None = None
+    # The baseline's own launch config where it differs from this one's (best vs best, once tuned):
+    # baseline_spec() launches it.  None: the baseline runs on this spec's config.
+    baseline_tiles: tuple[tuple[str, int], ...] | None = None
+    baseline_num_warps: int | None = None
+    baseline_num_stages: int | None = None
 
     @property
     def tiles_dict(self) -> dict[str, int]:
@@ -70,6 +82,8 @@ class JobSpec:
         fields = dict(data)
         fields["shape"] = ConvShape(**fields["shape"])
         fields["tiles"] = tuple((str(k), int(v)) for k, v in fields["tiles"])
+        if fields.get("baseline_tiles") is not None:
+            fields["baseline_tiles"] = tuple((str(k), int(v)) for k, v in fields["baseline_tiles"])
         return cls(**fields)
 
     @property
@@ -91,12 +105,31 @@ class JobSpec:
         baseline's, identity when there is none (so every swizzle is compared on one config)."""
         return (self.baseline, self.baseline_formula) if self.baseline is not None else ("identity", None)
 
+    @property
+    def tune_swizzles(self) -> tuple[tuple[str, str | None], ...]:
+        """Every (name, formula) tune mode fixes for this job: the baseline's (:attr:`tune_swizzle`)
+        and, best vs best, the job's own (a swizzle given by import path is tuned in its trials)."""
+        own = (self.swizzle, self.swizzle_formula)
+        if self.compare_configs == TUNED_EACH and self.swizzle_fn is None and own != self.tune_swizzle:
+            return (self.tune_swizzle, own)
+        return (self.tune_swizzle,)
+
     def baseline_spec(self) -> "JobSpec":
-        """This job with the baseline's swizzle (and no baseline of its own)."""
+        """This job with the baseline's swizzle (and no baseline of its own), on the
+        baseline's own config when it has one (best vs best), else on this job's."""
         if self.baseline is None:
             raise ValueError(f"job {self.run_name} has no baseline")
+        own = {} if self.baseline_tiles is None else {
+            "tiles": self.baseline_tiles, "num_warps": int(self.baseline_num_warps),
+            "num_stages": int(self.baseline_num_stages)}
         return dataclasses.replace(self, swizzle=self.baseline, swizzle_formula=self.baseline_formula,
-                                   swizzle_fn=None, baseline=None, baseline_formula=None)
+                                   swizzle_fn=None, baseline=None, baseline_formula=None, baseline_tiles=None,
+                                   baseline_num_warps=None, baseline_num_stages=None, **own)
+
+    def with_baseline_config(self, tiles: dict[str, int], num_warps: int, num_stages: int) -> "JobSpec":
+        """This job with its baseline launched on its own config (best vs best)."""
+        return dataclasses.replace(self, baseline_tiles=tuple((str(k), int(v)) for k, v in tiles.items()),
+                                   baseline_num_warps=int(num_warps), baseline_num_stages=int(num_stages))
 
     @property
     def shape_label(self) -> str:
@@ -131,6 +164,8 @@ class JobSpec:
                 params.update({f"swizzle.{k}": v for k, v in instance.values})
         if self.baseline is not None:
             params["compare.baseline"] = self.baseline_formula or self.baseline
+        if self.compare_configs is not None:
+            params["compare.configs"] = self.compare_configs
         params.update({f"tile.{k}": v for k, v in self.tiles})
         params.update({f"shape.{k}": v for k, v in self.shape.as_params().items()})
         return {k: str(v) for k, v in params.items()}

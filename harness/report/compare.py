@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from harness.pipeline.best_vs_best import BEST_VS_BEST
 from harness.pipeline.paired import SAME_ORDER_VERDICT
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_WORDS,
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
@@ -48,7 +49,9 @@ CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_st
              "seed": "params.seed", "swizzle": "params.swizzle", "group_size": "params.group_size"}
 #: Tags of a paired run: cell column -> tag.
 CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
-             "same_order": "compare.same_order", "bound": "bound"}
+             "same_order": "compare.same_order", "bound": "bound", "question": "compare.question"}
+#: Params of a run read as numbers: cell column -> param (the roofline's ceilings, TFLOP/s and B/s).
+CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_bytes_per_s": "roofline.dram_bytes_per_s"}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
 RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor_time_ms",
                "ratio_to_vendor", "max_rel_err", "l2_hit_rate", "l2_hit_rate_std", "l2_hits",
@@ -163,14 +166,18 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
     cells["shape"] = shape_label(finished)
     cells["tiles"] = _tiles_label(finished)
     cells["config"] = _config_label(finished)
-    cells["tune_near_tie"] = _col(finished, "tags.tune.near_tie", "").fillna("").astype(str) == "true"
+    cells["tune_near_tie"] = ((_col(finished, "tags.tune.near_tie", "").fillna("").astype(str) == "true") |   # best vs
+                              (_col(finished, "tags.baseline.tune.near_tie", "").fillna("").astype(str) == "true"))  # best: either
     cells["tune_runner_ups"] = _col(finished, "params.tune.runner_ups", "").fillna("").astype(str)
+    cells["baseline_config"] = _col(finished, "params.baseline_config", "").fillna("").astype(str)  # best vs best
     cells["remap_hash"] = _col(finished, "params.remap.hash")
     cells["compare_baseline"] = _col(finished, "params.compare.baseline", "").fillna("").astype(str)
     for name, tag in CELL_TAGS.items():
         cells[name] = _col(finished, f"tags.{tag}", "").fillna("").astype(str)
     for name in RUN_METRICS:
         cells[name] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+    for name, param in CELL_NUMBER_PARAMS.items():
+        cells[name] = pd.to_numeric(_col(finished, f"params.{param}"), errors="coerce")
     for name, metric in COMPILE_METRICS.items():
         cells[name] = pd.to_numeric(_col(finished, f"metrics.{metric}"), errors="coerce")
     for name, source in COMPILE_TEXT.items():
@@ -260,6 +267,8 @@ def _verdict_details(table: pd.DataFrame, paired: pd.Series) -> None:
         code_cost = table[tag_col].str.startswith(SAME_ORDER_VERDICT)   # the job's own same-order text
         own = paired & (table[tag_col] != "") & ((table[word_col] != SAME_ORDER) | code_cost) & (table[word_col] != BASELINE)
         table[f"{word_col}_detail"] = table[tag_col].where(own, table[word_col])
+    bvb = paired & (table["question"] == BEST_VS_BEST) & (table["verdict"] != BASELINE)   # which question it answers
+    table.loc[bvb, "verdict_detail"] = BEST_VS_BEST + ": " + table.loc[bvb, "verdict_detail"]
 
 
 def _comparison_notes(table: pd.DataFrame, paired: pd.Series) -> list[str]:
@@ -311,9 +320,11 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     variant_cols = ["swizzle"] + (["group_size"] if cells["group_size"].nunique() > 1 else [])
     if cells.loc[cells["compare_baseline"] != "", "compare_baseline"].nunique() > 1:
         variant_cols.append("baseline")
+    if cells.loc[cells["question"] != "", "question"].nunique() > 1:   # same config and best vs best, side by side
+        variant_cols.append("question")
 
     # One row per cell: a later run of the same cell supersedes an earlier one.
-    key = group_cols + ["swizzle", "group_size", "compare_baseline"]
+    key = group_cols + ["swizzle", "group_size", "compare_baseline", "question"]
     cells = cells.sort_values("start_ms", kind="stable")
     before = len(cells)
     cells = cells.drop_duplicates(subset=key, keep="last")
@@ -351,7 +362,7 @@ def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
 #: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others.
 TABLE_COLUMNS = [
     "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
-    "config", "tune_near_tie", "tune_runner_ups", "bound", "pct_of_peak", "pct_of_roofline", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
+    "config", "baseline_config", "question", "tune_near_tie", "tune_runner_ups", "bound", "pct_of_peak", "pct_of_roofline", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
     "time_ms_median", "time_ms_p20", "time_ms_p80", "baseline_time_ms", "paired_rounds", "paired_time_s",
     "id_run_id", "id_time_ms_median", "id_time_ms_p20", "id_time_ms_p80",
     "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",

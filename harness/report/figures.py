@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from harness.report.compare import Comparison
 from harness.report.verdicts import BY_IDENTITY_RUN, FASTER, NO_DIFFERENCE, NOISE, PAIRED, SAME_ORDER, SLOWER, ordered
@@ -193,18 +194,87 @@ def figure_sim_vs_measured(comparison: Comparison) -> FigureBlock:
     return FigureBlock(title, png_base64(fig), caption)
 
 
-FIGURES: tuple[Callable[[Comparison], FigureBlock], ...] = (
-    figure_l2_heatmap, figure_speedup, figure_l2_vs_speedup, figure_sim_vs_measured)
+def _ceilings(t: pd.DataFrame) -> tuple[float, float]:
+    """(peak TFLOP/s, DRAM bytes/s) of one target's cells: the logged ceilings (params
+    ``roofline.*``), else what the readings imply (peak = TFLOP/s / pct_of_peak; bandwidth from
+    memory-bound cells, roofline = I x bandwidth); NaN where neither says."""
+    peak = t["roof_peak_tflops"].dropna()
+    peak = float(peak.median()) if len(peak) else float((100 * t["tflops"] / t["pct_of_peak"]).median())
+    bw = t["roof_dram_bytes_per_s"].dropna()
+    memory = t[t["bound"].str.startswith("memory")]
+    implied = 100 * memory["tflops"] * 1e12 / memory["pct_of_roofline"] / memory["arith_intensity"]
+    bw = float(bw.median()) if len(bw) else float(implied.median()) if len(implied) else float("nan")
+    return peak, bw
+
+
+def roofline_points(comparison: Comparison) -> pd.DataFrame:
+    """The compared cells with a roofline reading, with ``base_tflops``: the baseline's achieved
+    TFLOP/s (the same FLOP in ``baseline_time_ms``; NaN without a baseline time)."""
+    t = _labelled_candidates(comparison)
+    t = t[np.isfinite(t["arith_intensity"]) & (t["arith_intensity"] > 0) & (t["tflops"] > 0)]
+    return t.assign(base_tflops=t["tflops"] * t["time_ms_median"] / t["baseline_time_ms"])
+
+
+def figure_roofline(comparison: Comparison) -> FigureBlock | None:
+    """Log-log roofline: achieved TFLOP/s vs arithmetic intensity (FLOP per compulsory DRAM
+    byte) under the target's peak and bandwidth ceilings, each cell an arrow from its baseline
+    to its candidate.  None (no figure at all) when no cell has a roofline reading."""
+    title = "Roofline: each cell from its baseline (open circle) to its swizzle (dot)"
+    t = roofline_points(comparison)
+    if t.empty:
+        return None
+    caption = ("Arithmetic intensity: conv FLOP over its compulsory DRAM bytes (input, weights and output once "
+               "each), the same for both arms of a cell, so each arrow is vertical: up = the swizzle reaches more "
+               "TFLOP/s than its baseline. Ceilings: the target's measured dense peak and DRAM bandwidth; green = "
+               "faster, red = slower, grey = no difference detected.")
+    if len(t) > MAX_FIGURE_ROWS:
+        keep = np.log(t["speedup"].fillna(1.0)).abs().nlargest(MAX_FIGURE_ROWS).index
+        caption += f" Showing the {MAX_FIGURE_ROWS} cells with the largest effect of {len(t)}."
+        t = t.loc[sorted(keep)]
+    fig = Figure(figsize=(7.5, 5.5))
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    x = np.geomspace(float(t["arith_intensity"].min()) / 4, float(t["arith_intensity"].max()) * 4, 200)
+    for (target, part), style in zip(t.groupby("target", sort=True), ("-", "--", ":", "-.")):
+        peak, bw = _ceilings(part)
+        roof = np.minimum(peak, x * bw / 1e12) if np.isfinite(bw) else np.full_like(x, peak)
+        bw_text = f"{bw / 1e12:.2f} TB/s" if np.isfinite(bw) else "bandwidth unknown"
+        ax.plot(x, roof, color="black", linewidth=1.2, linestyle=style, label=f"{target}: {peak:g} TFLOP/s, {bw_text}")
+    for verdict, part in t.groupby("verdict", sort=False):
+        colour = VERDICT_COLOURS.get(verdict, "#444444")
+        based = part[np.isfinite(part["base_tflops"]) & (part["base_tflops"] > 0)]
+        ax.scatter(based["arith_intensity"], based["base_tflops"], facecolors="none", edgecolors=colour, s=30)
+        for row in based.itertuples(index=False):
+            ax.annotate("", xy=(row.arith_intensity, row.tflops), xytext=(row.arith_intensity, row.base_tflops),
+                        arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.2})
+        ax.scatter(part["arith_intensity"], part["tflops"], color=colour, s=30, label=verdict, zorder=3)
+    for axis in (ax.xaxis, ax.yaxis):   # plain numbers: mathtext is off for the report's figures
+        axis.set_major_formatter(LogFormatter())
+        axis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
+    ax.set_xlabel("arithmetic intensity (FLOP per compulsory DRAM byte)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(title)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return FigureBlock(title, png_base64(fig), caption + f" {len(t)} cells.")
+
+
+FIGURES: tuple[Callable[[Comparison], FigureBlock | None], ...] = (
+    figure_l2_heatmap, figure_speedup, figure_l2_vs_speedup, figure_sim_vs_measured, figure_roofline)
 
 
 def make_figures(comparison: Comparison) -> list[FigureBlock]:
-    """Every figure; one that fails to draw becomes a block saying why."""
+    """Every figure that applies (a figure returning None, such as the roofline without roofline
+    readings, is left out); one that fails to draw becomes a block saying why."""
     blocks = []
     # parse_math off: a '$' in a shape or swizzle name is text, not mathtext.
     with rc_context({"text.parse_math": False, "font.size": 9}):
         for make in FIGURES:
             try:
-                blocks.append(make(comparison))
+                block = make(comparison)
+                if block is not None:
+                    blocks.append(block)
             except Exception as exc:  # a broken figure must not cost the whole report
                 log.warning("report figure %s failed", make.__name__, exc_info=True)
                 blocks.append(FigureBlock(make.__name__, None, f"Figure failed: {type(exc).__name__}: {exc}"))

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from harness.pipeline.best_vs_best import BEST_VS_BEST
 from harness.report.compare import GROUP_KEYS, Comparison
 from harness.report.figures import FigureBlock
 from harness.report.summary import best_per_group, kernel_vs_vendor, verdicts_per_swizzle
@@ -142,10 +143,14 @@ NEAR_TIE = "near-tie config"
 
 
 def _config_cell(r: dict) -> tuple[str, str]:
-    """The config a cell was measured on, flagged when tune mode's choice was a near-tie."""
+    """The config a cell was measured on, flagged when tune mode's choice was a near-tie; best
+    vs best: both arms' configs (``best vs best: M64 ... ; identity: M128 ...``)."""
+    text = r["config"]
+    if r["question"] == BEST_VS_BEST and r["verdict"] != BASELINE:
+        text = f"{BEST_VS_BEST}: {text}; {r['baseline'] or 'baseline'}: {r['baseline_config'] or '?'}"
     if r["tune_near_tie"]:
-        return "cfg near-tie", f"{r['config']} [{NEAR_TIE}]"
-    return "cfg", r["config"]
+        return "cfg near-tie", f"{text} [{NEAR_TIE}]"
+    return "cfg", text
 
 
 #: The compile stage's column group: what the job's kernel took on its target.

@@ -307,7 +307,7 @@ def test_gpu_finalist_timer_runs_fixed_paired_rounds(monkeypatch):
     """On a GPU the finalists are re-timed by time_interleaved itself: one arm each,
     ``tune.final_rounds`` rounds exactly (no stopping rule), the round medians returned."""
     from harness.hardware.device import GPU, INTERPRETER, DeviceInfo
-    from harness.pipeline import job
+    from harness.pipeline import job_tuning as job
     from harness.pipeline.timing import RoundSamples
 
     calls = []
@@ -320,13 +320,14 @@ def test_gpu_finalist_timer_runs_fixed_paired_rounds(monkeypatch):
 
     monkeypatch.setattr(job, "time_interleaved", standin)
     gpu = DeviceInfo(GPU, "NVIDIA H100 80GB HBM3", "nvidia", 132, 50 << 20)
-    timer = job._finalist_timer(gpu, TuneOptions(mode="fastest", final_rounds=12))
+    timer = job.finalist_timer(gpu, TuneOptions(mode="fastest", final_rounds=12))
     out = timer({"finalist0": lambda: None, "finalist1": lambda: None})
     ((arms, settings, tracked),) = calls
     assert arms == ["finalist0", "finalist1"] and tracked is None
     assert settings.min_rounds == settings.max_rounds == settings.check_every == 12
     assert list(out["finalist1"]) == [3.0] * 12                         # each round's median launch
-    assert job._finalist_timer(DeviceInfo(INTERPRETER, "cpu", None, None, None), TuneOptions()) is None
+    assert job.finalist_timer(DeviceInfo(INTERPRETER, "cpu", None, None, None), TuneOptions()) is None
+    assert job.finalist_timer(gpu, TuneOptions(), standin="tests.standins.config_timer:time_ms") is None
 
 
 def test_decision_round_trips_through_json():

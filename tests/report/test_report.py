@@ -484,3 +484,69 @@ def test_cells_say_what_bounds_them_when_the_target_has_a_roofline(tmp_path):
     rows = {r[heads.index("Swizzle")]: r for r in table_rows(part)}
     assert rows["identity"][col] == "compute-bound, at 64 % of peak"
     assert rows["xcd"][col].startswith("memory-bound, at 40 % of its roofline")
+
+
+ROOFLINE_TITLE = "Roofline: each cell from its baseline (open circle) to its swizzle (dot)"
+
+
+def _roofline_store(tmp_path: Path, with_readings: bool, logged_ceilings: bool = True) -> Path:
+    """A sweep of two paired cells (xcd faster, grouped slower, vs identity) on one layer,
+    with or without roofline readings; returns its report page."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    exp = client.create_experiment("roof")
+    sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
+    for t, (swizzle, ms, verdict, bound) in enumerate((("xcd", 0.8, "faster", "memory-bound, at 62 % of its roofline"),
+                                                       ("grouped", 1.2, "slower", "compute-bound, at 21 % of peak")), 1):
+        metrics = {**_timed(ms, ms * 0.99, ms * 1.01), "baseline_time_ms": 1.0, "speedup": 1.0 / ms,
+                   "speedup_ci_lo": 0.99 / ms, "speedup_ci_hi": 1.01 / ms}
+        tags = {"compare.role": "candidate", "verdict": verdict}
+        params = {"compare.baseline": "identity"}
+        if with_readings:   # 100 / ms TFLOP/s (as _timed), peak 400 TFLOP/s, 2e12 B/s: ridge 200 FLOP/byte
+            intensity = 100.0 * t * t          # xcd 100 FLOP/byte (memory-bound), grouped 400 (compute-bound)
+            metrics.update({"arith_intensity": intensity, "pct_of_peak": 25.0 / ms,
+                            "pct_of_roofline": 100 * (100 / ms) / min(400.0, intensity * 2.0)})
+            tags["bound"] = bound
+            if logged_ceilings:
+                params.update({"roofline.peak_tflops": "400", "roofline.dram_bytes_per_s": "2e+12"})
+        _job(client, exp, sweep, 1000 + t, kernel="igemm", swizzle=swizzle, shape="l03", preset="resnet", warps=8,
+             metrics=metrics, extra_tags=tags, extra_params=params)
+    client.set_terminated(sweep, "FINISHED")
+    return report.build_report(f"sqlite:///{tmp_path}/t.db", "roof", sweep, tmp_path / "r")
+
+
+def test_roofline_figure_only_when_the_runs_have_roofline_readings(tmp_path):
+    """Runs with roofline readings get a roofline figure (one more image, its caption); runs
+    without get no figure and no 'Skipped' block for it."""
+    with_page = _roofline_store(tmp_path / "with", with_readings=True)
+    without_page = _roofline_store(tmp_path / "without", with_readings=False)
+    with_text, without_text = with_page.read_text(), without_page.read_text()
+    assert ROOFLINE_TITLE in with_text and "2 cells." in with_text
+    assert ROOFLINE_TITLE not in without_text
+    images = with_text.count('src="data:image/png;base64,')
+    assert images == without_text.count('src="data:image/png;base64,') + 1
+    assert with_text.count("Skipped:") == without_text.count("Skipped:")
+
+
+def test_roofline_figure_draws_ceilings_and_one_arrow_per_cell(tmp_path):
+    """The figure's ceilings are the logged ones, or, for runs that did not log them, what the
+    readings imply (peak from pct_of_peak, bandwidth from the memory-bound cells); each cell's
+    arrow runs from its baseline's TFLOP/s (same FLOP in the baseline's time) to its candidate's."""
+    from harness.report.compare import build_comparison
+    from harness.report.figures import _ceilings, figure_roofline, roofline_points
+    from harness.report.views import Selection, load_runs
+
+    for logged in (True, False):
+        root = tmp_path / f"logged{logged}"
+        page = _roofline_store(root, with_readings=True, logged_ceilings=logged)
+        assert ROOFLINE_TITLE in page.read_text()
+        client = MlflowClient(tracking_uri=f"sqlite:///{root}/t.db")
+        data = load_runs(client, "roof", Selection.sweep(None), f"sqlite:///{root}/t.db")
+        comparison = build_comparison(data.runs)
+        peak, bw = _ceilings(comparison.candidates)
+        assert peak == pytest.approx(400.0) and bw == pytest.approx(2e12)
+        block = figure_roofline(comparison)
+        assert block is not None and block.png_base64
+    points = roofline_points(comparison).set_index("swizzle")
+    assert points.loc["xcd", "tflops"] == pytest.approx(125.0) and points.loc["grouped", "tflops"] == pytest.approx(100 / 1.2)
+    assert points["base_tflops"].to_list() == pytest.approx([100.0, 100.0])     # identity: 1.0 ms
+    assert (points.loc["xcd", "arith_intensity"], points.loc["grouped", "arith_intensity"]) == (100.0, 400.0)

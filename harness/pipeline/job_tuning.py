@@ -1,0 +1,144 @@
+"""Tune mode inside one job (:func:`tune_job`): which config the job launches, and, in best-vs-best
+mode (``compare.configs=tuned_each``, :mod:`harness.pipeline.best_vs_best`), which config its
+baseline launches.
+
+* ``compare.configs=same`` (default): one tuning, with the baseline's swizzle fixed, so that
+  every swizzle is then compared on that one config ("same config, other order");
+* ``compare.configs=tuned_each``: the candidate is tuned with its *own* swizzle fixed and the
+  baseline with the baseline's (the config each would ship with); the comparison is then
+  the two tuned kernels, each on its own config ("best vs best").
+
+The trials are timed on the GPU by the paired rounds' own loop (one arm), on the CPU by the
+interpreter's wall clock (``tune.on_cpu``: no speed), or, with a stand-in timer
+(``compare.timer=module:function``), by that timer: each trial is its arm
+``tune:<swizzle>:<config label>``, so tests can decide which config wins for which swizzle.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable
+
+import numpy as np
+
+from harness.hardware.device import GPU, DeviceInfo
+from harness.pipeline.correctness import make_operands
+from harness.pipeline.result import JobResult
+from harness.pipeline.shapes import downscale
+from harness.pipeline.spec import TUNED_EACH, JobSpec
+from harness.pipeline.timing import PairedSettings, load_standin_timer, time_interleaved
+from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
+from harness.pipeline.tuning_space import Config
+from harness.pipeline.user_code import spec_remap
+from kernels.base import SwizzleBinding
+from swizzles import resolve_swizzle
+
+#: The prefix of the baseline's tuning record in best-vs-best mode (params, tags, artifacts).
+BASELINE_PREFIX = "baseline."
+
+
+def tune_job(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result: JobResult,
+             standin: str | None = None) -> JobSpec:
+    """Tune mode: the chosen verified config of the kernel's candidate space for this shape
+    (:mod:`harness.pipeline.tuning`; near-ties broken by the tie rule), cached.  Returns the spec
+    to launch, with, in best-vs-best mode, its baseline's own tuned config
+    (:meth:`JobSpec.with_baseline_config`), and records both on ``result``; or the spec
+    unchanged where there is nothing to tune on.  ``standin``: a stand-in timer's import path
+    (``compare.timer``) that then times the trials.  Raises TuneError."""
+    if device.mode != GPU and not topt.on_cpu:
+        result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
+                              "under the interpreter, by wall clock)"
+        return spec
+    shape = spec.shape if device.mode == GPU else downscale(spec.shape)
+    ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
+    default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
+    note = "" if device.mode == GPU or standin else " [interpreter wall clock: not a speed]"
+    if standin:
+        note = f" [stand-in timer {standin}: not a speed]"
+    base_name, base_formula = spec.tune_swizzle
+    fixed = SwizzleBinding(resolve_swizzle(base_name, base_formula), spec.num_xcds, spec.group_size)
+    best_vs_best = spec.compare_configs == TUNED_EACH
+    if best_vs_best:    # the candidate on its own swizzle: the config it would ship with
+        own = SwizzleBinding(spec_remap(spec), spec.num_xcds, spec.group_size)
+        tuned = _tune(kernel, shape, ops, own, spec.swizzle_fn or spec.swizzle_formula or spec.swizzle,
+                      default, device, topt, standin)
+    else:
+        tuned = _tune(kernel, shape, ops, fixed, base_formula or base_name, default, device, topt, standin)
+    launched = spec.with_config(tuned.config.tiles_dict, tuned.config.num_warps, tuned.config.num_stages)
+    result.params["tune.configured"] = default.label
+    _record(result, tuned, "", note)
+    if best_vs_best and spec.has_baseline:   # the baseline on its own swizzle, tuned the same way
+        try:
+            base = _tune(kernel, shape, ops, fixed, base_formula or base_name, default, device, topt, standin)
+        except TuneError as exc:
+            raise TuneError(f"baseline {spec.baseline}: {exc}") from None
+        launched = launched.with_baseline_config(base.config.tiles_dict, base.config.num_warps,
+                                                 base.config.num_stages)
+        _record(result, base, BASELINE_PREFIX, note)
+        result.tags["tune"] += f"; baseline {spec.baseline} {result.tags.pop(BASELINE_PREFIX + 'tune')}"
+    result.params.update(launched.as_params())
+    result.launched = launched.to_dict()
+    return launched
+
+
+def _tune(kernel, shape, ops, swizzle: SwizzleBinding, swizzle_name: str, default: Config, device: DeviceInfo,
+          topt: TuneOptions, standin: str | None) -> TuneResult:
+    """One tuning of ``kernel`` on ``shape`` with ``swizzle`` fixed (cached under its name)."""
+    return tune_kernel(kernel, shape, ops, swizzle, trial_timer(device, topt, standin, swizzle_name),
+                       default=default, cache=TuneCache(topt.cache_dir), swizzle_name=swizzle_name,
+                       paired_time_fn=finalist_timer(device, topt, standin), rule=topt.tie_rule)
+
+
+def _record(result: JobResult, tuned: TuneResult, prefix: str, note: str) -> None:
+    """A tuning's choice, runner-ups and trials on ``result``, names prefixed by ``prefix``."""
+    result.params.update({prefix + k: v for k, v in tuned.as_params().items()})
+    result.tags.update({prefix + k: v for k, v in tuned.as_tags().items()})
+    result.tags[prefix + "tune"] = tuned.summary + note
+    result.artifacts[prefix.replace(".", "_") + "tune_trials.json"] = json.dumps(
+        [t.as_dict() for t in tuned.trials], indent=1)
+    if tuned.tie is not None:
+        result.artifacts[prefix.replace(".", "_") + "tune_finalists.json"] = json.dumps(tuned.tie.as_dict(), indent=1)
+
+
+def trial_timer(device: DeviceInfo, topt: TuneOptions, standin: str | None = None,
+                swizzle_name: str = "identity") -> Callable[[Callable[[], None]], float]:
+    """``run -> ms`` for tuning trials.  On a GPU: the paired rounds' own loop with one arm
+    (harness.pipeline.timing: L2 cleared before every launch, batches queued behind a GPU
+    hold so that CPU launch overhead is never counted), ``tune.rounds`` rounds of 3 launches, median.
+    ``triton.testing.do_bench`` was used first and picked configs 1.4x slower than the
+    best on some layers (H100, 2026-11-23): its launches are not held, so a config with more
+    launch overhead could drain the queue.  On the CPU: the interpreter's wall clock.  With a
+    stand-in timer: its time for arm ``tune:<swizzle_name>:<config label>`` (the run's
+    ``config_label``, set by :func:`harness.pipeline.tuning.tune_kernel`)."""
+    if standin:
+        fn, rng = load_standin_timer(standin), np.random.default_rng(0)
+        return lambda run: float(fn(f"tune:{swizzle_name}:{getattr(run, 'config_label', '?')}", 0, 0, rng))
+    if device.mode == GPU:
+        settings = PairedSettings(launches_per_round=3, min_rounds=topt.rounds, check_every=topt.rounds, max_time_s=60.0,
+                                  warmup_ms=topt.warmup_ms)
+        return lambda run: float(np.median(time_interleaved({"trial": run}, settings, seed=0).per_round("trial")))
+
+    def wall_ms(run) -> float:
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) * 1e3
+
+    return wall_ms
+
+
+def finalist_timer(device: DeviceInfo, topt: TuneOptions, standin: str | None = None):
+    """``{arm: run} -> {arm: per-round ms}`` for the tie rule's finalists, or None off the GPU
+    and with a stand-in timer (the single-shot times decide ties there).  On a GPU: one arm per
+    finalist in ``tune.final_rounds`` interleaved rounds of 3 launches (the round's median), L2
+    flushed before every launch, as the trials are timed."""
+    if device.mode != GPU or standin:
+        return None
+    rounds = topt.final_rounds
+    settings = PairedSettings(launches_per_round=3, min_rounds=rounds, max_rounds=rounds, check_every=rounds,
+                              max_time_s=60.0, warmup_ms=topt.warmup_ms)
+
+    def paired_ms(arms: dict) -> dict:
+        samples = time_interleaved(arms, settings, seed=0)
+        return {name: samples.per_round(name) for name in arms}
+
+    return paired_ms
