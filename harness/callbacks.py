@@ -97,7 +97,8 @@ class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
         uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-        tracker = Tracker(uri, config.experiment, spool_dir=spool_dir_for(config, config.hydra.runtime.cwd))
+        tracker = Tracker(uri, config.experiment,
+                          spool_dir=spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd))
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
@@ -118,14 +119,15 @@ class MlflowSweepCallback(Callback):
         error = getattr(job_return, "_return_value", None)  # the property re-raises it
         reason = f"job {config.hydra.job.get('num', '?')} raised {type(error).__name__}: {error}"
         uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-        tracker = Tracker(uri, config.experiment, spool_dir=spool_dir_for(config, config.hydra.runtime.cwd))
+        tracker = Tracker(uri, config.experiment,
+                          spool_dir=spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd))
         tracker.end_sweep(run_id, FAILED, reason=reason)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         run_id = os.environ.pop(SWEEP_ENV, None)
         if run_id:
             uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-            spool_dir = spool_dir_for(config, config.hydra.runtime.cwd)
+            spool_dir = spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd)
             tracker = Tracker(uri, config.experiment, spool_dir=spool_dir)
             tracker.end_sweep(run_id)
             if uri.startswith(("http://", "https://")) and tracker.experiment_id:
