@@ -134,12 +134,12 @@ def job_options(job: Config) -> JobOptions:
                       roofline=Roofline.of_target(job.target.as_dict()))
 
 
-def profiler_key(profiler: Profiler | None, pcfg: ProfilerConfig) -> str:
+def profiler_key(profiler: Profiler | None, settings: ProfilerConfig) -> str:
     """What a job's L2 figures depend on, for its spec hash: backend, cache state, repeats."""
     if profiler is None:
         return "none"
     tags = profiler.tags()
-    return f"{tags['profiler']}/cache={tags.get('cache_control', '-')}/r{pcfg.repeats}"
+    return f"{tags['profiler']}/cache={tags.get('cache_control', '-')}/r{settings.repeats}"
 
 
 def make_runner(isolation: IsolationConfig, devices: object, device: DeviceInfo, job_num: int = 0,
@@ -224,12 +224,12 @@ def _failed_entry(job: Config, entry, params: dict[str, str], reason: str, gate:
     return JobResult(run_name=name, params=params).fail(reason, gate=gate)
 
 
-def _simulate_alongside(profiler, pcfg: ProfilerConfig, target: TargetConfig, requests: list,
+def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig, requests: list,
                         workdir: Path) -> dict[str, float]:
     """With ``profiler.simulate=true``, also predict each job's hit rate with the simulator
     configured as the target (logged as ``sim_l2_hit_rate``, for the report's simulated vs
     measured figure).  Returns run id -> predicted %."""
-    if not pcfg.simulate or profiler.name == "sim":
+    if not settings.simulate or profiler.name == "sim":
         return {}
     from harness.profilers.sim import SimProfiler
 
@@ -250,21 +250,21 @@ def _compared(spec: JobSpec, result: JobResult) -> bool:
             and not result.tags.get("verdict", "").startswith("no comparison"))
 
 
-def _profile_and_finish(profiler, pcfg: ProfilerConfig, target: TargetConfig, pending: list, tracker: Tracker,
+def _profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig, pending: list, tracker: Tracker,
                         min_l2_delta: float) -> None:
     """Profile the verified jobs (one profiler launch for all, or one each) and log them.
     A profiling failure fails the run with its reason but keeps its timing metrics."""
     workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
-    repeats = pcfg.repeats
+    repeats = settings.repeats
     requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats,
                                baseline=spec.baseline_spec().to_dict() if _compared(spec, result) else None,
                                occupancy=_compiled_occupancy(result))
                 for run_id, spec, result, _ in pending]
-    batches = [requests] if pcfg.batch else [[r] for r in requests]
+    batches = [requests] if settings.batch else [[r] for r in requests]
     outcomes = {}
     for n, batch in enumerate(batches):
         outcomes.update(profiler.profile(batch, workdir / "profiler" / f"launch{n:03d}"))
-    predicted = _simulate_alongside(profiler, pcfg, target, requests, workdir / "profiler" / "sim")
+    predicted = _simulate_alongside(profiler, settings, target, requests, workdir / "profiler" / "sim")
     for run_id, _, result, position in pending:
         outcome = outcomes[run_id]
         if run_id in predicted:

@@ -30,8 +30,6 @@ CONFIG_MODULE = "swizzlebench_conf"
 CONFIG_NAME = "config"
 #: How the page names the config tree's folder (the package swizzlebench_conf is conf/).
 CONF_LABEL = "conf"
-#: How the page names the schema, the source of the defaults no YAML file sets.
-SCHEMA_LABEL = "harness/schema.py (the schema's defaults: set by no YAML file)"
 
 _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w.-]*|'[^']*'|\"[^\"]*\")\s*:(?:\s+(?P<rest>.*))?$")
 _PACKAGE_LINE = re.compile(r"^#\s*@package\s+(?P<package>\S+)")
@@ -219,11 +217,9 @@ class ConfigTree:
 
 
 def schema_source() -> ConfigFile:
-    """The schema (harness/schema.py) as the source of the keys no YAML file sets: its
-    defaults, e.g. every ``tune.*`` key but ``name`` under ``tune=none``; no comments."""
-    import harness.schema
-
-    return ConfigFile(Path(harness.schema.__file__), SCHEMA_LABEL, "", set(), [], FileComments(), [])
+    """The schema, source of the keys no YAML file sets (e.g. ``tune.*`` under ``tune=none``)."""
+    label = "harness/schema.py (the schema's defaults: set by no YAML file)"
+    return ConfigFile(Path(__file__).parents[1] / "schema.py", label, "", set(), [], FileComments(), [])
 
 
 def source_of(key_path: str, sources: list[ConfigFile]) -> ConfigFile | None:
