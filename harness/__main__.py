@@ -12,6 +12,7 @@ from hydra.core.plugins import Plugins  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 import hydra_plugins.swizzlebench_search as search_plugin  # noqa: E402
+from harness.callbacks import end_refused_sweep  # noqa: E402
 from harness.errors import one_line_compose_errors  # noqa: E402
 from harness.schema import register  # noqa: E402
 
@@ -31,5 +32,5 @@ def main(cfg: DictConfig) -> list:
 
 
 if __name__ == "__main__":
-    with one_line_compose_errors():   # a value or key the schema refuses: one line, exit 2
+    with one_line_compose_errors(on_refused=end_refused_sweep):   # refused by the schema: one line, exit 2
         main()

@@ -87,9 +87,10 @@ def compose_error_line(exc: ConfigCompositionException) -> str | None:
 
 
 @contextmanager
-def one_line_compose_errors() -> Iterator[None]:
+def one_line_compose_errors(on_refused: Callable[[str], None] = lambda reason: None) -> Iterator[None]:
     """While open, a composition the schema refuses exits with :func:`one_line` and status 2
-    (``HYDRA_FULL_ERROR=1``: Hydra's report).  Hydra prints composition errors in
+    (``HYDRA_FULL_ERROR=1``: Hydra's report), after ``on_refused(message)`` (a multirun's
+    sweep run is ended with it).  Hydra prints composition errors in
     ``hydra._internal.utils.run_and_report``, which has no hook: this wraps it."""
     import hydra._internal.utils as hydra_utils
 
@@ -103,6 +104,7 @@ def one_line_compose_errors() -> Iterator[None]:
                 line = compose_error_line(exc)
                 if line is None or full_error_requested():
                     raise
+                on_refused(line)
                 print(one_line(UserError(line)), file=sys.stderr, flush=True)
                 raise SystemExit(USER_ERROR_EXIT) from None
         return report(refuse_in_one_line)

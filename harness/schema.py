@@ -21,13 +21,18 @@ This module imports no pipeline code at import time (the config package imports 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, DictConfig, OmegaConf
 
 from harness.errors import UserError, unknown_key
 from harness.pipeline.faults import FaultPlan
+
+if TYPE_CHECKING:   # built by the nodes, imported when built (they import torch)
+    from harness.pipeline.compile_client import CompileOptions
+    from harness.pipeline.timing import PairedSettings
+    from harness.pipeline.tuning import TuneOptions
 
 ISOLATION_MODES = ("auto", "process", "none")
 
@@ -54,16 +59,12 @@ class CompareConfig:
         if not 0 <= self.min_effect < 1:
             raise UserError(f"compare.min_effect={self.min_effect!r} must be a fraction in [0, 1), e.g. 0.01 for 1 %")
 
-    def paired(self):
-        """The rounds' settings (harness.pipeline.timing.PairedSettings, which checks them: a
-        UserError naming the key), ``timer=auto`` resolved."""
+    def paired(self) -> PairedSettings:
+        """The rounds' settings (PairedSettings, which checks them: a UserError naming the
+        key), ``timer=auto`` resolved."""
         from harness.pipeline.timing import PairedSettings, resolve_timer
 
-        shared = {f.name: getattr(self, f.name) for f in fields(PairedSettings) if hasattr(self, f.name)}
-        try:
-            return PairedSettings(**{**shared, "method": self.ci_method, "timer": resolve_timer(self.timer)})
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+        return _settings(PairedSettings, self, method=self.ci_method, timer=resolve_timer(self.timer))
 
 
 @dataclass
@@ -81,16 +82,22 @@ class TuneConfig:
     on_cpu: bool = False
     compile_jobs: int = 8
 
-    def options(self):
-        """As the pipeline reads it (harness.pipeline.tuning.TuneOptions, which checks the mode
-        and the tie rule's knobs: a UserError naming the key), cache_dir resolved."""
+    def options(self) -> TuneOptions:
+        """As the pipeline reads it (TuneOptions, which checks the mode and the tie rule's
+        knobs: a UserError naming the key), cache_dir resolved."""
         from harness.pipeline.tuning import TuneOptions, resolve_cache_dir
 
-        shared = {f.name: getattr(self, f.name) for f in fields(TuneOptions) if hasattr(self, f.name)}
-        try:
-            return TuneOptions(**{**shared, "mode": self.name, "cache_dir": resolve_cache_dir(self.cache_dir)})
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+        return _settings(TuneOptions, self, mode=self.name, cache_dir=resolve_cache_dir(self.cache_dir))
+
+
+def _settings(cls: type, node: object, **given: Any) -> Any:
+    """``cls`` built from ``node``'s fields of the same names and ``given``; a ValueError
+    from its checks becomes a UserError."""
+    shared = {f.name: getattr(node, f.name) for f in fields(cls) if hasattr(node, f.name)}
+    try:
+        return cls(**{**shared, **given})
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 @dataclass
@@ -147,7 +154,7 @@ class CompileConfig:
     only: bool = False
     cache_dir: Optional[str] = None
 
-    def options(self, target: "TargetConfig"):
+    def options(self, target: TargetConfig) -> CompileOptions:
         """The stage's settings for ``target`` (CompileOptions); UserError for an arch with no
         limits or a contradiction."""
         from harness.hardware.arch import arch_limits
