@@ -12,10 +12,14 @@ from hydra.core.plugins import Plugins  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 import hydra_plugins.swizzlebench_search as search_plugin  # noqa: E402
+from harness.callbacks import end_refused_sweep  # noqa: E402
+from harness.errors import one_line_compose_errors  # noqa: E402
+from harness.schema import register  # noqa: E402
 
 # Hydra finds plugins by walking the hydra_plugins namespace package, which an editable
 # install (pip install -e .) hides from it: register the search sweeper explicitly.
 Plugins.instance().register(search_plugin.SwizzleSearchSweeper)
+register()   # the config's schema, Hydra's base_config (also stored when conf/ is imported)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://swizzlebench_conf", config_name="config")
@@ -28,4 +32,5 @@ def main(cfg: DictConfig) -> list:
 
 
 if __name__ == "__main__":
-    main()
+    with one_line_compose_errors(on_refused=end_refused_sweep):   # refused by the schema: one line, exit 2
+        main()

@@ -93,11 +93,25 @@ def write_sweep_file(sweep_dir: Path, run_id: str, tracking_uri: str, experiment
     return path
 
 
+#: The sweep run this process started and has not ended: run id -> its tracker.
+_OPEN_SWEEPS: dict[str, Tracker] = {}
+
+
+def end_refused_sweep(reason: str) -> None:
+    """End FAILED, with ``reason``, the sweep run this process started: for a multirun whose
+    job config Hydra refused to compose (harness.errors.one_line_compose_errors), where no
+    job ran, so no ``on_job_end`` could; nothing outside a multirun."""
+    for run_id in list(_OPEN_SWEEPS):
+        _OPEN_SWEEPS.pop(run_id).end_sweep(run_id, FAILED, reason=reason)
+        os.environ.pop(SWEEP_ENV, None)
+
+
 class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
         uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-        tracker = Tracker(uri, config.experiment, spool_dir=spool_dir_for(config, config.hydra.runtime.cwd))
+        tracker = Tracker(uri, config.experiment,
+                          spool_dir=spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd))
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
@@ -105,6 +119,7 @@ class MlflowSweepCallback(Callback):
             tags={"git_commit": git_commit(), "sweep_dir": str(config.hydra.sweep.dir),
                   RUN_NOTE_TAG: f"python -m harness -m {' '.join(overrides)}"})
         os.environ[SWEEP_ENV] = run_id
+        _OPEN_SWEEPS[run_id] = tracker
         write_sweep_file(Path(str(config.hydra.sweep.dir)), run_id, uri, str(config.experiment))
         log.info("MLflow sweep run %s in experiment %r at %s", run_id, config.experiment, uri)
 
@@ -118,14 +133,16 @@ class MlflowSweepCallback(Callback):
         error = getattr(job_return, "_return_value", None)  # the property re-raises it
         reason = f"job {config.hydra.job.get('num', '?')} raised {type(error).__name__}: {error}"
         uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-        tracker = Tracker(uri, config.experiment, spool_dir=spool_dir_for(config, config.hydra.runtime.cwd))
+        tracker = Tracker(uri, config.experiment,
+                          spool_dir=spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd))
         tracker.end_sweep(run_id, FAILED, reason=reason)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         run_id = os.environ.pop(SWEEP_ENV, None)
+        _OPEN_SWEEPS.pop(str(run_id), None)
         if run_id:
             uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-            spool_dir = spool_dir_for(config, config.hydra.runtime.cwd)
+            spool_dir = spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd)
             tracker = Tracker(uri, config.experiment, spool_dir=spool_dir)
             tracker.end_sweep(run_id)
             if uri.startswith(("http://", "https://")) and tracker.experiment_id:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from omegaconf import OmegaConf
 
-from harness.app import swizzle_choice
 from harness.hardware.device import describe_device
 from harness.pipeline.job import JobOptions, run_job
 from harness.pipeline.result import FAILED
+from harness.pipeline.spec_config import swizzle_choice
 from harness.pipeline.spec import JobSpec
 from harness.pipeline.user_code import load_kernel, load_remap
 from kernels.problem import ConvShape
@@ -176,7 +175,7 @@ def test_kernel_import_path_that_does_not_resolve_fails_the_job(importable):
 
 def test_swizzle_labels_of_import_paths():
     def choice(**swizzle):
-        return swizzle_choice(OmegaConf.create({"swizzle": {"expr": None, "file": None, "label": None, **swizzle}}))
+        return swizzle_choice({"expr": None, "file": None, "label": None, **swizzle})
 
     assert choice(name="custom", fn="mypkg.remaps:hilbert") == ("mypkg.remaps:hilbert", None)
     assert choice(name="custom", fn="mypkg.remaps:hilbert", label="hil") == ("hil", None)

@@ -162,10 +162,10 @@ def test_wheel_ships_every_module_and_config(tmp_path):
 
 
 def test_custom_swizzle_option():
-    from harness.app import swizzle_choice
+    from harness.pipeline.spec_config import swizzle_choice
     cfg = _compose("swizzle=custom", "swizzle.expr='pid % num_xcds * (num_pids // num_xcds) + pid // num_xcds'")
-    label, formula = swizzle_choice(cfg)
+    label, formula = swizzle_choice(cfg.swizzle)
     assert label.startswith("custom-") and formula.startswith("new_pid = ")
-    assert swizzle_choice(_compose("swizzle=custom", "swizzle.expr=pid", "swizzle.label=mine"))[0] == "mine"
+    assert swizzle_choice(_compose("swizzle=custom", "swizzle.expr=pid", "swizzle.label=mine").swizzle)[0] == "mine"
     with pytest.raises(ValueError, match="needs exactly one of swizzle.expr"):
-        swizzle_choice(_compose("swizzle=custom"))
+        swizzle_choice(_compose("swizzle=custom").swizzle)

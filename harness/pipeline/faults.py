@@ -11,20 +11,24 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 from harness.errors import UserError
 
 FAULT_KINDS = ("segv", "hang", "illegal_address", "raise")
 
 
-@dataclass(frozen=True)
+@dataclass
 class FaultPlan:
-    kind: str
-    shape: str | None = None     # shape name to fault on (None: every job)
-    swizzle: str | None = None   # swizzle to fault on (None: any)
+    """The ``fault`` config group (a node of the config's schema, harness.schema); ``kind``
+    None: no fault."""
+
+    kind: Optional[str] = None       # FAULT_KINDS, or None (off)
+    shape: Optional[str] = None      # shape name to fault on (None: every job)
+    swizzle: Optional[str] = None    # swizzle to fault on (None: any)
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
+        if self.kind is not None and self.kind not in FAULT_KINDS:
             raise UserError(f"fault.kind={self.kind!r} is invalid; valid kinds: {', '.join(FAULT_KINDS)}")
 
     def matches(self, spec) -> bool:
@@ -36,7 +40,7 @@ def maybe_inject(plan: FaultPlan | None, spec, in_worker: bool) -> None:
     """Trigger ``plan``'s fault if it matches ``spec``.  Process-killing faults only fire in
     an isolated worker (in the sweep's own process they would end the sweep, which is the
     failure mode isolation exists to prevent)."""
-    if plan is None or not plan.matches(spec):
+    if plan is None or plan.kind is None or not plan.matches(spec):
         return
     if plan.kind == "raise":
         raise RuntimeError(f"injected fault for {spec.run_name}")

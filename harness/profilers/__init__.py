@@ -15,7 +15,8 @@ PROFILERS = ("none", "auto", "ncu", "rocprofv3", "sim")
 
 
 def make_profiler(cfg, device: DeviceInfo, target: dict | None = None) -> Profiler | None:
-    """The backend for ``cfg.name`` (None for ``none``); raises ProfilerUnavailable when the
+    """The backend for ``cfg.name``, ``cfg`` the ``profiler`` group (harness.schema.ProfilerConfig)
+    (None for ``none``); raises ProfilerUnavailable when the
     chosen tool is missing.  ``target`` (the resolved target record) configures ``sim``."""
     name = str(cfg.name)
     if name not in PROFILERS:
@@ -53,28 +54,28 @@ def _auto(cfg, device: DeviceInfo, target: dict | None) -> Profiler | None:
 def _ncu(cfg) -> Profiler:
     from harness.profilers.ncu import NcuProfiler, find_ncu
 
-    exe = str(cfg.executable) if cfg.get("executable") else find_ncu()
+    exe = str(cfg.executable) if cfg.executable else find_ncu()
     if not exe or not shutil.which(exe):
         raise ProfilerUnavailable(
             "profiler=ncu: Nsight Compute's `ncu` was not found (PATH, /opt/nvidia/nsight-compute/*/ncu, "
             "/usr/local/cuda/bin/ncu). Install Nsight Compute (part of the CUDA toolkit), or pass "
             "profiler.executable=/path/to/ncu, or choose profiler=none (no L2 counters) or profiler=sim.")
-    return NcuProfiler(exe, cache_control=str(cfg.get("cache_control", "all")),
-                       clock_control=str(cfg.get("clock_control", "base")),
-                       timeout_s=float(cfg.get("timeout_s", 1800)))
+    return NcuProfiler(exe, cache_control=str(cfg.cache_control),
+                       clock_control=str(cfg.clock_control),
+                       timeout_s=float(cfg.timeout_s))
 
 
 def _rocprofv3(cfg) -> Profiler:
     from harness.profilers.rocprofv3 import Rocprofv3Profiler
 
-    exe = str(cfg.executable) if cfg.get("executable") else "rocprofv3"
+    exe = str(cfg.executable) if cfg.executable else "rocprofv3"
     if not shutil.which(exe):
         raise ProfilerUnavailable(
             f"profiler=rocprofv3: `{exe}` was not found on PATH. Install ROCm's rocprofiler-sdk "
             "(`apt install rocprofiler-sdk`, it ships with ROCm >= 6.2) and put /opt/rocm/bin on PATH, "
             "or pass profiler.executable=/path/to/rocprofv3, or choose profiler=none or profiler=sim.")
-    return Rocprofv3Profiler(exe, counters=[str(c) for c in cfg.get("counters", ["TCC_HIT_sum", "TCC_MISS_sum"])],
-                             timeout_s=float(cfg.get("timeout_s", 1800)))
+    return Rocprofv3Profiler(exe, counters=[str(c) for c in cfg.counters],
+                             timeout_s=float(cfg.timeout_s))
 
 
 def _sim(cfg, target: dict | None) -> Profiler:
@@ -83,4 +84,4 @@ def _sim(cfg, target: dict | None) -> Profiler:
     if not target or not target.get("l2_bytes"):
         raise ProfilerUnavailable(f"profiler=sim needs a target with an L2 description; got {target!r}: "
                                   "choose target=mi300x, h100 or h200")
-    return SimProfiler(target, occupancy=cfg.get("occupancy"), line_bytes=cfg.get("line_bytes"))
+    return SimProfiler(target, occupancy=cfg.occupancy, line_bytes=cfg.line_bytes)

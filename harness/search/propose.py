@@ -234,7 +234,8 @@ def run(proposals: Iterable[Proposal], overrides: list[str], out: TextIO) -> int
 
     proposals = list(proposals)
     cfg = compose_config(overrides)
-    tracker = Tracker(resolve_tracking_uri(str(cfg.tracking.uri)), str(cfg.experiment), spool_dir=spool_dir_for(cfg))
+    tracker = Tracker(resolve_tracking_uri(str(cfg.tracking.uri)), str(cfg.experiment),
+                      spool_dir=spool_dir_for(cfg.tracking.spool_dir))
     parent = tracker.start_sweep(run_name=f"propose {len(proposals)} formulas {' '.join(overrides)}"[:250],
                                  params={"propose.overrides": " ".join(overrides)[:500],
                                          "propose.formulas": str(len(proposals))},

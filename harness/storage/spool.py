@@ -191,11 +191,11 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def spool_dir_for(cfg, base: str | Path | None = None) -> Path:
-    """The spool directory of a composed config (``tracking.spool_dir``): a relative path
+def spool_dir_for(spool_dir: str | None, base: str | Path | None = None) -> Path:
+    """The spool directory ``tracking.spool_dir`` (None: the default): a relative path
     is taken from ``base``, by default the directory the sweep was launched from (Hydra's
     ``hydra.runtime.cwd``) whatever the job's working directory, else the cwd."""
-    configured = Path(str(cfg.tracking.get("spool_dir") or DEFAULT_SPOOL_DIR)).expanduser()
+    configured = Path(str(spool_dir or DEFAULT_SPOOL_DIR)).expanduser()
     if configured.is_absolute():
         return configured
     if base is None:

@@ -4,7 +4,8 @@
 
 It composes the default job config with Hydra's compose API, as ``python -m harness --cfg
 job`` does, and lists every key path with its default and the comment written beside it
-(``key: value  # comment``) or in the comment lines directly above it; then, for every config
+(``key: value  # comment``) or in the comment lines directly above it (a key no YAML file
+sets is listed under the schema, ``harness/schema.py``, whose default it is); then, for every config
 group (a folder of ``conf/``), its options (YAML files) with the keys each one sets.  Comments
 are read line by line (:func:`read_comments`): the config files are plain block YAML with
 flow mappings on one line, which is all the reader understands.  The comment block that
@@ -215,6 +216,12 @@ class ConfigTree:
         return [*reversed(extra), *reversed(order)]
 
 
+def schema_source() -> ConfigFile:
+    """The schema, source of the keys no YAML file sets (e.g. ``tune.*`` under ``tune=none``)."""
+    label = "harness/schema.py (the schema's defaults: set by no YAML file)"
+    return ConfigFile(Path(__file__).parents[1] / "schema.py", label, "", set(), [], FileComments(), [])
+
+
 def source_of(key_path: str, sources: list[ConfigFile]) -> ConfigFile | None:
     """The highest-priority file that sets ``key_path`` (or a flow mapping or list holding it)."""
     parts = key_path.split(".")
@@ -360,10 +367,9 @@ def render(tree: ConfigTree | None = None) -> str:
               "override any of them on the command line, e.g. `compare.max_time_s=1`.", ""]
     by_source: dict[str, list[str]] = {}
     files: dict[str, ConfigFile] = {}
+    schema = schema_source()
     for key, _ in flatten(job):
-        source = source_of(key, sources)
-        if source is None:
-            raise ValueError(f"no file of {tree.root} sets {key}")
+        source = source_of(key, sources) or schema   # set by no file: the schema's default
         by_source.setdefault(source.label, []).append(key)
         files[source.label] = source
     for label, keys in by_source.items():

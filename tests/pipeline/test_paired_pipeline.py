@@ -63,12 +63,10 @@ def test_a_formula_as_baseline(tmp_path):
 
 
 def test_unknown_baseline_is_refused_with_what_is_valid():
-    from omegaconf import OmegaConf
-
-    from harness.app import baseline_choice
+    from harness.pipeline.spec_config import baseline_choice
 
     with pytest.raises(ValueError, match=r"compare.baseline='zigzag' is neither a built-in swizzle \(colmajor, "
                                          r"grouped.*nor a valid formula: "):
-        baseline_choice(OmegaConf.create({"compare": {"baseline": "zigzag"}}))
-    assert baseline_choice(OmegaConf.create({"compare": {"baseline": None}})) == (None, None)
-    assert baseline_choice(OmegaConf.create({"compare": {"baseline": "scatter"}})) == ("scatter", None)
+        baseline_choice("zigzag")
+    assert baseline_choice(None) == (None, None)
+    assert baseline_choice("scatter") == ("scatter", None)

@@ -164,7 +164,10 @@ def test_bad_tie_knobs_are_user_errors(knobs, message):
 def test_tie_knobs_from_the_config_group():
     from hydra import compose, initialize_config_module
 
-    from harness.app import tune_options
+    from omegaconf import OmegaConf
+
+    def tune_options(cfg):
+        return OmegaConf.to_object(cfg.tune).options()   # the typed node (harness.schema.TuneConfig)
 
     with initialize_config_module("swizzlebench_conf", version_base="1.3"):
         on = compose("config", overrides=["tune=fastest"])

@@ -25,6 +25,56 @@ def test_bad_select_is_one_line_and_logs_nothing(tmp_path):
     assert not (tmp_path / "s.db").exists()     # refused before the store is opened
 
 
+#: override -> the one line the schema's refusal prints (harness/schema.py; nothing runs)
+SCHEMA_REFUSALS = {
+    "compare.min_effect=abc": "compare.min_effect='abc' is invalid: Value 'abc' of type 'str' could not be "
+                              "converted to Float",
+    "launch.num_warps=four": "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
+                             "converted to Integer",
+    "compare.bogus=1": "compare.bogus is not a key of compare; valid: baseline, check_every, ci_method, "
+                       "launches_per_round, max_rounds, max_time_s, min_effect, min_l2_delta, min_rounds, "
+                       "placements, target_precision, timer, warmup_ms",
+    "+tune.bogus=1": "tune.bogus is not a key of tune; valid: cache_dir, compile_jobs, final_rounds, finalists, "
+                     "name, on_cpu, rounds, tie_band, tie_tolerance, warmup_ms",
+    "compare.min_effect=3": "compare.min_effect=3.0 must be a fraction in [0, 1), e.g. 0.01 for 1 %",
+    "isolation.timeout_s=[1]": "isolation.timeout_s=[1] is invalid: Value '[1]' of type 'list' could not be "
+                               "converted to Float",
+}
+
+
+@pytest.mark.parametrize("override", list(SCHEMA_REFUSALS))
+def test_schema_refuses_bad_types_and_unknown_keys_in_one_line(tmp_path, override):
+    """Typed groups (harness/schema.py): a value of the wrong type or a key the group lacks is
+    refused while Hydra composes (``+key=`` additions when the job starts), a range check in
+    ``__post_init__``; each one line, exit 2, before the store is opened."""
+    proc = _harness(["shape=tiny", override, f"tracking.uri=sqlite:///{tmp_path}/s.db"], cwd=tmp_path, timeout=300)
+    assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [f"error: {SCHEMA_REFUSALS[override]}"]
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_refused_sweep_value_ends_the_sweep_run_failed(tmp_path):
+    """A swept value the schema refuses is composed per job, after the sweep's run started:
+    that run ends FAILED with the one line's message, not left RUNNING."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/s.db"
+    proc = _harness(["-m", "shape=tiny", "compare.min_effect=abc,0.1", f"tracking.uri={uri}", "experiment=refused",
+                     f"hydra.sweep.dir={tmp_path}/sweep"], cwd=tmp_path, timeout=300)
+    assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-2000:]
+    message = SCHEMA_REFUSALS["compare.min_effect=abc"]
+    assert proc.stderr.splitlines()[-1] == f"error: {message}"
+    client = MlflowClient(tracking_uri=uri)
+    (sweep,) = client.search_runs([client.get_experiment_by_name("refused").experiment_id])
+    assert sweep.info.status == "FAILED" and message in str(sweep.data.tags), sweep.data.tags
+
+
+def test_schema_refusal_with_full_error_env_is_hydras_report(tmp_path):
+    proc = _harness(["compare.min_effect=abc"], cwd=tmp_path, timeout=300, env={"HYDRA_FULL_ERROR": "1"})
+    assert proc.returncode not in (0, USER_ERROR_EXIT)
+    assert "Traceback" in proc.stderr and "ValidationError" in proc.stderr
+
+
 def test_full_error_env_gives_the_traceback(tmp_path):
     """num_warps=3 FINISHED on the CPU before: now refused for the target (mi300x: AMD)."""
     proc = _harness(["shape=tiny", "launch.num_warps=3", f"tracking.uri=sqlite:///{tmp_path}/s.db"],

@@ -6,6 +6,7 @@ of 127.0.0.1 and killed (the whole group: the server and its workers) at the end
 """
 from __future__ import annotations
 
+import re
 import shutil
 from typing import Iterator
 
@@ -14,7 +15,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.report import FASTER, build_report
-from harness.storage.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, ensure_experiment, mlflow_ui_url
+from harness.storage.tracking import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, FIRST_VIEW_COLUMNS, FIRST_VIEW_KEY,
+                                     ensure_experiment, mlflow_ui_url)
 from tests.mlflow_server import rest_get, rest_post, running_mlflow_server
 from tests.report.test_report import HOSTILE_REASON, SyntheticStore, make_store
 from tests.report.test_browser import CHROMIUM, chromium
@@ -100,3 +102,32 @@ def test_ui_opens_the_runs_table(server, tmp_path):
     assert "<title>Runs - Experiment" in dom and 'class="ag-root' in dom, dom[-3000:]   # the runs table (ag-grid)
     assert "sweep swizzle=identity,xcd,seed_xcd,grouped" in dom                          # a row of it
     assert "Token Usage" not in dom                                                      # not the GenAI overview
+
+
+def _column_ids(dom: str) -> list[str]:
+    """The runs table's columns (ag-grid ``col-id``s), first seen first."""
+    return list(dict.fromkeys(re.findall(r'col-id="([^"]+)"', dom)))
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} not installed (apt-get install -y chromium)")
+def test_ui_first_view_shows_verdict_speedup_and_l2(server, tmp_path):
+    """What a user sees first at ``mlflow_ui_url``: the runs table with the verdict, speedup,
+    L2 delta and hit-rate columns, from the view stored in the experiment (no column picked
+    by hand); the same page without ``viewStateShareKey`` shows MLflow's default columns."""
+    base, store = server
+    client = MlflowClient(tracking_uri=store.uri)
+    experiment_id = ensure_experiment(client, "first-view")
+    run = client.create_run(experiment_id, run_name="igemm/xcd/resnet-l03/w8", tags={"verdict": "faster"})
+    for key, value in (("speedup", 1.25), ("l2_delta_pts", 20.0), ("l2_hit_rate", 70.0)):
+        client.log_metric(run.info.run_id, key, value)
+    client.set_terminated(run.info.run_id)
+    url = mlflow_ui_url(base, experiment_id)
+    columns = {}
+    for name, address in (("first view", url), ("plain", url.replace(f"&viewStateShareKey={FIRST_VIEW_KEY}", ""))):
+        result = chromium(address, tmp_path / name, "--virtual-time-budget=20000", "--window-size=2400,1000",
+                          "--dump-dom")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "igemm/xcd/resnet-l03/w8" in result.stdout, result.stdout[-3000:]    # the run's row
+        columns[name] = _column_ids(result.stdout)
+    assert set(FIRST_VIEW_COLUMNS) <= set(columns["first view"]), columns
+    assert not set(FIRST_VIEW_COLUMNS) & set(columns["plain"]), columns

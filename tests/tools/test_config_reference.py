@@ -68,7 +68,7 @@ def test_comments_are_the_ones_written_in_the_yaml():
     assert "| `compare.min_effect` | `0.01` | smallest speedup change called faster/slower (fraction: 0.01 = 1 %) |" in text
     assert ("| `tracking.uri` | `sqlite:///mlflow.db` | Embedded default: a SQLite store in the working "
             "directory.  A shared server: tracking.uri=http://host:5000 |") in text
-    assert "| `isolation.timeout_s` | `600` | per job (gates + timing), s |" in text
+    assert "| `isolation.timeout_s` | `600.0` | per job (gates + timing), s |" in text
 
 
 def test_read_comments():
