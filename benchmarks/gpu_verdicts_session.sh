@@ -7,7 +7,7 @@
 #        kernel=igemm x {identity_copy (A/A), colmajor, scatter} x the calibrate preset's 6 layers,
 #        once the old way (CUDA events, one set of buffers) and once with the defaults (kernel
 #        durations, 8 placements): two processes per iteration.
-#        benchmarks/repro_table.py reads the store afterwards.
+#        benchmarks/repro_table.py reads the store afterwards.  METHODS="new" runs one method only.
 # tune:  tune mode twice with the cache cleared, ResNet-50: are the picks the same or tied?
 OUT_ARG=$1; shift
 FIRST=${1:-0}; LAST=${2:-4}
@@ -24,7 +24,7 @@ if [ "$STAGE" = check ]; then
   cp "$W/mlflow.db" "$OUT/check.db"
 elif [ "$STAGE" = repro ]; then
   for i in $(seq "$FIRST" "$LAST"); do
-    for method in old new; do   # old: CUDA events, one set of buffers; new: the defaults (cupti, 8 placements)
+    for method in ${METHODS:-old new}; do   # old: CUDA events, one set of buffers; new: the defaults (cupti, 8 placements)
       extra=(); [ "$method" = old ] && extra=(compare.placements=1 compare.timer=events)
       run "repro_${method}_$i" 150 kernel=igemm swizzle=identity_copy,colmajor,scatter shape=calibrate profiler=none \
         compare.max_time_s=1 experiment=repro resume=false "${extra[@]}"
