@@ -111,7 +111,7 @@ class MlflowSweepCallback(Callback):
         require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
         uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
         tracker = Tracker(uri, config.experiment,
-                          spool_dir=spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd))
+                          spool_dir=spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd))
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
@@ -134,7 +134,7 @@ class MlflowSweepCallback(Callback):
         reason = f"job {config.hydra.job.get('num', '?')} raised {type(error).__name__}: {error}"
         uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
         tracker = Tracker(uri, config.experiment,
-                          spool_dir=spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd))
+                          spool_dir=spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd))
         tracker.end_sweep(run_id, FAILED, reason=reason)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
@@ -142,7 +142,7 @@ class MlflowSweepCallback(Callback):
         _OPEN_SWEEPS.pop(str(run_id), None)
         if run_id:
             uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-            spool_dir = spool_dir_for(config.tracking.spool_dir, config.hydra.runtime.cwd)
+            spool_dir = spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd)
             tracker = Tracker(uri, config.experiment, spool_dir=spool_dir)
             tracker.end_sweep(run_id)
             if uri.startswith(("http://", "https://")) and tracker.experiment_id:

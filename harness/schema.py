@@ -260,10 +260,11 @@ def _refuse_added_keys(node: DictConfig, path: str) -> None:
     """UserError for a key of a typed node that its dataclass does not declare."""
     schema = OmegaConf.get_type(node)
     names = {f.name for f in fields(schema)} if schema not in (None, dict) else None
+    if names is None:   # an open node (kernel, swizzle, a dict): any key
+        return
     for key in node.keys():
-        child = node._get_node(key)
-        if names is not None and key not in names:
+        if key not in names:
             raise UserError(unknown_key(f"{path}{key}", names))
-        if isinstance(child, DictConfig) and names is not None and not child._is_none() \
-                and not child._is_missing() and not child._is_interpolation():
-            _refuse_added_keys(child, f"{path}{key}.")
+        if not (OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key)) \
+                and isinstance(node[key], DictConfig):
+            _refuse_added_keys(node[key], f"{path}{key}.")
