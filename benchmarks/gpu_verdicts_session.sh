@@ -26,6 +26,7 @@ elif [ "$STAGE" = repro ]; then
   for i in $(seq "$FIRST" "$LAST"); do
     for method in ${METHODS:-old new}; do   # old: CUDA events, one set of buffers; new: the defaults (cupti, 8 placements)
       extra=(); [ "$method" = old ] && extra=(compare.placements=1 compare.timer=events)
+      [ "$method" = new ] && extra=(${NEW_EXTRA:-})   # e.g. NEW_EXTRA=compare.check_every=5
       run "repro_${method}_$i" 150 kernel=igemm swizzle=identity_copy,colmajor,scatter shape=calibrate profiler=none \
         compare.max_time_s=1 experiment=repro resume=false "${extra[@]}"
     done
