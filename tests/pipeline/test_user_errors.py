@@ -31,7 +31,7 @@ SCHEMA_REFUSALS = {
                               "converted to Float",
     "launch.num_warps=four": "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
                              "converted to Integer",
-    "compare.bogus=1": "compare.bogus is not a key of compare; valid: baseline, check_every, ci_method, "
+    "compare.bogus=1": "compare.bogus is not a key of compare; valid: baseline, check_every, ci_method, configs, "
                        "launches_per_round, max_rounds, max_time_s, min_effect, min_l2_delta, min_rounds, "
                        "placements, target_precision, timer, warmup_ms",
     "+tune.bogus=1": "tune.bogus is not a key of tune; valid: cache_dir, compile_jobs, final_rounds, finalists, "
