@@ -73,6 +73,10 @@ DEFAULT_MALL_WAYS = 16
 #: coalescing, only the window relative to it matters, and the window is what is fitted.
 STEP_JITTER = 0.2
 
+#: Resolution of the programs' clocks in the merge state: ticks per K-step (int32 ticks hold
+#: 2^31 / 4096 = 524288 steps, more than any launch's programs walk in a row).
+CLOCK_TICKS = 4096
+
 #: Which replay implementation runs: "numba" (compiled) or "python" (interpreted).
 ENGINE = "numba" if HAVE_NUMBA else "python"
 
@@ -357,9 +361,10 @@ def _lookup(line, write, x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags, mall_
 def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
             epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
             num_xcds, slots, domain_of_xcd, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways,
-            counts, mall_counts, writes_hit, window, jitter, last_time, last_pid):
+            counts, mall_counts, writes_hit, window, jitter, last):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
+    wq = window * CLOCK_TICKS
     num_work = num_tiles * splits
     num_operands = tile_rows.shape[1]
     arrived = np.zeros(num_tiles, dtype=np.int64)       # splits of each tile done so far
@@ -393,15 +398,16 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                     misses = 0
                     merged = 0
                     t = slot_t[x, sl]
+                    tq = np.int64(t * CLOCK_TICKS)     # the clock in ticks, as the merge state keeps it
                     for o in range(num_operands):
                         seg = tile_rows[tile, o] * num_steps + step
                         for i in range(offsets[seg], offsets[seg + 1]):
                             line = lines[i]
                             near = False
                             if window > 0:             # requested by another program just now?
-                                near = last_pid[line] != pid and abs(t - last_time[line]) < window
-                                last_time[line] = t
-                                last_pid[line] = pid
+                                near = last[line, 0] != pid and abs(tq - last[line, 1]) < wq
+                                last[line, 0] = pid
+                                last[line, 1] = tq
                             if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line):
                                 if near:
                                     merged += 1
@@ -500,11 +506,12 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     caches = caches if caches is not None else CacheState.cold(target, dtype)
     mall_sets, mall_ways = (target.mall.num_sets, target.mall.ways) if target.mall is not None else (0, 1)
     counts = np.zeros((target.num_xcds, 5), dtype=np.int64)
-    # The merging's memory: when and by which program each line was last read (one float32 and
-    # one int32 per line of the launch; a single unused entry when merging is off).
+    # The merging's memory: by which program and when (clock ticks) each line was last read, side
+    # by side so that one memory access finds both; a single unused entry when merging is off.
     tracked = launch.max_line + 1 if target.coalesce_window > 0 else 1
-    last_time = np.full(tracked, -np.inf, dtype=np.float32)
-    last_pid = np.full(tracked, -1, dtype=np.int32)
+    last = np.empty((tracked, 2), dtype=np.int32)
+    last[:, 0] = -1
+    last[:, 1] = np.iinfo(np.int32).min // 2
     mall_counts = np.zeros(2, dtype=np.int64)
     domain_of_xcd = target.domain_of_xcd()
     num_programs = schedule.num_programs(target.num_xcds * target.cus_per_xcd)
@@ -516,7 +523,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
             lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
             launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd, caches.l2_tags, target.l2.num_sets,
             target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts, mall_counts, target.writes_hit,
-            target.coalesce_window, target.step_jitter, last_time, last_pid)
+            target.coalesce_window, target.step_jitter, last)
     replay_s = time.perf_counter() - started
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)
 
