@@ -24,9 +24,13 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   domain is its own set-associative LRU cache of ``l2_bytes`` (MI300X: 4 MB, 16 ways,
   128 B lines, one per XCD).  A store is a lookup like a load: a hit if the line is
   present, else a miss that allocates it (write-allocate, no fetch; write-backs are not
-  modelled).  Optionally, L2 read misses go on to one memory-side cache shared by all
+  modelled); on NVIDIA (``l2_writes: hit``) every store is a hit, as ncu counts it.  Optionally, L2 read misses go on to one memory-side cache shared by all
   domains (the 256 MB MI300X Infinity Cache, "MALL"), in the global order of the
   rounds.  Caches start cold.
+* **Request coalescing** (NVIDIA, when calibrated).  Each slot keeps its program's clock in
+  K-steps (a step lasts 1 +- ``step_jitter``); a read of a line another program read less
+  than ``coalesce_window`` steps earlier is merged before the L2 and is no lookup
+  (``merged_reads``).  Fitted against ncu by ``benchmarks/sim_calibrate.py``.
 * **Timed run.**  A job's run can be several launches (igemm_fast: the fold pass, the
   conv, the split-K sum pass).  The reading is the conv's, from cold caches, as ncu
   (``--cache-control all``, filtered to the conv kernel) measures it; the whole run,
