@@ -107,10 +107,7 @@ def record_l2(result: JobResult, candidate: list[float], baseline: list[float], 
     ``deterministic``: the source has no noise (the simulator), so the difference is exact
     as a prediction of the model; ``error``: the model's measured error of such a difference
     against hardware (% points), which then bounds the interval the verdict is taken on."""
-    delta = paired_difference(np.asarray(candidate), np.asarray(baseline))
-    if deterministic:
-        half = float(error) if error is not None else 0.0
-        delta = PairedEstimate(delta.estimate, delta.estimate - half, delta.estimate + half, delta.n)
+    delta = _difference(candidate, baseline, deterministic, error)
     result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
                                    "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
                                    "l2_pairs": float(delta.n)}))
@@ -127,14 +124,21 @@ def record_read_l2(result: JobResult, pairs: list[tuple[float, float]], determin
     The verdict stays the all-traffic one's; None without pairs."""
     if not pairs:
         return None
-    candidate, baseline = np.asarray([c for c, _ in pairs]), np.asarray([b for _, b in pairs])
-    delta = paired_difference(candidate, baseline)
-    if deterministic:
-        half = float(error) if error is not None else 0.0
-        delta = PairedEstimate(delta.estimate, delta.estimate - half, delta.estimate + half, delta.n)
+    baseline = [b for _, b in pairs]
+    delta = _difference([c for c, _ in pairs], baseline, deterministic, error)
     result.metrics.update(_finite({"l2_read_delta_pts": delta.estimate, "l2_read_delta_ci_lo": delta.ci_lo,
                                    "l2_read_delta_ci_hi": delta.ci_hi,
                                    "baseline_l2_read_hit_rate": float(np.mean(baseline))}))
+    return delta
+
+
+def _difference(candidate, baseline, deterministic: bool, error: float | None) -> PairedEstimate:
+    """The paired difference candidate - baseline (% points); from a noiseless source
+    (``deterministic``) its interval is the source's measured ``error`` around it."""
+    delta = paired_difference(np.asarray(candidate), np.asarray(baseline))
+    if deterministic:
+        half = float(error) if error is not None else 0.0
+        delta = PairedEstimate(delta.estimate, delta.estimate - half, delta.estimate + half, delta.n)
     return delta
 
 

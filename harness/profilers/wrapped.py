@@ -181,8 +181,8 @@ def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list
                 outcome.pairs = [(c.l2_hit_rate, b.l2_hit_rate) for c, b in pairs
                                  if c.l2_hit_rate is not None and b.l2_hit_rate is not None]
                 if reads_counted:
-                    outcome.read_pairs = [(_read_rate(c), _read_rate(b)) for c, b in pairs
-                                          if _read_rate(c) is not None and _read_rate(b) is not None]
+                    rates = [(_read_rate(c), _read_rate(b)) for c, b in pairs]
+                    outcome.read_pairs = [(c, b) for c, b in rates if c is not None and b is not None]
             outcomes[req.key] = outcome
         except ValueError as exc:
             outcomes[req.key] = ProfileOutcome(None, str(exc), raw_files)

@@ -277,3 +277,21 @@ def test_stand_in_passes_exit_code_and_reports_no_kernels(tmp_path):
 def test_stand_in_rejects_bad_cache_control():
     proc = run([str(STANDIN_NCU), "--csv", "--cache-control", "sometimes", "--", *FAKE_WORKER])
     assert proc.returncode == 1 and "--cache-control" in proc.stderr
+
+
+def test_read_pairs_follow_the_abba_schedule():
+    """ncu's hits and misses are read lookups: each ABBA pair also gives the two read hit
+    rates; rocprofv3's count all traffic, so it gives none."""
+    from harness.profilers.base import DispatchCounters
+    from harness.profilers.worker import ProfileRequest
+    from harness.profilers.wrapped import attribute_by_dispatch_order
+
+    req = ProfileRequest(key="job", spec={}, repeats=2, baseline={})
+    # schedule: candidate, baseline (pair 0), then baseline, candidate (pair 1)
+    reads = [(90, 10), (80, 20), (70, 30), (60, 40)]
+    dispatches = [DispatchCounters("k", i, l2_hit_rate=50.0 + i, l2_hits=h, l2_misses=m)
+                  for i, (h, m) in enumerate(reads)]
+    ncu = attribute_by_dispatch_order([req], dispatches, [], reads_counted=True)["job"]
+    assert ncu.pairs == [(50.0, 51.0), (53.0, 52.0)]
+    assert ncu.read_pairs == [(90.0, 80.0), (60.0, 70.0)]
+    assert attribute_by_dispatch_order([req], dispatches, [])["job"].read_pairs == []

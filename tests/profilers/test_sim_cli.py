@@ -19,6 +19,8 @@ def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
                      f"tracking.uri={uri}", "experiment=sim-cli", f"hydra.sweep.dir={tmp_path}/multirun"],
                     cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[job")]
+    assert lines and all("(sim, validated on H100 ncu" in line and ", reads " in line for line in lines), lines
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("sim-cli")
     jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
@@ -30,5 +32,10 @@ def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
         metrics = r.data.metrics
         assert 0.0 <= metrics["l2_hit_rate"] <= 100.0 and metrics["l2_hit_rate"] == metrics["sim.l2_hit_rate"]
         assert "sim.l2_read_hit_rate" in metrics and metrics["sim.l2_write_lookups"] > 0
+        # h100 is calibrated: the reads' rate and both errors are logged, merged reads counted
+        assert metrics["l2_read_hit_rate"] == metrics["sim.l2_read_hit_rate"]
+        assert metrics["l2_hit_rate_err"] > 0 and metrics["l2_read_hit_rate_err"] > 0
+        assert "sim.l2_merged_reads" in metrics
+        assert r.data.tags["sim_validation"].startswith("validated on H100 ncu")
         for name in launches:
             assert f"sim.{name}.l2_hit_rate" in metrics
