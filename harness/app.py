@@ -24,7 +24,6 @@ from harness.hardware.isolation import InProcessRunner, IsolatedRunner
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
 from harness.pipeline.job import JobOptions
 from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
-from harness.pipeline.best_vs_best import compare_configs
 from harness.pipeline.paired import record_l2, record_read_l2
 from harness.pipeline.progress import progress_line
 from harness.pipeline.result import FINISHED, JobResult
@@ -129,8 +128,7 @@ def check_launch_config(job: Config, entries: list) -> None:
 
 def job_options(job: Config) -> JobOptions:
     """The pipeline's knobs, each built by its typed config node; UserError for a bad value."""
-    compare_configs({"configs": job.compare.configs, "baseline": job.compare.baseline},
-                    job.tune.name)   # best vs best needs tune mode and a baseline
+    job.compare.configs_mode(job.tune.name)   # best vs best needs tune mode and a baseline: refuse early
     return JobOptions(interpret_tiles={str(k): int(v) for k, v in job.kernel["interpret_tiles"].items()},
                       paired=job.compare.paired(), min_effect=job.compare.min_effect, fault=job.fault,
                       tune=job.tune.options(), compile=job.compile.options(job.target),

@@ -67,6 +67,13 @@ class CompareConfig:
 
         return _settings(PairedSettings, self, method=self.ci_method, timer=resolve_timer(self.timer))
 
+    def configs_mode(self, tune_mode: str) -> str | None:
+        """``configs`` as the job spec carries it (harness.pipeline.best_vs_best.compare_configs:
+        None for ``same``); a UserError for best vs best without tune mode or a baseline."""
+        from harness.pipeline.best_vs_best import compare_configs
+
+        return compare_configs({"configs": self.configs, "baseline": self.baseline}, tune_mode)
+
 
 @dataclass
 class TuneConfig:

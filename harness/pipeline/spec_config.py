@@ -8,7 +8,6 @@ from typing import Any, Mapping
 from harness.pipeline.spec import JobSpec
 from harness.pipeline.timing import timing_key
 from kernels.problem import ConvShape
-from harness.pipeline.best_vs_best import compare_configs
 
 
 def swizzle_choice(swizzle: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -70,8 +69,7 @@ def build_spec(job, shape: ConvShape, preset: str, profiler_key: str = "none") -
         target=job.target.name, seed=job.seed, profiler=profiler_key,
         baseline=baseline, baseline_formula=baseline_formula, input_layout=job.input_layout,
         tune=job.tune.name, timing=timing_key(job.compare.timer, job.compare.placements),
-        compare_configs=compare_configs({"configs": job.compare.configs, "baseline": job.compare.baseline},
-                                        job.tune.name),
+        compare_configs=job.compare.configs_mode(job.tune.name),
         kernel_target=_import_path(kernel.get("_target_")), swizzle_fn=_import_path(swizzle.get("fn")))
 
 
