@@ -1,0 +1,83 @@
+"""Run benchmarks/probes/l2_lookups.py under ncu with the metrics below, dropping any metric
+this ncu does not know (ncu stops at the first unknown name), and print one row per launch.
+
+    python benchmarks/probes/run_l2_lookups.py OUT_DIR l12:identity,colmajor,scatter l02:identity,scatter
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+METRICS = [
+    "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
+    "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+    "lts__t_sectors_srcunit_tex_op_read.sum",
+    "lts__t_requests_srcunit_tex_op_read.sum",
+    "lts__t_sectors_srcunit_tex.sum",
+    "lts__t_sectors_srcunit_ltcfabric.sum",
+    "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_hit.sum",
+    "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_miss.sum",
+    "lts__t_sectors_op_read_lookup_hit.sum",
+    "lts__t_sectors_op_read_lookup_miss.sum",
+    "lts__t_sectors_op_write.sum",
+    "lts__t_sectors.sum",
+    "lts__t_sector_hit_rate.pct",
+    "lts__t_sector_op_read_hit_rate.pct",
+    "lts__d_sectors_fill_sysmem.sum",
+    "lts__d_sectors_fill_device.sum",
+    "dram__sectors_read.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access_lookup_hit.sum",
+    "l1tex__m_xbar2l1tex_read_sectors.sum",
+    "l1tex__m_l1tex2xbar_req.sum",
+    "smsp__inst_executed_op_ldgsts.sum",
+    "smsp__inst_executed_op_global_ld.sum",
+    "sm__cycles_elapsed.max",
+    "gpu__time_duration.sum",
+]
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    for job in argv[1:]:
+        layer, orders = job.split(":")
+        metrics = list(METRICS)
+        for _ in range(len(METRICS)):
+            cmd = ["ncu", "--csv", "--page", "raw", "--metrics", ",".join(metrics), "--cache-control", "all",
+                   "--clock-control", "base", "-k", "regex:igemm_conv2d", "--print-units", "base",
+                   "python3", "benchmarks/probes/l2_lookups.py", layer, *orders.split(",")]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+            text = proc.stdout + proc.stderr
+            bad = re.findall(r"Failed to find metric[s]?\s+\"?([\w.]+)", text) + \
+                re.findall(r"[Mm]etric[s]? \"?([\w.]+)\"? (?:is|are) not (?:valid|available|supported)", text)
+            bad = [b for b in bad if b in metrics]
+            if proc.returncode == 0 or not bad:
+                break
+            print("dropping", bad, flush=True)
+            metrics = [m for m in metrics if m not in bad]
+        (out / f"probe_{layer}.txt").write_text(text)
+        header = next((i for i, l in enumerate(text.splitlines()) if l.startswith('"ID"')), None)
+        if header is None:
+            print(f"{layer}: rc={proc.returncode}, no table:\n{text[-3000:]}")
+            continue
+        rows = list(csv.reader(io.StringIO("\n".join(text.splitlines()[header:]))))
+        names, data = rows[0], [r for r in rows[2:] if len(r) == len(rows[0])]
+        for metric in metrics:
+            if metric in names:
+                j = names.index(metric)
+                print(f"{layer:4s} {metric:75s} " + " ".join(f"{r[j]:>14s}" for r in data))
+        print(f"{layer:4s} orders: {orders}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
