@@ -81,6 +81,9 @@ STEP_JITTER = 0.2
 #: 2^31 / 4096 = 524288 steps, more than any launch's programs walk in a row).
 CLOCK_TICKS = 4096
 
+#: Granularity of the home-partition hash (bytes): a 128 B line's sectors share a home.
+BLOCK_BYTES = 128
+
 #: Which replay implementation runs: "numba" (compiled) or "python" (interpreted).
 ENGINE = "numba" if HAVE_NUMBA else "python"
 
@@ -141,9 +144,17 @@ class SimTarget:
     #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
     #: programs drift apart as they run and later waves start out of step.
     step_jitter: float = STEP_JITTER
+    #: Partitions of each L2 domain (NVIDIA H100 / H200: 2, joined by a fabric): ``l2`` is one
+    #: partition's geometry.  A line's home partition is a hash of its address; a program reads
+    #: through the partition of its CU (SM), and a miss there of a line homed in the other is
+    #: looked up again in the home partition (ncu's ``srcunit_ltcfabric`` lookups) and kept in both.
+    l2_partitions: int = 1
+    #: CUs (SMs) of one partition in a row, in the order the first wave fills them: CU ``c``
+    #: reads through partition ``(c // partition_run) % l2_partitions``.
+    partition_run: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains"):
+        for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains", "l2_partitions", "partition_run"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"simulated target: {name}={value!r} must be a positive integer")
@@ -165,6 +176,12 @@ class SimTarget:
     def line_bytes(self) -> int:
         return self.l2.line_bytes
 
+    def partition_of_slot(self) -> np.ndarray:
+        """The L2 partition each of an XCD's slots reads through, (slots_per_xcd,) int64: slot
+        ``s`` runs on CU ``s % cus_per_xcd`` (the first wave fills every CU once, then again)."""
+        cu = np.arange(self.slots_per_xcd, dtype=np.int64) % self.cus_per_xcd
+        return (cu // self.partition_run) % self.l2_partitions
+
     def domain_of_xcd(self) -> np.ndarray:
         """L2 domain of each XCD, (num_xcds,) int64."""
         return np.arange(self.num_xcds, dtype=np.int64) * self.l2_domains // self.num_xcds
@@ -176,10 +193,11 @@ class SimTarget:
 
         Uses ``num_xcds``, ``compute_units`` (total over the device), ``l2_bytes`` (per
         domain), ``l2_ways``, ``l2_line_bytes``, ``l2_domains`` (default: ``num_xcds``),
-        ``mall_bytes`` (0 or missing: no MALL), ``mall_ways`` (default 16) and
-        ``occupancy`` (default :data:`DEFAULT_OCCUPANCY`); ``l2_writes: hit`` (NVIDIA) makes
-        stores hits, and the calibration record's ``coalesce_window`` turns on the request
-        coalescer.  ``occupancy`` and ``line_bytes`` given here override the record (e.g.
+        ``mall_bytes`` (0 or missing: no MALL), ``mall_ways`` (default 16),
+        ``l2_partitions`` (default 1; ``l2_bytes`` is split between them) and ``occupancy``
+        (default :data:`DEFAULT_OCCUPANCY`); ``l2_writes: hit`` (NVIDIA) makes stores hits,
+        the calibration record's ``coalesce_window`` turns on the request coalescer and its
+        ``partition_run`` sets which SMs read through which partition.  ``occupancy`` and ``line_bytes`` given here override the record (e.g.
         ``line_bytes=32`` to count NVIDIA's 32 B sectors).
         """
         name = target.get("name", "?")
@@ -202,7 +220,8 @@ class SimTarget:
         ways = need("l2_ways")
         # The calibrated share of the L2 the traffic can use (benchmarks/sim_calibrate.py): whole sets.
         fraction = float(calibration(target).get("l2_capacity_fraction", 1.0))
-        l2_bytes = max(1, int(need("l2_bytes") * fraction) // (ways * line)) * ways * line
+        partitions = int(target.get("l2_partitions") or 1)
+        l2_bytes = max(1, int(need("l2_bytes") * fraction / partitions) // (ways * line)) * ways * line
         return cls(
             num_xcds=num_xcds,
             cus_per_xcd=compute_units // num_xcds,
@@ -213,6 +232,8 @@ class SimTarget:
                   if mall_bytes else None),
             writes_hit=_write_policy(target) == "hit",
             coalesce_window=float(calibration(target).get("coalesce_window", 0.0)),
+            l2_partitions=partitions,
+            partition_run=int(calibration(target).get("partition_run", 1)),
         )
 
 
@@ -251,6 +272,8 @@ class SimResult:
     engine: str                           # "numba" or "python"
     name: str = "conv"                    # which launch of the timed run (kernels.access.LaunchPlan)
     merged_reads: int = 0                 # reads merged with another program's request before the L2 (no lookup)
+    fabric_hits: int = 0                  # read misses looked up again in a far home partition: hits there
+    fabric_misses: int = 0                # ... and misses there (fetched from memory)
     #: The job's whole timed run, when it is more than this launch: (launch name, result) in
     #: launch order, simulated one after the other with the caches carried over.
     timed_run: tuple[tuple[str, "SimResult"], ...] = ()
@@ -261,16 +284,17 @@ class SimResult:
 
     @property
     def read_hit_rate(self) -> float:
-        """Hit rate of the loads alone (ncu: ``lts__t_sector_op_read_hit_rate.pct``), %."""
+        """Hit rate of the loads' lookups in the partition they read through (ncu: the tex unit's
+        read lookups, ``lts__t_sectors_srcunit_tex_op_read_lookup_hit / (hit + miss)``), %."""
         return _rate(self.read_hits, self.read_misses)
 
     @property
     def write_hits(self) -> int:
-        return self.hits - self.read_hits
+        return self.hits - self.read_hits - self.fabric_hits
 
     @property
     def write_misses(self) -> int:
-        return self.misses - self.read_misses
+        return self.misses - self.read_misses - self.fabric_misses
 
     @property
     def xcd_hit_rates(self) -> tuple[float, ...]:
@@ -301,6 +325,7 @@ class SimResult:
         out = {f"{prefix}l2_hit_rate": self.hit_rate, f"{prefix}l2_read_hit_rate": self.read_hit_rate,
                f"{prefix}l2_write_lookups": float(self.write_hits + self.write_misses),
                f"{prefix}l2_merged_reads": float(self.merged_reads),
+               f"{prefix}l2_fabric_lookups": float(self.fabric_hits + self.fabric_misses),
                f"{prefix}l2_miss_bytes": float(self.l2_miss_bytes),
                f"{prefix}slots_per_xcd": float(self.slots_per_xcd)}
         out.update({f"{prefix}xcd{x}_hit_rate": r for x, r in enumerate(self.xcd_hit_rates) if not math.isnan(r)})
@@ -347,25 +372,61 @@ def _rate(hits: int, misses: int) -> float:
 # and counted in column 4, not as a lookup.
 
 @jit
-def _lookup(line, write, x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts,
-            writes_hit):
-    kind = 2 if write else 0
-    if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line) or (write and writes_hit):
-        counts[x, kind] += 1
+def _home(line, block_lines, partitions):
+    """Home partition of ``line``: a multiplicative hash of its 128 B block (sectors of one
+    block share a home)."""
+    if partitions == 1:
+        return 0
+    return ((np.int64(line) // block_lines) * 2654435761 >> 20) % partitions
+
+
+@jit
+def _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
+               mall_ways, counts, mall_counts):
+    """A read missed in partition ``part`` of domain ``dom`` (counted by the caller): a line
+    homed in another partition is looked up there over the fabric (columns 5 and 6: fabric
+    hits and misses) and stays in both; what misses at home goes on to the MALL, if any, or
+    to memory."""
+    home = _home(line, block_lines, partitions)
+    if home != part:
+        if lru_access(l2_tags, ((dom * partitions + home) * l2_sets + line % l2_sets) * l2_ways, l2_ways, line):
+            counts[x, 5] += 1
+            return
+        counts[x, 6] += 1
+    if mall_sets > 0:
+        if lru_access(mall_tags, (line % mall_sets) * mall_ways, mall_ways, line):
+            mall_counts[0] += 1
+        else:
+            mall_counts[1] += 1
+
+
+@jit
+def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
+            mall_ways, counts, mall_counts, writes_hit):
+    """One access outside the K loop (epilogue, split-K arrival): a store goes to the line's
+    home partition, a read through the program's partition ``part``."""
+    if write:
+        home = _home(line, block_lines, partitions)
+        base = (dom * partitions + home) * l2_sets
+        if lru_access(l2_tags, (base + line % l2_sets) * l2_ways, l2_ways, line) or writes_hit:
+            counts[x, 2] += 1
+        else:
+            counts[x, 3] += 1
+        return
+    base = (dom * partitions + part) * l2_sets
+    if lru_access(l2_tags, (base + line % l2_sets) * l2_ways, l2_ways, line):
+        counts[x, 0] += 1
     else:
-        counts[x, kind + 1] += 1
-        if mall_sets > 0 and not write:
-            if lru_access(mall_tags, (line % mall_sets) * mall_ways, mall_ways, line):
-                mall_counts[0] += 1
-            else:
-                mall_counts[1] += 1
+        counts[x, 1] += 1
+        _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
+                   mall_ways, counts, mall_counts)
 
 
 @jit
 def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
             epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
-            num_xcds, slots, domain_of_xcd, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways,
-            counts, mall_counts, writes_hit, window, jitter, last):
+            num_xcds, slots, domain_of_xcd, partition_of_slot, partitions, block_lines, l2_tags, l2_sets, l2_ways,
+            mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, window, jitter, last):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
     wq = window * CLOCK_TICKS
@@ -390,11 +451,13 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 active += 1
     while active > 0:
         for x in range(num_xcds):                      # one round: every XCD in turn ...
-            l2_base = domain_of_xcd[x] * l2_sets
+            dom = domain_of_xcd[x]
             for sl in range(slots):                    # ... every resident program in turn
                 pid = slot_pid[x, sl]
                 if pid < 0:
                     continue
+                part = partition_of_slot[sl]
+                l2_base = (dom * partitions + part) * l2_sets   # the partition it reads through
                 tile = slot_tile[x, sl]
                 step = slot_step[x, sl]
                 if step < slot_stop[x, sl]:            # ... performs one step
@@ -409,9 +472,10 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                             line = lines[i]
                             near = False
                             if window > 0:             # requested by another program just now?
-                                near = last[line, 0] != pid and abs(tq - last[line, 1]) < wq
-                                last[line, 0] = pid
-                                last[line, 1] = tq
+                                key = line * partitions + part      # (merged in the partition it reads)
+                                near = last[key, 0] != pid and abs(tq - last[key, 1]) < wq
+                                last[key, 0] = pid
+                                last[key, 1] = tq
                             if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line):
                                 if near:
                                     merged += 1
@@ -419,11 +483,8 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                                     hits += 1
                             else:
                                 misses += 1
-                                if mall_sets > 0:
-                                    if lru_access(mall_tags, (line % mall_sets) * mall_ways, mall_ways, line):
-                                        mall_counts[0] += 1
-                                    else:
-                                        mall_counts[1] += 1
+                                _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways,
+                                           mall_tags, mall_sets, mall_ways, counts, mall_counts)
                     counts[x, 0] += hits
                     counts[x, 1] += misses
                     counts[x, 4] += merged
@@ -436,13 +497,13 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 work = slot_work[x, sl]                # the item's last step: its epilogue
                 key = tile * splits + work // num_tiles
                 for i in range(epi_offsets[key], epi_offsets[key + 1]):
-                    _lookup(epi_lines[i], epi_writes[i], x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags,
-                            mall_sets, mall_ways, counts, mall_counts, writes_hit)
+                    _lookup(epi_lines[i], epi_writes[i], x, dom, part, partitions, block_lines, l2_tags, l2_sets,
+                            l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit)
                 arrived[tile] += 1
                 if arrived[tile] == splits:            # the tile's last split to arrive
                     for i in range(last_offsets[tile], last_offsets[tile + 1]):
-                        _lookup(last_lines[i], last_writes[i], x, l2_base, l2_tags, l2_sets, l2_ways, mall_tags,
-                                mall_sets, mall_ways, counts, mall_counts, writes_hit)
+                        _lookup(last_lines[i], last_writes[i], x, dom, part, partitions, block_lines, l2_tags,
+                                l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit)
                 if work + num_programs < num_work:     # persistent: the program's next item
                     _assign(work + num_programs, x, sl, table, num_tiles, steps_per_split, num_steps,
                             slot_work, slot_tile, slot_step, slot_stop)
@@ -486,7 +547,7 @@ class CacheState:
     @classmethod
     def cold(cls, target: SimTarget, dtype) -> "CacheState":
         mall = target.mall.empty_state(1, dtype) if target.mall is not None else np.zeros(1, dtype=dtype)
-        return cls(target.l2.empty_state(target.l2_domains, dtype), mall)
+        return cls(target.l2.empty_state(target.l2_domains * target.l2_partitions, dtype), mall)
 
 
 def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: SimTarget,
@@ -509,10 +570,10 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     dtype = tag_dtype(launch.max_line) if caches is None else caches.l2_tags.dtype
     caches = caches if caches is not None else CacheState.cold(target, dtype)
     mall_sets, mall_ways = (target.mall.num_sets, target.mall.ways) if target.mall is not None else (0, 1)
-    counts = np.zeros((target.num_xcds, 5), dtype=np.int64)
+    counts = np.zeros((target.num_xcds, 7), dtype=np.int64)
     # The merging's memory: by which program and when (clock ticks) each line was last read, side
     # by side so that one memory access finds both; a single unused entry when merging is off.
-    tracked = launch.max_line + 1 if target.coalesce_window > 0 else 1
+    tracked = (launch.max_line + 1) * target.l2_partitions if target.coalesce_window > 0 else 1
     last = np.empty((tracked, 2), dtype=np.int32)
     last[:, 0] = -1
     last[:, 1] = np.iinfo(np.int32).min // 2
@@ -525,9 +586,10 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     started = time.perf_counter()
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
             lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
-            launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd, caches.l2_tags, target.l2.num_sets,
-            target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts, mall_counts, target.writes_hit,
-            target.coalesce_window, target.step_jitter, last)
+            launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd,
+            target.partition_of_slot(), target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
+            caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
+            mall_counts, target.writes_hit, target.coalesce_window, target.step_jitter, last)
     replay_s = time.perf_counter() - started
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)
 
@@ -536,11 +598,16 @@ def _result(name: str, counts: np.ndarray, mall_counts: np.ndarray, target: SimT
             replay_s: float) -> SimResult:
     """Sum the replay's per-XCD counters into a :class:`SimResult`."""
     domain_of_xcd = target.domain_of_xcd()
-    xcd_hits, xcd_misses = counts[:, 0] + counts[:, 2], counts[:, 1] + counts[:, 3]
+    # All lookups: the reads through each program's partition, the stores, and the reads looked
+    # up again in a far home partition (ncu counts those too, as srcunit_ltcfabric).
+    xcd_hits = counts[:, 0] + counts[:, 2] + counts[:, 5]
+    xcd_misses = counts[:, 1] + counts[:, 3] + counts[:, 6]
     domain_hits = np.bincount(domain_of_xcd, weights=xcd_hits, minlength=target.l2_domains).astype(np.int64)
     domain_misses = np.bincount(domain_of_xcd, weights=xcd_misses, minlength=target.l2_domains).astype(np.int64)
     hits, misses = int(xcd_hits.sum()), int(xcd_misses.sum())
     read_misses = int(counts[:, 1].sum())
+    fabric_hits = int(counts[:, 5].sum())
+    fetched = read_misses - fabric_hits       # read misses the far partition did not serve
     line = target.line_bytes
     with_mall = target.mall is not None
     return SimResult(
@@ -548,12 +615,13 @@ def _result(name: str, counts: np.ndarray, mall_counts: np.ndarray, target: SimT
         read_hits=int(counts[:, 0].sum()), read_misses=read_misses,
         xcd_hits=tuple(int(v) for v in xcd_hits), xcd_misses=tuple(int(v) for v in xcd_misses),
         domain_hits=tuple(int(v) for v in domain_hits), domain_misses=tuple(int(v) for v in domain_misses),
-        line_bytes=line, l2_miss_bytes=read_misses * line,
+        line_bytes=line, l2_miss_bytes=fetched * line,
         mall_hits=int(mall_counts[0]) if with_mall else None,
         mall_misses=int(mall_counts[1]) if with_mall else None,
-        dram_read_bytes=int(mall_counts[1]) * line if with_mall else read_misses * line,
+        dram_read_bytes=int(mall_counts[1]) * line if with_mall else fetched * line,
         num_programs=num_programs, slots_per_xcd=target.slots_per_xcd, replay_s=replay_s, engine=ENGINE,
-        name=name, merged_reads=int(counts[:, 4].sum()))
+        name=name, merged_reads=int(counts[:, 4].sum()), fabric_hits=fabric_hits,
+        fabric_misses=int(counts[:, 6].sum()))
 
 
 def simulate_run(models, table: np.ndarray, target: SimTarget) -> SimResult:
