@@ -261,6 +261,16 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
     return out
 
 
+def unpack(point) -> tuple[float, float | None, int | None]:
+    """A calibration point -- an ``l2_capacity_fraction``, a ``(fraction, coalesce_window)``
+    pair or a ``(fraction, coalesce_window, cluster_run)`` triple -- as a triple (None:
+    not set)."""
+    if not isinstance(point, tuple):
+        return point, None, None
+    fraction, window, *rest = point
+    return fraction, window, (rest[0] if rest else None)
+
+
 def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = FRACTIONS,
                  objective: str = "hit_rate_mae") -> tuple:
     """The point of ``fractions`` (an ``l2_capacity_fraction``, or a ``(fraction,
@@ -272,13 +282,14 @@ def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = 
     rows, keys = [], []
     for point in fractions:
         e = errors(predict(cells, simulate, point))
-        fraction, window = point if isinstance(point, tuple) else (point, None)
+        fraction, window, run = unpack(point)
         rows.append({"fraction": fraction, **({} if window is None else {"window": window}),
+                     **({} if run is None else {"cluster_run": run}),
                      "hit_rate_mae": e["hit_rate_mae"], "delta_mae": e["delta_mae"],
                      "read_hit_rate_mae": e["read_hit_rate_mae"], "read_delta_mae": e["read_delta_mae"]})
         delta = e["read_delta_mae" if objective == "read_hit_rate_mae" else "delta_mae"]
         keys.append((round(e[objective], 3), math.inf if math.isnan(delta) else round(delta, 3), -fraction,
-                     window or 0.0))
+                     window or 0.0, run or 0))
     best = min(range(len(keys)), key=keys.__getitem__)
     return list(fractions)[best], pd.DataFrame(rows)
 
@@ -296,9 +307,9 @@ def summarise(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
 def calibration_record(summary: dict, target: str, validated_on: str, fraction,
                        cells: pd.DataFrame) -> dict:
     """The held-out half's figures as the target's ``sim_calibration`` record; ``fraction``
-    is the fitted point (a fraction, or a ``(fraction, coalesce_window)`` pair)."""
+    is the fitted point (see :func:`unpack`)."""
     held = summary["holdout"]
-    fraction, window = fraction if isinstance(fraction, tuple) else (fraction, None)
+    fraction, window, run = unpack(fraction)
 
     def table(name: str) -> dict:
         return {k: round(v[name], 3) for k, v in held.items() if not math.isnan(v[name])}
@@ -309,7 +320,8 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction,
             "read_hit_rate_mae": table("read_hit_rate_mae"), "read_delta_mae": table("read_delta_mae"),
             "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]],
             "read_sign_right": [held["all"]["read_sign_right"], held["all"]["read_sign_total"]],
-            **({} if window is None else {"coalesce_window": window})}
+            **({} if window is None else {"coalesce_window": window}),
+            **({} if run is None else {"cluster_run": run})}
 
 
 # -----------------------------------------------------------
@@ -320,10 +332,11 @@ def scaled_target(target: Mapping, fraction) -> dict:
     ways and line size; the set count need not be a power of two), and for a ``(fraction,
     window)`` pair the request coalescer's window.  Any calibration record in it is
     replaced, so the fraction is not applied twice."""
-    fraction, window = fraction if isinstance(fraction, tuple) else (fraction, 0.0)
+    fraction, window, run = unpack(fraction)
     out = {k: v for k, v in target.items() if k != "sim_calibration"}
-    if window:
-        out["sim_calibration"] = {"coalesce_window": window}
+    record = {**({"coalesce_window": window} if window else {}), **({"cluster_run": run} if run else {})}
+    if record:
+        out["sim_calibration"] = record
     set_bytes = int(target["l2_ways"]) * int(target["l2_line_bytes"])
     out["l2_bytes"] = max(1, int(int(target["l2_bytes"]) * fraction) // set_bytes) * set_bytes
     return out
@@ -418,9 +431,9 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
     text = [f"# Simulated L2 calibration: {record['target']} vs {record['validated_on']}", "",
             f"Command: `{command}`", "", f"Store: `{store}`", "",
             f"Fitted `l2_capacity_fraction` = **{record['l2_capacity_fraction']}**"
-            + (f", `coalesce_window` = **{record['coalesce_window']}** K-steps " if "coalesce_window" in record else " ")
-            + 
-            f"({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
+            + (f", `coalesce_window` = **{record['coalesce_window']}** K-steps" if "coalesce_window" in record else "")
+            + (f", `cluster_run` = **{record['cluster_run']}** SMs" if "cluster_run" in record else "")
+            + f" ({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
             f"Errors in percentage points; {took}.", "",
             "## Fit: error of the fit half per fraction", "",
             markdown(grid), "",
@@ -448,6 +461,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fractions", type=float, nargs="+", default=list(FRACTIONS))
     ap.add_argument("--windows", type=float, nargs="+", default=None,
                     help="request-coalescer windows (K-steps) to fit with each fraction (default: none)")
+    ap.add_argument("--cluster-runs", type=int, nargs="+", default=None,
+                    help="cluster_run values (SMs of one GPC in a row; 1: interleaved) to fit with each "
+                         "(fraction, window) point (default: the target's)")
     ap.add_argument("--objective", choices=("read", "all"), default="read",
                     help="fit the read hit rate (ncu's tex read lookups: like with like) or all traffic")
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
@@ -475,7 +491,8 @@ def main(argv: list[str] | None = None) -> None:
 
     simulate = Simulator(load_target(target_name))
     points = (args.fractions if args.windows is None
-              else [(f, w) for f in args.fractions for w in args.windows])
+              else [(f, w) for f in args.fractions for w in args.windows] if args.cluster_runs is None
+              else [(f, w, r) for f in args.fractions for w in args.windows for r in args.cluster_runs])
     objective = "read_hit_rate_mae" if args.objective == "read" else "hit_rate_mae"
     fraction, grid = fit_fraction(cells[cells["half"] == "fit"], simulate, points, objective)
     cells = predict(cells, simulate, fraction)

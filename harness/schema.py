@@ -198,6 +198,8 @@ class TargetConfig:
     l2_ways: Optional[int] = None
     l2_line_bytes: Optional[int] = None
     l2_domains: Optional[int] = None
+    l2_partitions: Optional[int] = None       # simulator: partitions of each L2 domain (NVIDIA: 2)
+    clusters: Optional[int] = None            # simulator: CU clusters the coalescer merges within (GPCs)
     mall_bytes: Optional[int] = None
     mall_ways: Optional[int] = None           # simulator: MALL associativity (default 16)
     l2_writes: Optional[str] = None           # simulator: hit (NVIDIA) or allocate (default)

@@ -24,12 +24,22 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   domain is its own set-associative LRU cache of ``l2_bytes`` (MI300X: 4 MB, 16 ways,
   128 B lines, one per XCD).  A store is a lookup like a load: a hit if the line is
   present, else a miss that allocates it (write-allocate, no fetch; write-backs are not
-  modelled); on NVIDIA (``l2_writes: hit``) every store is a hit, as ncu counts it.  Optionally, L2 read misses go on to one memory-side cache shared by all
-  domains (the 256 MB MI300X Infinity Cache, "MALL"), in the global order of the
-  rounds.  Caches start cold.
+  modelled); on NVIDIA (``l2_writes: hit``) every store is a hit, as ncu counts it.
+  Optionally, L2 read misses go on to one memory-side cache shared by all domains (the
+  256 MB MI300X Infinity Cache, "MALL"), in the global order of the rounds.  Caches start
+  cold.
+* **Partitions** (NVIDIA: ``l2_partitions: 2``).  A domain's L2 is split into partitions
+  joined by a fabric, and a line's home partition is a hash of its 128 B block.  A program
+  reads through the partition of its SM's cluster (GPC); a miss there of a line homed in the
+  other partition is looked up again at home (ncu counts it as an ``srcunit_ltcfabric``
+  lookup) and the line is kept in both; stores go to the home partition.  The read hit rate
+  is that of the first lookups (ncu's tex-unit read lookups); the all-traffic rate counts
+  the fabric lookups too.  Measured on an H100 (``benchmarks/results/sim_validation_h100/
+  lookup_probe``): every L1 sector request reaches the L2, far-homed misses cross the fabric.
 * **Request coalescing** (NVIDIA, when calibrated).  Each slot keeps its program's clock in
-  K-steps (a step lasts 1 +- ``step_jitter``); a read of a line another program read less
-  than ``coalesce_window`` steps earlier is merged before the L2 and is no lookup
+  K-steps (a step lasts 1 +- ``step_jitter``); a read of a line that the same cluster
+  already requested less than ``coalesce_window`` steps before (since the first request of
+  the line's current burst) is merged with that request and is no lookup
   (``merged_reads``).  Fitted against ncu by ``benchmarks/sim_calibrate.py``.
 * **Timed run.**  A job's run can be several launches (igemm_fast: the fold pass, the
   conv, the split-K sum pass).  The reading is the conv's, from cold caches, as ncu
@@ -138,7 +148,7 @@ class SimTarget:
     #: sector without fetching it, and ncu counts that lookup a hit); False: a store to an
     #: absent line is a miss that allocates it (the rule assumed for MI300X's TCC, unverified).
     writes_hit: bool = False
-    #: Reads of a line that another program requested less than this many K-steps earlier are
+    #: Reads of a line that the reader's cluster requested less than this many K-steps earlier are
     #: merged before the L2 (NVIDIA's L2 request coalescer) and never counted as lookups; 0: off.
     coalesce_window: float = 0.0
     #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
@@ -149,12 +159,16 @@ class SimTarget:
     #: through the partition of its CU (SM), and a miss there of a line homed in the other is
     #: looked up again in the home partition (ncu's ``srcunit_ltcfabric`` lookups) and kept in both.
     l2_partitions: int = 1
-    #: CUs (SMs) of one partition in a row, in the order the first wave fills them: CU ``c``
-    #: reads through partition ``(c // partition_run) % l2_partitions``.
-    partition_run: int = 1
+    #: Clusters of CUs (NVIDIA: GPCs) whose concurrent reads of one line the coalescer merges;
+    #: cluster ``g`` reads through partition ``g * l2_partitions // clusters``.
+    clusters: int = 1
+    #: CUs (SMs) of one cluster in a row, in the order the first wave fills them: CU ``c`` is in
+    #: cluster ``(c // cluster_run) % clusters`` (1: consecutive programs go to other clusters).
+    cluster_run: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains", "l2_partitions", "partition_run"):
+        for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains", "l2_partitions", "clusters",
+                     "cluster_run"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"simulated target: {name}={value!r} must be a positive integer")
@@ -163,6 +177,8 @@ class SimTarget:
                              "each L2 domain serves one or more whole XCDs")
         if self.mall is not None and self.mall.line_bytes != self.l2.line_bytes:
             raise ValueError("simulated target: the MALL and the L2 must use the same line size")
+        if self.clusters > 31:
+            raise ValueError(f"simulated target: clusters={self.clusters} > 31 (one bit each in the merge state)")
         if not 0 <= self.coalesce_window or not 0 <= self.step_jitter < 1:
             raise ValueError(f"simulated target: coalesce_window={self.coalesce_window!r} must be >= 0 and "
                              f"step_jitter={self.step_jitter!r} in [0, 1)")
@@ -176,11 +192,11 @@ class SimTarget:
     def line_bytes(self) -> int:
         return self.l2.line_bytes
 
-    def partition_of_slot(self) -> np.ndarray:
-        """The L2 partition each of an XCD's slots reads through, (slots_per_xcd,) int64: slot
-        ``s`` runs on CU ``s % cus_per_xcd`` (the first wave fills every CU once, then again)."""
+    def cluster_of_slot(self) -> np.ndarray:
+        """The cluster (GPC) of each of an XCD's slots, (slots_per_xcd,) int64: slot ``s`` runs
+        on CU ``s % cus_per_xcd`` (the first wave fills every CU once, then again)."""
         cu = np.arange(self.slots_per_xcd, dtype=np.int64) % self.cus_per_xcd
-        return (cu // self.partition_run) % self.l2_partitions
+        return (cu // self.cluster_run) % self.clusters
 
     def domain_of_xcd(self) -> np.ndarray:
         """L2 domain of each XCD, (num_xcds,) int64."""
@@ -194,11 +210,12 @@ class SimTarget:
         Uses ``num_xcds``, ``compute_units`` (total over the device), ``l2_bytes`` (per
         domain), ``l2_ways``, ``l2_line_bytes``, ``l2_domains`` (default: ``num_xcds``),
         ``mall_bytes`` (0 or missing: no MALL), ``mall_ways`` (default 16),
-        ``l2_partitions`` (default 1; ``l2_bytes`` is split between them) and ``occupancy``
-        (default :data:`DEFAULT_OCCUPANCY`); ``l2_writes: hit`` (NVIDIA) makes stores hits,
-        the calibration record's ``coalesce_window`` turns on the request coalescer and its
-        ``partition_run`` sets which SMs read through which partition.  ``occupancy`` and ``line_bytes`` given here override the record (e.g.
-        ``line_bytes=32`` to count NVIDIA's 32 B sectors).
+        ``l2_partitions`` (default 1; ``l2_bytes`` is split between them), ``clusters``
+        (NVIDIA: GPCs; default 1) and ``occupancy`` (default :data:`DEFAULT_OCCUPANCY`);
+        ``l2_writes: hit`` (NVIDIA) makes stores hits; the calibration record's
+        ``coalesce_window`` turns on the request coalescer and its ``cluster_run`` sets which
+        SMs form a cluster.  ``occupancy`` and ``line_bytes`` given here override the record
+        (e.g. ``line_bytes=32`` to count NVIDIA's 32 B sectors).
         """
         name = target.get("name", "?")
 
@@ -233,7 +250,8 @@ class SimTarget:
             writes_hit=_write_policy(target) == "hit",
             coalesce_window=float(calibration(target).get("coalesce_window", 0.0)),
             l2_partitions=partitions,
-            partition_run=int(calibration(target).get("partition_run", 1)),
+            clusters=int(target.get("clusters") or 1),
+            cluster_run=int(calibration(target).get("cluster_run", 1)),
         )
 
 
@@ -271,7 +289,7 @@ class SimResult:
     replay_s: float                       # wall time of the replay loop, s
     engine: str                           # "numba" or "python"
     name: str = "conv"                    # which launch of the timed run (kernels.access.LaunchPlan)
-    merged_reads: int = 0                 # reads merged with another program's request before the L2 (no lookup)
+    merged_reads: int = 0                 # reads merged with an earlier request of their cluster (no lookup)
     fabric_hits: int = 0                  # read misses looked up again in a far home partition: hits there
     fabric_misses: int = 0                # ... and misses there (fetched from memory)
     #: The job's whole timed run, when it is more than this launch: (launch name, result) in
@@ -358,18 +376,20 @@ def _rate(hits: int, misses: int) -> float:
 # last-arrival accesses.  The program then takes its next item (``w + num_programs``), or
 # finishes and leaves the slot to the XCD's next program.
 #
-# ``counts[x]`` holds XCD x's read hits, read misses, write hits, write misses and merged
-# reads.  A write is a lookup like a read: a hit when the line is present (or always, with
-# ``writes_hit``), else a miss that allocates the line (write-allocate, no fetch: it does
-# not go on to the MALL).
+# ``counts[x]`` holds XCD x's read hits, read misses, write hits, write misses, merged
+# reads, and fabric hits and misses (read misses looked up again in a far home partition).
+# A write is a lookup like a read, in the line's home partition: a hit when the line is
+# present (or always, with ``writes_hit``), else a miss that allocates the line
+# (write-allocate, no fetch: it does not go on to the MALL).
 #
 # Time: each slot keeps its program's clock, in K-steps.  A step lasts 1 + jitter * u, u in
 # [-1, 1) a fixed hash of (pid, step), and a program that takes a slot starts at the time the
 # slot's last one finished, so programs drift apart and later waves start out of step.  The
 # order of the replay stays the rounds' (the L2's LRU order); the clocks only decide which
-# reads are merged: with ``window > 0`` a read of a line that *another* program read less
-# than ``window`` steps earlier (by their clocks) is merged with that request before the L2
-# and counted in column 4, not as a lookup.
+# reads are merged: with ``window > 0`` a line's requests form bursts (a burst begins with a
+# request more than ``window`` steps, by the clocks, from the current one's first), and a
+# read by a cluster that already requested the line in its burst is merged with that request
+# before the L2 and counted in column 4, not as a lookup.
 
 @jit
 def _home(line, block_lines, partitions):
@@ -425,7 +445,7 @@ def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets
 @jit
 def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
             epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
-            num_xcds, slots, domain_of_xcd, partition_of_slot, partitions, block_lines, l2_tags, l2_sets, l2_ways,
+            num_xcds, slots, domain_of_xcd, cluster_of_slot, clusters, partitions, block_lines, l2_tags, l2_sets, l2_ways,
             mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, window, jitter, last):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
@@ -456,7 +476,8 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 pid = slot_pid[x, sl]
                 if pid < 0:
                     continue
-                part = partition_of_slot[sl]
+                cluster = cluster_of_slot[sl]
+                part = cluster * partitions // clusters
                 l2_base = (dom * partitions + part) * l2_sets   # the partition it reads through
                 tile = slot_tile[x, sl]
                 step = slot_step[x, sl]
@@ -466,16 +487,19 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                     merged = 0
                     t = slot_t[x, sl]
                     tq = np.int64(t * CLOCK_TICKS)     # the clock in ticks, as the merge state keeps it
+                    bit = np.int32(1) << cluster        # the reader's cluster, as the merge state keeps it
                     for o in range(num_operands):
                         seg = tile_rows[tile, o] * num_steps + step
                         for i in range(offsets[seg], offsets[seg + 1]):
                             line = lines[i]
                             near = False
-                            if window > 0:             # requested by another program just now?
-                                key = line * partitions + part      # (merged in the partition it reads)
-                                near = last[key, 0] != pid and abs(tq - last[key, 1]) < wq
-                                last[key, 0] = pid
-                                last[key, 1] = tq
+                            if window > 0:             # its cluster requested it just now?
+                                if abs(tq - last[line, 1]) < wq:
+                                    near = (last[line, 0] & bit) != 0
+                                    last[line, 0] |= bit
+                                else:                  # the first request of a new burst
+                                    last[line, 0] = bit
+                                    last[line, 1] = tq
                             if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line):
                                 if near:
                                     merged += 1
@@ -571,11 +595,12 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     caches = caches if caches is not None else CacheState.cold(target, dtype)
     mall_sets, mall_ways = (target.mall.num_sets, target.mall.ways) if target.mall is not None else (0, 1)
     counts = np.zeros((target.num_xcds, 7), dtype=np.int64)
-    # The merging's memory: by which program and when (clock ticks) each line was last read, side
-    # by side so that one memory access finds both; a single unused entry when merging is off.
-    tracked = (launch.max_line + 1) * target.l2_partitions if target.coalesce_window > 0 else 1
+    # The merging's memory, per line: the clusters that requested it in its current burst (a
+    # bit mask) and when the burst began (clock ticks), side by side so that one memory access
+    # finds both; a single unused entry when merging is off.
+    tracked = launch.max_line + 1 if target.coalesce_window > 0 else 1
     last = np.empty((tracked, 2), dtype=np.int32)
-    last[:, 0] = -1
+    last[:, 0] = 0
     last[:, 1] = np.iinfo(np.int32).min // 2
     mall_counts = np.zeros(2, dtype=np.int64)
     domain_of_xcd = target.domain_of_xcd()
@@ -587,7 +612,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
             lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
             launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd,
-            target.partition_of_slot(), target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
+            target.cluster_of_slot(), target.clusters, target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
             mall_counts, target.writes_hit, target.coalesce_window, target.step_jitter, last)
     replay_s = time.perf_counter() - started

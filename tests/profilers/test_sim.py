@@ -273,9 +273,70 @@ def test_reads_of_another_programs_fresh_line_are_merged():
     # a window of 0.5 steps: an L2 hit, not merged.
     apart = simulate_l2(model, np.arange(2), replace(machine(slots=1), coalesce_window=0.5, step_jitter=0.0))
     assert (apart.read_hits, apart.read_misses, apart.merged_reads) == (1, 3, 0)
-    # The same program re-reading its own line is never merged.
+    # A re-read inside the window is merged whoever makes it (the first request is still in
+    # flight); one step later, outside a window of 0.5 steps, it is a lookup again.
     own = simulate_l2(synthetic([[[7], [7]]]), np.arange(1), replace(machine(), coalesce_window=5.0))
+    assert (own.read_hits, own.read_misses, own.merged_reads) == (0, 1, 1)
+    own = simulate_l2(synthetic([[[7], [7]]]), np.arange(1), replace(machine(), coalesce_window=0.5))
     assert (own.read_hits, own.read_misses, own.merged_reads) == (1, 1, 0)
+
+
+def test_reads_are_merged_within_a_cluster_only():
+    # Four programs at once on 2 CUs (2 slots each): slots 0..3 run on CUs 0, 1, 0, 1, in
+    # clusters 0, 1, 0, 1.  All read line 7 in the same round, then their own line.
+    from dataclasses import replace
+
+    model = synthetic([[[7], [10 + t]] for t in range(4)])
+    two = replace(machine(slots=2), cus_per_xcd=2, clusters=2, coalesce_window=0.5, step_jitter=0.0)
+    result = simulate_l2(model, np.arange(4), two)
+    # 7: pid 0 misses, pid 1 (the other cluster) hits, pids 2 and 3 merge with their cluster's request.
+    assert (result.read_hits, result.read_misses, result.merged_reads) == (1, 5, 2)
+    # One cluster (cluster_run 2: both CUs in cluster 0): everything after the first is merged.
+    one = simulate_l2(model, np.arange(4), replace(two, cluster_run=2))
+    assert (one.read_hits, one.read_misses, one.merged_reads) == (0, 5, 3)
+    with pytest.raises(ValueError, match="clusters=40 > 31"):
+        replace(two, clusters=40)
+
+
+def _homed(partitions: int) -> tuple[int, int]:
+    """A line homed in partition 0 and one homed in partition 1 (128 B lines)."""
+    homes = {int(sim._home(line, 1, partitions)): line for line in range(100, 200)}
+    return homes[0], homes[1]
+
+
+def test_far_partition_misses_cross_the_fabric():
+    # Two partitions, one per CU (2 CUs x 1 slot, 2 clusters).  Both tiles read line b (homed in
+    # partition 1) at step 0 and line a (homed in 0) at step 1; stores go home.
+    from dataclasses import replace
+
+    a, b = _homed(2)
+    model = launch([[[b], [a]], [[b], [a]]], [[(b, True)], []])
+    target = replace(machine(slots=1), cus_per_xcd=2, clusters=2, l2_partitions=2, writes_hit=False)
+    result = simulate_l2(model, np.arange(2), target)
+    # Round 1: pid 0 (partition 0) misses b, looks it up at home (1): miss, fetched, kept in both;
+    #          pid 1 (partition 1) hits b.
+    # Round 2: pid 0 misses a (home 0: fetched, no fabric lookup); pid 1 misses a in partition 1
+    #          and hits it at home (0) over the fabric.  pid 0's store of b goes home: hit.
+    assert (result.read_hits, result.read_misses) == (1, 3)
+    assert (result.fabric_hits, result.fabric_misses) == (1, 1)
+    assert (result.write_hits, result.write_misses) == (1, 0)
+    assert (result.hits, result.misses) == (3, 4)                 # all lookups, the fabric's included
+    assert result.dram_read_bytes == result.l2_miss_bytes == 2 * 128   # a and b, once each
+    assert result.as_metrics()["sim.l2_fabric_lookups"] == 2
+    # One partition: the same reads are 1 hit (b) + 1 hit (a, pid 1) and 2 misses, no fabric.
+    flat = simulate_l2(model, np.arange(2), replace(target, l2_partitions=1))
+    assert (flat.read_hits, flat.read_misses, flat.fabric_hits + flat.fabric_misses) == (2, 2, 0)
+
+
+def test_partitions_split_the_l2_and_homes_are_balanced():
+    target = SimTarget.from_target({**H100, "l2_partitions": 2, "clusters": 8,
+                                    "sim_calibration": {"cluster_run": 17}})
+    assert target.l2.size_bytes == 25 * 2**20 and target.clusters == 8
+    clusters = target.cluster_of_slot()
+    assert clusters[:17].tolist() == [0] * 17 and clusters[17] == 1 and clusters[132] == 0
+    homes = np.array([sim._home(line, 4, 2) for line in range(0, 4 * 4096)])
+    assert (homes[::4] == homes[3::4]).all()                       # a 128 B block's sectors share a home
+    assert 0.45 < homes.mean() < 0.55
 
 
 def test_epilogue_runs_after_the_last_step_of_its_tile():
