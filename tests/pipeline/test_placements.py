@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from harness.pipeline.stats import clustered_ratio, paired_ratio
@@ -116,3 +117,22 @@ def test_cupti_durations_are_mapped_back_to_their_arm_round_and_launch():
     timer.launches += 1                              # a launch the profiler lost: refused, not guessed
     with pytest.raises(RuntimeError, match="1 of 9 launches have no kernel record"):
         timer.kernel_times(event_times, orders)
+
+
+@pytest.mark.parametrize("layout,bias", [("channels_last", True), ("nchw", False)])
+def test_a_placements_operands_are_a_copy_at_other_addresses_in_the_same_layout(layout, bias):
+    from harness.pipeline.correctness import copy_operands, make_operands
+    from kernels.problem import ConvShape
+
+    shape = ConvShape("t", N=2, C=8, H=5, W=6, F=4, R=3, S=3, padding=1)
+    ops = make_operands(shape, bias, 7, "cpu", layout)
+    copy = copy_operands(ops)
+    for name in ("x", "w", "bias"):
+        a, b = getattr(ops, name), getattr(copy, name)
+        if a is None:
+            assert b is None
+            continue
+        assert torch.equal(a, b) and a.dtype == b.dtype and a.stride() == b.stride()
+        assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
+    assert copy.x.is_contiguous(memory_format=torch.channels_last if layout == "channels_last"
+                                else torch.contiguous_format)
