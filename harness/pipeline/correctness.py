@@ -53,6 +53,12 @@ def make_operands(shape: ConvShape, with_bias: bool, seed: int, device: torch.de
     return Operands(x=x, w=w, bias=bias)
 
 
+def copy_operands(ops: Operands) -> Operands:
+    """A copy of ``ops`` at new addresses on their device: the same values, shapes, strides
+    and memory format (``Tensor.clone`` keeps a dense tensor's strides)."""
+    return Operands(x=ops.x.clone(), w=ops.w.clone(), bias=None if ops.bias is None else ops.bias.clone())
+
+
 def reference(ops: Operands, shape: ConvShape) -> torch.Tensor:
     """The conv2d of the (rounded) inputs computed in fp32, N, F, P, Q."""
     bias = ops.bias.float() if ops.bias is not None else None

@@ -67,6 +67,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.pipeline.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms
 from harness.pipeline.stats import PairedEstimate, cluster_means, clustered_ratio, paired_ratio
 from kernels.base import Operands
 from kernels.problem import ConvShape
@@ -325,32 +326,13 @@ class _GpuTimer(_Timer):
                      ) -> dict[str, list[list[float]]]:
         """The launches of ``event_times`` (same layout; ``orders``: the arms of each round in
         launch order) timed by their kernels' durations on the GPU, ms."""
-        durations = iter(launch_kernel_ms(self.profile.events(), self.launches))
+        with gc_paused():    # tens of thousands of records: a collection would cost more than the reading
+            durations = iter(kineto_launch_kernel_ms(self.profile.profiler.kineto_results.events(), self.launches))
         out: dict[str, list[list[float]]] = {arm: [] for arm in event_times}
         for r, order in enumerate(orders):
             for arm in order:
                 out[arm].append([next(durations) for _ in event_times[arm][r]])
         return out
-
-
-#: Name prefix of the profiler range around every timed launch (``timer=cupti``).
-LAUNCH_RANGE = "swizzlebench.launch."
-
-
-def launch_kernel_ms(events, count: int) -> list[float]:
-    """GPU kernel time of each of ``count`` launches, in launch order, ms: the summed CUPTI
-    durations of the kernels launched inside each ``LAUNCH_RANGE<i>`` range of a
-    torch.profiler session's ``events()``.  Raises RuntimeError when a launch has no kernel
-    record (the profiler lost it): such a launch cannot be timed this way."""
-    found: dict[int, float] = {}
-    for evt in events:
-        if evt.name.startswith(LAUNCH_RANGE):
-            found[int(evt.name[len(LAUNCH_RANGE):])] = evt.device_time_total / 1e3   # µs -> ms
-    missing = [i for i in range(count) if found.get(i, 0.0) <= 0.0]
-    if missing:
-        raise RuntimeError(f"timer=cupti: {len(missing)} of {count} launches have no kernel record in the "
-                           f"profiler (first: launch {missing[0]}); use compare.timer=events")
-    return [found[i] for i in range(count)]
 
 
 class _StandinTimer(_Timer):

@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from harness.pipeline.stats import clustered_ratio, paired_ratio
@@ -98,21 +101,118 @@ def test_a_placement_effect_is_a_verdict_for_one_placement_and_not_over_eight(tm
     assert 0 < r8.metrics["pct_of_roofline"] < 100 and r8.metrics["arith_intensity"] > 0
 
 
+class FakeRecord:
+    """A stand-in for torch's ``_KinetoEvent``: the fields as zero-argument methods; those
+    not given read as torch's empty defaults (for torch.profiler's own parser)."""
+
+    EMPTY = {"shapes": [], "concrete_inputs": [], "stack": [], "structured_input_shapes": [],
+             "structured_input_strides": [], "dtypes": [], "kwinputs": {}, "extra_meta": {}, "overload_name": "",
+             "activity_type": "", "metadata_json": "", "is_hidden_event": False, "is_user_annotation": False,
+             "is_python_function": False, "flow_start": False, "cuda_elapsed_us": -1}
+
+    def __init__(self, name: str, device: str, corr: int, linked: int, start_ns: int, end_ns: int,
+                 thread: int = 1, is_async: bool = False) -> None:
+        from torch.autograd import DeviceType
+
+        self.fields = {"name": name, "device_type": getattr(DeviceType, device), "correlation_id": corr,
+                       "linked_correlation_id": linked, "start_ns": start_ns, "end_ns": end_ns,
+                       "start_thread_id": thread, "end_thread_id": thread, "fwd_thread_id": thread,
+                       "is_async": is_async}
+
+    def __getattr__(self, key: str):
+        value = self.__dict__["fields"].get(key, self.EMPTY.get(key, 0))
+        return lambda: value
+
+
+def _launch_records(launch_range: str) -> list[FakeRecord]:
+    """Two timed launches, ns: launch 0 a vendor conv (two kernels of 30 and 5 µs under
+    nested ops), launch 1 a Triton kernel of 40 µs launched by the range itself; around them
+    device records that belong to no launch.  Listed out of time order, as kineto may."""
+    us = 1000
+    return [
+        FakeRecord(f"{launch_range}1", "CPU", 8, 0, 300 * us, 400 * us),
+        FakeRecord("triton_kernel", "CUDA", 58, 8, 2000 * us, 2040 * us),
+        FakeRecord("kernel_b", "CUDA", 55, 4, 1030 * us, 1035 * us),
+        FakeRecord("kernel_a", "CUDA", 54, 4, 1000 * us, 1030 * us),
+        FakeRecord(f"{launch_range}0", "CPU", 2, 0, 100 * us, 200 * us),
+        FakeRecord("aten::conv2d", "CPU", 3, 0, 110 * us, 190 * us),
+        FakeRecord("aten::cudnn_convolution", "CPU", 4, 0, 120 * us, 180 * us),
+        FakeRecord("cudaLaunchKernel", "CPU", 54, 4, 130 * us, 140 * us),        # runtime call: no time
+        FakeRecord("gpu_user_annotation", "CUDA", 7, 0, 1000 * us, 1035 * us),  # the range on the GPU: links
+        FakeRecord("aten::empty", "CPU", 0, 0, 112 * us, 113 * us),               # to no op, not even id 0
+        FakeRecord("aten::zero_", "CPU", 1, 0, 0, 90 * us),                       # the L2 clear: outside
+        FakeRecord("flush_kernel", "CUDA", 51, 1, 500 * us, 900 * us),
+        FakeRecord("async_op", "CPU", 6, 0, 150 * us, 160 * us, is_async=True),   # async: not attributed
+        FakeRecord("async_kernel", "CUDA", 56, 6, 1100 * us, 1107 * us),
+        FakeRecord("straddles_1", "CPU", 9, 0, 390 * us, 410 * us),               # not inside launch 1
+        FakeRecord("straddling_kernel", "CUDA", 59, 9, 3000 * us, 3009 * us),
+        FakeRecord("other_thread_op", "CPU", 10, 0, 310 * us, 320 * us, thread=2),
+        FakeRecord("other_thread_kernel", "CUDA", 60, 10, 4000 * us, 4011 * us),
+    ]
+
+
+def test_kineto_records_give_each_launch_the_kernels_launched_inside_its_range():
+    from harness.pipeline.cupti import LAUNCH_RANGE, kineto_launch_kernel_ms
+
+    records = _launch_records(LAUNCH_RANGE)
+    assert kineto_launch_kernel_ms(records, 2) == pytest.approx([0.035, 0.040], rel=1e-12)
+    with pytest.raises(RuntimeError, match="1 of 3 launches have no kernel record"):
+        kineto_launch_kernel_ms(records, 3)       # a launch the profiler lost: refused, not guessed
+
+
+def test_kineto_records_give_what_the_profilers_own_event_tree_gives():
+    """The same records through torch.profiler's parser and tree (what ``prof.events()``
+    does; private torch API, torch 2.13) and :func:`launch_kernel_ms`: the same times."""
+    from torch.autograd.profiler import profile
+    from torch.autograd.profiler_util import EventList
+
+    from harness.pipeline.cupti import LAUNCH_RANGE, kineto_launch_kernel_ms, launch_kernel_ms
+
+    records = _launch_records(LAUNCH_RANGE)
+    parser = object.__new__(profile)
+    parser.use_device, parser.profile_memory, parser.with_flops = "cuda", False, False
+    tree = EventList(parser._parse_kineto_results(SimpleNamespace(events=lambda: records, trace_start_ns=lambda: 0)),
+                     use_device="cuda")
+    tree._build_tree()
+    assert kineto_launch_kernel_ms(records, 2) == pytest.approx(launch_kernel_ms(tree, 2), rel=1e-12)
+
+
 def test_cupti_durations_are_mapped_back_to_their_arm_round_and_launch():
     """``timer=cupti``: the profiler's per-launch ranges, in launch order, fill the same
-    [arm][round][launch] layout as the event times (here from made-up profiler events, µs)."""
-    from types import SimpleNamespace
-
-    from harness.pipeline.timing import LAUNCH_RANGE, _GpuTimer
+    [arm][round][launch] layout as the event times (here from made-up kineto records, ns)."""
+    from harness.pipeline.cupti import LAUNCH_RANGE
+    from harness.pipeline.timing import _GpuTimer
 
     orders = [["a", "b"], ["b", "a"]]
     event_times = {"a": [[9.0, 9.0], [9.0, 9.0]], "b": [[9.0, 9.0], [9.0, 9.0]]}
-    launch_us = [1, 2, 3, 4, 5, 6, 7, 8]          # a r0 x2, b r0 x2, b r1 x2, a r1 x2
-    events = [SimpleNamespace(name=f"{LAUNCH_RANGE}{i}", device_time_total=us) for i, us in enumerate(launch_us)]
+    launch_ns = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]    # a r0 x2, b r0 x2, b r1 x2, a r1 x2
+    records = [r for i, ns in enumerate(launch_ns)
+               for r in (FakeRecord(f"{LAUNCH_RANGE}{i}", "CPU", 2 * i + 1, 0, 100 * i, 100 * i + 50),
+                         FakeRecord("kernel", "CUDA", 2 * i + 2, 2 * i + 1, 10**6 * i, 10**6 * i + ns))]
     timer = object.__new__(_GpuTimer)
-    timer.profile, timer.launches = SimpleNamespace(events=lambda: events), len(events)
+    timer.profile = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: records)))
+    timer.launches = len(launch_ns)
     got = timer.kernel_times(event_times, orders)
     assert got == {"a": [[0.001, 0.002], [0.007, 0.008]], "b": [[0.003, 0.004], [0.005, 0.006]]}
     timer.launches += 1                              # a launch the profiler lost: refused, not guessed
     with pytest.raises(RuntimeError, match="1 of 9 launches have no kernel record"):
         timer.kernel_times(event_times, orders)
+
+
+@pytest.mark.parametrize("layout,bias", [("channels_last", True), ("nchw", False)])
+def test_a_placements_operands_are_a_copy_at_other_addresses_in_the_same_layout(layout, bias):
+    from harness.pipeline.correctness import copy_operands, make_operands
+    from kernels.problem import ConvShape
+
+    shape = ConvShape("t", N=2, C=8, H=5, W=6, F=4, R=3, S=3, padding=1)
+    ops = make_operands(shape, bias, 7, "cpu", layout)
+    copy = copy_operands(ops)
+    for name in ("x", "w", "bias"):
+        a, b = getattr(ops, name), getattr(copy, name)
+        if a is None:
+            assert b is None
+            continue
+        assert torch.equal(a, b) and a.dtype == b.dtype and a.stride() == b.stride()
+        assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
+    assert copy.x.is_contiguous(memory_format=torch.channels_last if layout == "channels_last"
+                                else torch.contiguous_format)
