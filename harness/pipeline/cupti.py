@@ -34,46 +34,43 @@ def launch_kernel_ms(events, count: int) -> list[float]:
 def kineto_launch_kernel_ms(records, count: int) -> list[float]:
     """:func:`launch_kernel_ms` read from the profiler's raw records
     (``prof.profiler.kineto_results.events()``, torch's ``_KinetoEvent``), ms, without the
-    event tree.  Attributed as torch.profiler does: a device record (kernel, memcpy,
-    memset) belongs to each synchronous CPU op whose correlation id is its
-    ``linked_correlation_id``, and counts for the ``LAUNCH_RANGE<i>`` range that contains
-    that op on the same thread (the range itself included); the ranges must not nest (one
-    launch after another, as ``_GpuTimer`` makes them).  Raises RuntimeError when a launch
-    has no kernel record."""
-    roles = {DeviceType.CPU: "cpu", DeviceType.CUDA: "device", DeviceType.PrivateUse1: "device",
-             DeviceType.XPU: "device"}
-    ops: dict[int, list] = {}            # correlation id -> CPU records that may own device records
-    launches: list = []                  # the LAUNCH_RANGE records
-    device: list = []                    # device records linked to an op
-    # one pass reads only what every record needs; the few records used are read in full below
+    event tree.  A device record (kernel, memcpy, memset) has the correlation id of the CUDA
+    runtime or driver call that enqueued it (a CPU record named ``cu...``:
+    ``cudaLaunchKernel`` for cuDNN, ``cuLaunchKernelEx`` for Triton, whose kernels link to
+    no torch op); it counts for the ``LAUNCH_RANGE<i>`` range that contains that call on the
+    same thread.  The ranges' own GPU-side records (user annotations, spanning the gaps
+    between kernels) are not kernel time and are skipped.  Raises RuntimeError when a
+    launch has no kernel record.  Record layout checked on an H100 (torch 2.11):
+    ``benchmarks/probes/kineto_records.py``."""
+    calls: dict[int, tuple[int, int]] = {}   # correlation id -> (thread, start ns) of the runtime call
+    ranges: dict[int, list[tuple[int, int, int]]] = {}   # thread -> [(start ns, end ns, launch)]
+    device: list = []
     for rec in records:
-        role, linked = roles.get(rec.device_type()), rec.linked_correlation_id()
-        if role == "device" and linked > 0:
+        kind, name = rec.device_type(), rec.name()
+        if kind == DeviceType.CPU:
+            if name.startswith(LAUNCH_RANGE):
+                if (span := _sync_span(rec)) is not None:
+                    ranges.setdefault(span[0], []).append((span[1], span[2], int(name[len(LAUNCH_RANGE):])))
+            elif name.startswith("cu") and (span := _sync_span(rec)) is not None:
+                calls[rec.correlation_id()] = span[:2]
+        elif kind in _DEVICES and not name.startswith(LAUNCH_RANGE) and not _hidden(rec):
             device.append(rec)
-        elif role == "cpu" and linked == 0:
-            ops.setdefault(rec.correlation_id(), []).append(rec)
-            if rec.name().startswith(LAUNCH_RANGE):
-                launches.append(rec)
-    ranges: dict[int, list[tuple[int, int, int]]] = {}   # thread -> [(start ns, end ns, launch)], by start
-    for rec in launches:
-        if (span := _sync_span(rec)) is not None:
-            ranges.setdefault(span[0], []).append((span[1], span[2], int(rec.name()[len(LAUNCH_RANGE):])))
     for spans in ranges.values():
         spans.sort()
     starts = {thread: [s[0] for s in spans] for thread, spans in ranges.items()}
     found: dict[int, float] = {}
     for rec in device:
-        if _hidden(rec):
+        if (call := calls.get(rec.correlation_id())) is None:
             continue
-        for op in ops.get(rec.linked_correlation_id(), ()):
-            if (span := _sync_span(op)) is None:
-                continue
-            thread, start, end = span
-            at = bisect.bisect_right(starts.get(thread, ()), start) - 1
-            if at >= 0 and start < ranges[thread][at][1] and end <= ranges[thread][at][1]:
-                launch = ranges[thread][at][2]
-                found[launch] = found.get(launch, 0.0) + (rec.end_ns() - rec.start_ns()) / 1e6   # ns -> ms
+        thread, at_ns = call
+        at = bisect.bisect_right(starts.get(thread, ()), at_ns) - 1
+        if at >= 0 and at_ns < ranges[thread][at][1]:
+            launch = ranges[thread][at][2]
+            found[launch] = found.get(launch, 0.0) + (rec.end_ns() - rec.start_ns()) / 1e6   # ns -> ms
     return _in_launch_order(found, count)
+
+
+_DEVICES = (DeviceType.CUDA, DeviceType.PrivateUse1, DeviceType.XPU)
 
 
 def _hidden(rec) -> bool:
