@@ -27,16 +27,14 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import yaml  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
 
 from harness.pipeline.correctness import copy_operands, make_operands  # noqa: E402
 from harness.pipeline.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms, launch_kernel_ms  # noqa: E402
 from harness.pipeline.timing import _GpuTimer, vendor_conv  # noqa: E402
-from kernels import get_kernel  # noqa: E402
-from kernels.base import LaunchConfig, Operands, SwizzleBinding  # noqa: E402
+from kernels.base import Operands  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402
-from swizzles import resolve_swizzle  # noqa: E402
+from kernel_time_check import default_igemm_fast  # noqa: E402  (benchmarks/: the script's folder)
 
 EXTRA_PLACEMENTS = 7
 
@@ -76,12 +74,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="calibrate")
     ap.add_argument("--rounds", type=int, default=500)
     args = ap.parse_args()
-    preset = yaml.safe_load((ROOT / "conf" / "shape" / f"{args.shapes}.yaml").read_text())
-    conf = yaml.safe_load((ROOT / "conf" / "kernel" / "igemm_fast.yaml").read_text())
-    kernel = get_kernel("igemm_fast")
-    tiles = kernel.check_tiles(conf["tiles"])
-    launch = LaunchConfig(conf["num_warps"], conf["num_stages"])
-    binding = SwizzleBinding(resolve_swizzle("identity"), 1, 8)
+    preset, kernel, tiles, launch, binding = default_igemm_fast(args.shapes)
     print(f"{'layer':6s} {'M values':>8s} | placements x{EXTRA_PLACEMENTS}: {'before':>7s} {'now':>7s} | "
           f"{'launches':>8s} {'records':>8s} post-processing: {'before':>7s} {'now':>7s}  max |diff| ms")
     for entry in preset["shapes"]:

@@ -67,6 +67,17 @@ def flush_kernel_names(flush: torch.Tensor) -> set[str]:
     return {e.key for e in prof.key_averages() if e.device_time_total > 0}
 
 
+def default_igemm_fast(shapes: str):
+    """``(preset, kernel, tiles, launch, binding)``: the shape preset ``conf/shape/<shapes>.yaml``
+    and igemm_fast at its default config (``conf/kernel/igemm_fast.yaml``) in identity order."""
+    preset = yaml.safe_load((ROOT / "conf" / "shape" / f"{shapes}.yaml").read_text())
+    conf = yaml.safe_load((ROOT / "conf" / "kernel" / "igemm_fast.yaml").read_text())
+    kernel = get_kernel("igemm_fast")
+    tiles = kernel.check_tiles(conf["tiles"])
+    return (preset, kernel, tiles, LaunchConfig(conf["num_warps"], conf["num_stages"]),
+            SwizzleBinding(resolve_swizzle("identity"), 1, 8))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -75,12 +86,7 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    preset = yaml.safe_load((ROOT / "conf" / "shape" / f"{args.shapes}.yaml").read_text())
-    conf = yaml.safe_load((ROOT / "conf" / "kernel" / "igemm_fast.yaml").read_text())
-    kernel = get_kernel("igemm_fast")
-    tiles = kernel.check_tiles(conf["tiles"])
-    launch = LaunchConfig(conf["num_warps"], conf["num_stages"])
-    binding = SwizzleBinding(resolve_swizzle("identity"), 1, 8)
+    preset, kernel, tiles, launch, binding = default_igemm_fast(args.shapes)
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     flush_names = flush_kernel_names(flush)
     rows = []
