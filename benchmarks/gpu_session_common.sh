@@ -2,6 +2,7 @@
 # which runs one multirun, prints its wall time and profiler launches, then its job lines.
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/swizzlebench-out}}
+mkdir -p "$OUT"
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 W=$(mktemp -d); cd "$W"
 export PYTHONUNBUFFERED=1
