@@ -34,6 +34,7 @@ record of ``conf/target/<target>.yaml`` that :func:`harness.profilers.sim.calibr
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -490,9 +491,9 @@ def main(argv: list[str] | None = None) -> None:
           f"held out {sorted(s for s, h in halves.items() if h == 'holdout')}")
 
     simulate = Simulator(load_target(target_name))
-    points = (args.fractions if args.windows is None
-              else [(f, w) for f in args.fractions for w in args.windows] if args.cluster_runs is None
-              else [(f, w, r) for f in args.fractions for w in args.windows for r in args.cluster_runs])
+    axes = [args.fractions] + ([args.windows] if args.windows is not None else []) + \
+        ([args.cluster_runs] if args.windows is not None and args.cluster_runs else [])
+    points = args.fractions if len(axes) == 1 else list(itertools.product(*axes))
     objective = "read_hit_rate_mae" if args.objective == "read" else "hit_rate_mae"
     fraction, grid = fit_fraction(cells[cells["half"] == "fit"], simulate, points, objective)
     cells = predict(cells, simulate, fraction)

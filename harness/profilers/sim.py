@@ -156,7 +156,7 @@ class SimTarget:
     step_jitter: float = STEP_JITTER
     #: Partitions of each L2 domain (NVIDIA H100 / H200: 2, joined by a fabric): ``l2`` is one
     #: partition's geometry.  A line's home partition is a hash of its address; a program reads
-    #: through the partition of its CU (SM), and a miss there of a line homed in the other is
+    #: through the partition of its cluster (GPC), and a miss there of a line homed in the other is
     #: looked up again in the home partition (ncu's ``srcunit_ltcfabric`` lookups) and kept in both.
     l2_partitions: int = 1
     #: Clusters of CUs (NVIDIA: GPCs) whose concurrent reads of one line the coalescer merges;
