@@ -3,7 +3,10 @@
 # by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
 # target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
 # the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
-#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|probes bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+# STAGE=fresh: cells on six ResNet-50 layers no calibration has seen (a re-validation set).
+# STAGE=probes: the probes of benchmarks/probes: where programs run and which L2 partition each
+# SM reads through (sm_placement.py), and the L2 lookups of igemm_fast's TMA loads (TMA=1 vs 0).
 # Cells: identity + 5 orders (the colmajor and scatter controls, grouped, and the hilbert and
 # morton families) x 11 shapes (6 ResNet-50 layers, 2 of the calibrate preset, 3 hold-out
 # layers) with igemm's fixed config (66 cells), and x 8 shapes with igemm_fast tuned (48).
@@ -23,6 +26,19 @@ if [ "$STAGE" = igemm ]; then
   run simval_igemm_cal 150 kernel=igemm "$SW" shape=calibrate 'shape.select=[l19,big]' "${COMMON[@]}"
   cp /tmp/swb-simval.db "$OUT/simval.db"
   run simval_igemm_holdout 120 kernel=igemm "$SW" shape=holdout 'shape.select=[vgg3,mbv2,odd]' "${COMMON[@]}"
+elif [ "$STAGE" = probes ]; then
+  cd "$REPO"
+  python3 benchmarks/probes/sm_placement.py "$OUT" 2>&1 | tee "$OUT/sm_placement.log"
+  L02=BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,SPLIT_K=1,PACK_K=0,NCHW_IN=0,PERSISTENT=0
+  L12=BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,SPLIT_K=1,PACK_K=0,NCHW_IN=0,PERSISTENT=0
+  END=TMA_STORE=0,FOLD=0,SPLIT_SUM=0
+  python3 benchmarks/probes/run_l2_lookups.py "$OUT/tma" "l02@igemm_fast@$L02,TMA=1,$END/w4/s2:identity,scatter" \
+    "l02@igemm_fast@$L02,TMA=0,$END/w4/s2:identity,scatter" "l12@igemm_fast@$L12,TMA=1,$END/w4/s3:identity,colmajor" \
+    "l12@igemm_fast@$L12,TMA=0,$END/w4/s3:identity,colmajor" 2>&1 | tee "$OUT/tma_lookups.log"
+  tar czf "$OUT/probes.tar.gz" -C "$OUT" tma sm_placement.json && rm -rf "$OUT/tma"
+  exit 0
+elif [ "$STAGE" = fresh ]; then
+  run simval_igemm_fresh 400 kernel=igemm "$SW" shape=resnet 'shape.select=[l04,l06,l08,l11,l14,l16]' "${COMMON[@]}"
 elif [ "$STAGE" = reads ]; then   # more ResNet-50 layers, logged with the paired read-only deltas
   run simval_igemm_reads 480 kernel=igemm "$SW" shape=resnet 'shape.select=[l05,l09,l10,l15,l21,l23]' "${COMMON[@]}"
 else

@@ -262,14 +262,24 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
     return out
 
 
-def unpack(point) -> tuple[float, float | None, int | None]:
-    """A calibration point -- an ``l2_capacity_fraction``, a ``(fraction, coalesce_window)``
-    pair or a ``(fraction, coalesce_window, cluster_run)`` triple -- as a triple (None:
+def unpack(point) -> tuple[float, float | None, int | None, str | None, str | None]:
+    """A calibration point -- an ``l2_capacity_fraction``, or a tuple ``(fraction,
+    coalesce_window[, cluster_run[, merge_unit[, store_insert]]])`` -- as a 5-tuple (None:
     not set)."""
     if not isinstance(point, tuple):
-        return point, None, None
+        return point, None, None, None, None
     fraction, window, *rest = point
-    return fraction, window, (rest[0] if rest else None)
+    rest = list(rest) + [None, None, None]
+    return fraction, window, rest[0], rest[1], rest[2]
+
+
+#: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order.
+POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert")
+
+
+def point_record(point) -> dict:
+    """The ``sim_calibration`` keys a point sets (the fraction aside)."""
+    return {k: v for k, v in zip(POINT_KEYS, unpack(point)[1:]) if v is not None}
 
 
 def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = FRACTIONS,
@@ -283,14 +293,15 @@ def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = 
     rows, keys = [], []
     for point in fractions:
         e = errors(predict(cells, simulate, point))
-        fraction, window, run = unpack(point)
+        fraction, window, run, unit, store = unpack(point)
         rows.append({"fraction": fraction, **({} if window is None else {"window": window}),
-                     **({} if run is None else {"cluster_run": run}),
+                     **({} if run is None else {"cluster_run": run}), **({} if unit is None else {"merge_unit": unit}),
+                     **({} if store is None else {"store_insert": store}),
                      "hit_rate_mae": e["hit_rate_mae"], "delta_mae": e["delta_mae"],
                      "read_hit_rate_mae": e["read_hit_rate_mae"], "read_delta_mae": e["read_delta_mae"]})
         delta = e["read_delta_mae" if objective == "read_hit_rate_mae" else "delta_mae"]
         keys.append((round(e[objective], 3), math.inf if math.isnan(delta) else round(delta, 3), -fraction,
-                     window or 0.0, run or 0))
+                     window or 0.0, run or 0, unit or "", store or ""))
     best = min(range(len(keys)), key=keys.__getitem__)
     return list(fractions)[best], pd.DataFrame(rows)
 
@@ -310,7 +321,7 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction,
     """The held-out half's figures as the target's ``sim_calibration`` record; ``fraction``
     is the fitted point (see :func:`unpack`)."""
     held = summary["holdout"]
-    fraction, window, run = unpack(fraction)
+    point, fraction = fraction, unpack(fraction)[0]
 
     def table(name: str) -> dict:
         return {k: round(v[name], 3) for k, v in held.items() if not math.isnan(v[name])}
@@ -321,8 +332,7 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction,
             "read_hit_rate_mae": table("read_hit_rate_mae"), "read_delta_mae": table("read_delta_mae"),
             "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]],
             "read_sign_right": [held["all"]["read_sign_right"], held["all"]["read_sign_total"]],
-            **({} if window is None else {"coalesce_window": window}),
-            **({} if run is None else {"cluster_run": run})}
+            **point_record(point)}
 
 
 # -----------------------------------------------------------
@@ -333,9 +343,9 @@ def scaled_target(target: Mapping, fraction) -> dict:
     ways and line size; the set count need not be a power of two), and for a ``(fraction,
     window)`` pair the request coalescer's window.  Any calibration record in it is
     replaced, so the fraction is not applied twice."""
-    fraction, window, run = unpack(fraction)
+    record = {k: v for k, v in point_record(fraction).items() if v}
+    fraction = unpack(fraction)[0]
     out = {k: v for k, v in target.items() if k != "sim_calibration"}
-    record = {**({"coalesce_window": window} if window else {}), **({"cluster_run": run} if run else {})}
     if record:
         out["sim_calibration"] = record
     set_bytes = int(target["l2_ways"]) * int(target["l2_line_bytes"])
@@ -434,6 +444,8 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
             f"Fitted `l2_capacity_fraction` = **{record['l2_capacity_fraction']}**"
             + (f", `coalesce_window` = **{record['coalesce_window']}** K-steps" if "coalesce_window" in record else "")
             + (f", `cluster_run` = **{record['cluster_run']}** SMs" if "cluster_run" in record else "")
+            + (f", `merge_unit` = **{record['merge_unit']}**" if "merge_unit" in record else "")
+            + (f", `store_insert` = **{record['store_insert']}**" if "store_insert" in record else "")
             + f" ({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
             f"Errors in percentage points; {took}.", "",
             "## Fit: error of the fit half per fraction", "",
@@ -465,9 +477,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cluster-runs", type=int, nargs="+", default=None,
                     help="cluster_run values (SMs of one GPC in a row; 1: interleaved) to fit with each "
                          "(fraction, window) point (default: the target's)")
+    ap.add_argument("--merge-units", nargs="+", default=None, choices=("cluster", "partition"),
+                    help="what the request coalescer merges within, to fit with each (fraction, window, "
+                         "cluster_run) point (default: the target's)")
+    ap.add_argument("--store-inserts", nargs="+", default=None, choices=("mru", "lru"),
+                    help="where a store's fill goes in its set's LRU order, to fit with each (fraction, "
+                         "window, cluster_run, merge_unit) point (default: the target's)")
     ap.add_argument("--objective", choices=("read", "all"), default="read",
                     help="fit the read hit rate (ncu's tex read lookups: like with like) or all traffic")
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
+    ap.add_argument("--validate", action="store_true",
+                    help="fit nothing: every cell is held out and predicted at the one point given (one "
+                         "value per axis): a re-validation on cells no fit has seen")
     args = ap.parse_args(argv)
 
     import mlflow
@@ -484,7 +505,8 @@ def main(argv: list[str] | None = None) -> None:
     target_name = args.target or runs["params.target"].dropna().mode().iloc[0]
     devices = cells["device"].dropna()
     device = devices.mode().iloc[0] if len(devices) else (args.device_label or "unknown GPU")
-    halves = split_by_shape(cells["shape"])
+    halves = ({s: "holdout" for s in cells["shape"].unique()} if args.validate
+              else split_by_shape(cells["shape"]))
     cells["half"] = cells["shape"].map(halves)
     print(f"{len(cells)} cells from {args.uri} ({device}); target {target_name}; "
           f"fit shapes {sorted(s for s, h in halves.items() if h == 'fit')}, "
@@ -492,10 +514,17 @@ def main(argv: list[str] | None = None) -> None:
 
     simulate = Simulator(load_target(target_name))
     axes = [args.fractions] + ([args.windows] if args.windows is not None else []) + \
-        ([args.cluster_runs] if args.windows is not None and args.cluster_runs else [])
+        ([args.cluster_runs] if args.windows is not None and args.cluster_runs else []) + \
+        ([args.merge_units] if args.windows is not None and args.cluster_runs and args.merge_units else []) + \
+        ([args.store_inserts] if args.windows is not None and args.cluster_runs and args.merge_units
+         and args.store_inserts else [])
     points = args.fractions if len(axes) == 1 else list(itertools.product(*axes))
     objective = "read_hit_rate_mae" if args.objective == "read" else "hit_rate_mae"
-    fraction, grid = fit_fraction(cells[cells["half"] == "fit"], simulate, points, objective)
+    if args.validate and len(points) != 1:
+        raise SystemExit(f"--validate predicts at one point; got {len(points)} (give one value per axis)")
+    # With --validate the "fit" is over the held-out cells' single point: nothing is chosen.
+    fraction, grid = fit_fraction(cells[cells["half"] == ("holdout" if args.validate else "fit")], simulate,
+                                  points, objective)
     cells = predict(cells, simulate, fraction)
     summary = summarise(cells, args.sign_min)
     took = (f"{len(simulate.results)} simulations in {simulate.seconds:.1f} s wall "
@@ -504,7 +533,8 @@ def main(argv: list[str] | None = None) -> None:
     show = cells[["half", "kernel", "shape", "swizzle", "measured_hit", "pred_hit", "measured_read", "pred_read",
                   "measured_delta", "pred_delta", "measured_read_delta", "pred_read_delta"]]
     print(show.to_string(float_format=lambda v: f"{v:.2f}"))
-    print(f"\nfit half, error per l2_capacity_fraction (and coalescer window), points; objective {objective}:")
+    print(f"\n{'all cells (no fit)' if args.validate else 'fit half'}, error per l2_capacity_fraction (and coalescer "
+          f"window), points; objective {objective}:")
     print(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"\nfitted (l2_capacity_fraction, window) = {fraction}; {took}")
     if grid["hit_rate_mae"].max() - grid["hit_rate_mae"].min() < 0.01:

@@ -9,6 +9,10 @@ that tell where the missing lookups went: L1 hits of the loads, requests vs sect
 partition fabric.
 
     ncu --csv --metrics <list> -k regex:igemm python benchmarks/probes/l2_lookups.py l12 identity colmajor
+
+A layer may name its kernel and config: ``l02@igemm_fast@BLOCK_M=64,BLOCK_N=64,...,TMA=1/w4/s2``
+(the config as ``benchmarks/sim_calibrate.py``'s cells.csv writes it); the default is igemm
+with 128 x 128 x 64 tiles, 8 warps, 3 stages.
 """
 from __future__ import annotations
 
@@ -24,18 +28,27 @@ from kernels.problem import ConvShape
 from swizzles import resolve_swizzle
 
 
+def parse_config(text: str) -> tuple[dict[str, int], LaunchConfig]:
+    """``BLOCK_M=64,BLOCK_N=64,TMA=1/w4/s2`` -> (tiles, LaunchConfig(4, 2))."""
+    tiles_text, warps, stages = text.split("/")
+    tiles = {k: int(v) for k, v in (kv.split("=") for kv in tiles_text.split(","))}
+    return tiles, LaunchConfig(int(warps.lstrip("w")), int(stages.lstrip("s")))
+
+
 def main(argv: list[str]) -> None:
-    layer, orders = argv[0], argv[1:]
+    spec, orders = argv[0], argv[1:]
+    layer, kernel_name, config = (spec.split("@") + [None, None])[:3]
     preset = yaml.safe_load(open("conf/shape/resnet.yaml"))["shapes"]
     row = next(s for s in preset if s["name"] == layer)
-    shape = ConvShape(**{k: v for k, v in row.items() if k != "layer"})
-    kernel = get_kernel("igemm")
-    tiles = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+    shape = ConvShape(**{k: v for k, v in row.items() if k not in ("layer", "name")}, name=layer)
+    kernel = get_kernel(kernel_name or "igemm")
+    tiles, launch = ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, LaunchConfig(8, 3)) if config is None \
+        else parse_config(config)
     ops = make_operands(shape, kernel.has_bias, 0, "cuda", "channels_last")
     shared, runs = None, []
     for order in orders:
         binding = SwizzleBinding(resolve_swizzle(order, None), 1, 8)
-        run, _ = kernel.bind(ops, shape, tiles, binding, LaunchConfig(8, 3), share=shared)
+        run, _ = kernel.bind(ops, shape, tiles, binding, launch, share=shared)
         shared = run.bound
         runs.append(run)
     torch.cuda.synchronize()

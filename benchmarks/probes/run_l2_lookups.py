@@ -2,6 +2,7 @@
 this ncu does not know (ncu stops at the first unknown name), and print one row per launch.
 
     python benchmarks/probes/run_l2_lookups.py OUT_DIR l12:identity,colmajor,scatter l02:identity,scatter
+    python benchmarks/probes/run_l2_lookups.py OUT_DIR "l02@igemm_fast@BLOCK_M=64,...,TMA=1/w4/s2:identity"
 """
 from __future__ import annotations
 
@@ -49,11 +50,12 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     for job in argv[1:]:
-        layer, orders = job.split(":")
+        layer, orders = job.rsplit(":", 1)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", layer)[:120]
         metrics = list(METRICS)
         for _ in range(len(METRICS)):
             cmd = ["ncu", "--csv", "--page", "raw", "--metrics", ",".join(metrics), "--cache-control", "all",
-                   "--clock-control", "base", "-k", "regex:igemm_conv2d", "--print-units", "base",
+                   "--clock-control", "base", "-k", "regex:igemm", "--print-units", "base",
                    "python3", "benchmarks/probes/l2_lookups.py", layer, *orders.split(",")]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
             text = proc.stdout + proc.stderr
@@ -64,7 +66,7 @@ def main(argv: list[str]) -> int:
                 break
             print("dropping", bad, flush=True)
             metrics = [m for m in metrics if m not in bad]
-        (out / f"probe_{layer}.txt").write_text(text)
+        (out / f"probe_{name}.txt").write_text(text)
         header = next((i for i, l in enumerate(text.splitlines()) if l.startswith('"ID"')), None)
         if header is None:
             print(f"{layer}: rc={proc.returncode}, no table:\n{text[-3000:]}")
@@ -74,8 +76,8 @@ def main(argv: list[str]) -> int:
         for metric in metrics:
             if metric in names:
                 j = names.index(metric)
-                print(f"{layer:4s} {metric:75s} " + " ".join(f"{r[j]:>14s}" for r in data))
-        print(f"{layer:4s} orders: {orders}", flush=True)
+                print(f"{name[:24]:24s} {metric:75s} " + " ".join(f"{r[j]:>14s}" for r in data))
+        print(f"{layer} orders: {orders}", flush=True)
     return 0
 
 

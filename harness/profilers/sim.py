@@ -72,7 +72,7 @@ import numpy as np
 
 from harness.profilers.wrapped import Profiler
 from harness.profilers.base import L2Reading
-from harness.profilers.sim_cache import HAVE_NUMBA, CacheGeometry, jit, lru_access, tag_dtype
+from harness.profilers.sim_cache import HAVE_NUMBA, CacheGeometry, jit, lru_access, lru_insert_last, tag_dtype
 from kernels.access import AccessModel, LaunchModel
 
 #: Workgroups resident per CU when neither the caller nor the target says: a big
@@ -93,6 +93,10 @@ CLOCK_TICKS = 4096
 
 #: Granularity of the home-partition hash (bytes): a 128 B line's sectors share a home.
 BLOCK_BYTES = 128
+#: What the request coalescer may merge within (:attr:`SimTarget.merge_unit`).
+MERGE_UNITS = ("cluster", "partition")
+#: Where a store's fill goes in its set's LRU order (:attr:`SimTarget.store_insert`).
+STORE_INSERTS = ("mru", "lru")
 
 #: Which replay implementation runs: "numba" (compiled) or "python" (interpreted).
 ENGINE = "numba" if HAVE_NUMBA else "python"
@@ -165,6 +169,13 @@ class SimTarget:
     #: CUs (SMs) of one cluster in a row, in the order the first wave fills them: CU ``c`` is in
     #: cluster ``(c // cluster_run) % clusters`` (1: consecutive programs go to other clusters).
     cluster_run: int = 1
+    #: What the request coalescer merges within: ``cluster`` (a line's requests from one GPC) or
+    #: ``partition`` (from every SM that reads through one L2 partition).
+    merge_unit: str = "cluster"
+    #: Where a store puts a line the L2 does not hold: ``mru`` (most recently used, like a
+    #: read's fill) or ``lru`` (least recently used: the set's next fill evicts it, so an
+    #: output written once takes one way of its set rather than displacing inputs).
+    store_insert: str = "mru"
 
     def __post_init__(self) -> None:
         for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains", "l2_partitions", "clusters",
@@ -177,6 +188,12 @@ class SimTarget:
                              "each L2 domain serves one or more whole XCDs")
         if self.mall is not None and self.mall.line_bytes != self.l2.line_bytes:
             raise ValueError("simulated target: the MALL and the L2 must use the same line size")
+        if self.merge_unit not in MERGE_UNITS:
+            raise ValueError(f"simulated target: merge_unit={self.merge_unit!r} is invalid; valid: "
+                             + ", ".join(MERGE_UNITS))
+        if self.store_insert not in STORE_INSERTS:
+            raise ValueError(f"simulated target: store_insert={self.store_insert!r} is invalid; valid: "
+                             + ", ".join(STORE_INSERTS))
         if self.clusters > 31:
             raise ValueError(f"simulated target: clusters={self.clusters} > 31 (one bit each in the merge state)")
         if not 0 <= self.coalesce_window or not 0 <= self.step_jitter < 1:
@@ -197,6 +214,12 @@ class SimTarget:
         on CU ``s % cus_per_xcd`` (the first wave fills every CU once, then again)."""
         cu = np.arange(self.slots_per_xcd, dtype=np.int64) % self.cus_per_xcd
         return (cu // self.cluster_run) % self.clusters
+
+    def merge_of_slot(self) -> np.ndarray:
+        """The unit whose requests the coalescer merges, per slot (its bit in the merge state):
+        the slot's cluster, or the partition that cluster reads through."""
+        cluster = self.cluster_of_slot()
+        return cluster if self.merge_unit == "cluster" else cluster * self.l2_partitions // self.clusters
 
     def domain_of_xcd(self) -> np.ndarray:
         """L2 domain of each XCD, (num_xcds,) int64."""
@@ -252,6 +275,8 @@ class SimTarget:
             l2_partitions=partitions,
             clusters=int(target.get("clusters") or 1),
             cluster_run=int(calibration(target).get("cluster_run", 1)),
+            merge_unit=str(calibration(target).get("merge_unit", "cluster")),
+            store_insert=str(calibration(target).get("store_insert", "mru")),
         )
 
 
@@ -422,13 +447,16 @@ def _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2
 
 @jit
 def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
-            mall_ways, counts, mall_counts, writes_hit):
+            mall_ways, counts, mall_counts, writes_hit, stores_last):
     """One access outside the K loop (epilogue, split-K arrival): a store goes to the line's
     home partition, a read through the program's partition ``part``."""
     if write:
         home = _home(line, block_lines, partitions)
         base = (dom * partitions + home) * l2_sets
-        if lru_access(l2_tags, (base + line % l2_sets) * l2_ways, l2_ways, line) or writes_hit:
+        set_base = (base + line % l2_sets) * l2_ways
+        present = (lru_insert_last(l2_tags, set_base, l2_ways, line) if stores_last
+                   else lru_access(l2_tags, set_base, l2_ways, line))
+        if present or writes_hit:
             counts[x, 2] += 1
         else:
             counts[x, 3] += 1
@@ -445,8 +473,9 @@ def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets
 @jit
 def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
             epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
-            num_xcds, slots, domain_of_xcd, cluster_of_slot, clusters, partitions, block_lines, l2_tags, l2_sets, l2_ways,
-            mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, window, jitter, last):
+            num_xcds, slots, domain_of_xcd, cluster_of_slot, merge_of_slot, clusters, partitions, block_lines, l2_tags,
+            l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, window,
+            jitter, last):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
     wq = window * CLOCK_TICKS
@@ -487,7 +516,7 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                     merged = 0
                     t = slot_t[x, sl]
                     tq = np.int64(t * CLOCK_TICKS)     # the clock in ticks, as the merge state keeps it
-                    bit = np.int32(1) << cluster        # the reader's cluster, as the merge state keeps it
+                    bit = np.int32(1) << merge_of_slot[sl]   # the reader's merge unit, as the merge state keeps it
                     for o in range(num_operands):
                         seg = tile_rows[tile, o] * num_steps + step
                         for i in range(offsets[seg], offsets[seg + 1]):
@@ -522,12 +551,12 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 key = tile * splits + work // num_tiles
                 for i in range(epi_offsets[key], epi_offsets[key + 1]):
                     _lookup(epi_lines[i], epi_writes[i], x, dom, part, partitions, block_lines, l2_tags, l2_sets,
-                            l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit)
+                            l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last)
                 arrived[tile] += 1
                 if arrived[tile] == splits:            # the tile's last split to arrive
                     for i in range(last_offsets[tile], last_offsets[tile + 1]):
                         _lookup(last_lines[i], last_writes[i], x, dom, part, partitions, block_lines, l2_tags,
-                                l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit)
+                                l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last)
                 if work + num_programs < num_work:     # persistent: the program's next item
                     _assign(work + num_programs, x, sl, table, num_tiles, steps_per_split, num_steps,
                             slot_work, slot_tile, slot_step, slot_stop)
@@ -612,9 +641,10 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
             lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
             launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd,
-            target.cluster_of_slot(), target.clusters, target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
+            target.cluster_of_slot(), target.merge_of_slot(), target.clusters, target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
-            mall_counts, target.writes_hit, target.coalesce_window, target.step_jitter, last)
+            mall_counts, target.writes_hit, target.store_insert == "lru", target.coalesce_window, target.step_jitter,
+            last)
     replay_s = time.perf_counter() - started
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)
 

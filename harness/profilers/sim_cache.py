@@ -92,6 +92,26 @@ def lru_access(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
 
 
 @jit
+def lru_insert_last(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
+    """As :func:`lru_access` for a line that is present (a hit; it becomes most recently
+    used), but an absent line takes the least recently used way (or the first empty one) and
+    stays least recently used: the next line the set needs evicts it first.  Returns True
+    on a hit."""
+    last = set_base + ways - 1
+    i = set_base
+    while i < last and tags[i] != line and tags[i] != -1:
+        i += 1
+    if tags[i] != line:
+        tags[i] = line
+        return False
+    while i > set_base:
+        tags[i] = tags[i - 1]
+        i -= 1
+    tags[set_base] = line
+    return True
+
+
+@jit
 def _replay_flat(lines: np.ndarray, tags: np.ndarray, num_sets: int, ways: int, hits: np.ndarray) -> None:
     for t in range(len(lines)):
         line = lines[t]
