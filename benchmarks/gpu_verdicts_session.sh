@@ -9,6 +9,7 @@
 #        durations, 8 placements): two processes per iteration.
 #        benchmarks/repro_table.py reads the store afterwards.  METHODS="new" runs one method only.
 # tune:  tune mode twice with the cache cleared, ResNet-50: are the picks the same or tied?
+#        benchmarks/tune_repro.py OUT_DIR/tune.db reads the store afterwards.
 OUT_ARG=$1; shift
 FIRST=${1:-0}; LAST=${2:-4}
 . "$(dirname "$0")/gpu_session_common.sh" "$OUT_ARG"
@@ -34,7 +35,7 @@ elif [ "$STAGE" = repro ]; then
   done
 else
   for i in 1 2; do
-    run "tune_$i" 280 kernel=igemm_fast tune=fastest tune.cache_dir="$W/tunecache_$i" swizzle=identity shape=resnet \
+    run "tune_$i" 330 kernel=igemm_fast tune=fastest tune.cache_dir="$W/tunecache_$i" swizzle=identity shape=resnet \
       profiler=none compare.max_time_s=0.3 experiment=tune resume=false
     cp "$W/mlflow.db" "$OUT/tune.db"
   done

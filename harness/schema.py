@@ -87,6 +87,9 @@ class TuneConfig:
     finalists: int = 6
     final_rounds: int = 30
     tie_tolerance: float = 0.01
+    min_finalists: int = 4
+    max_final_rounds: int = 90
+    final_placements: int = 6
     on_cpu: bool = False
     compile_jobs: int = 8
 

@@ -99,7 +99,7 @@ def test_tune_mode_on_gpu(tmp_path):
                    baseline="identity", tune="fastest")
     options = JobOptions(interpret_tiles=base, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5),
                          tune=TuneOptions(mode="fastest", cache_dir=str(tmp_path), warmup_ms=1, rounds=5,
-                                          final_rounds=10))
+                                          final_rounds=10, final_placements=2, max_final_rounds=10))
     first = run_job(spec, describe_device("gpu"), options)
     assert first.status == FINISHED, first.reason
     assert first.params["tune.from_cache"] == "False" and int(first.params["tune.trials"]) > 1
@@ -109,7 +109,8 @@ def test_tune_mode_on_gpu(tmp_path):
     assert first.metrics["speedup"] > 0 and first.metrics["vendor_time_ms"] > 0
     assert first.tags["tune.rule"] == RULE_PAIRED and first.tags["tune.near_tie"] in ("true", "false")
     finalists = json.loads(first.artifacts["tune_finalists.json"])["finalists"]
-    assert first.params["tune.final_rounds"] == ("10" if len(finalists) > 1 else "0")
+    assert first.params["tune.final_rounds"] == ("10" if len(finalists) > 1 else "0")   # one pass over 2 placements
+    assert len(finalists) == 1 or first.params["tune.final_measurement"].startswith("10 rounds (1 pass) over 2 ")
     assert all(f["ci_lo"] is not None for f in finalists) or len(finalists) == 1
     again = run_job(spec, describe_device("gpu"), options)
     assert again.params["tune.from_cache"] == "True" and again.params["tune.config"] == first.params["tune.config"]

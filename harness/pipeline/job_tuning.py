@@ -29,6 +29,7 @@ from harness.pipeline.spec import TUNED_EACH, JobSpec
 from harness.pipeline.timing import PairedSettings, load_standin_timer, time_interleaved
 from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
 from harness.pipeline.tuning_space import Config
+from harness.pipeline.tuning_ties import Remeasured
 from harness.pipeline.user_code import spec_remap
 from kernels.base import SwizzleBinding
 from swizzles import resolve_swizzle
@@ -126,19 +127,44 @@ def trial_timer(device: DeviceInfo, topt: TuneOptions, standin: str | None = Non
     return wall_ms
 
 
+#: Rounds per batch of the finalists' paired rounds: every batch is queued behind its own GPU
+#: hold (harness.pipeline.timing), sized from the batch before.  They ran as one batch of all
+#: 30 rounds (540 launches for 6 finalists, tens of ms of CPU time), longer than the first
+#: batch's 20 ms hold: where the queue ran dry, the later launches counted their CPU launch
+#: overhead (twice for split-K with a sum pass).  A likely cause of the finalist CIs of
+#: +-10-20 % and of a split-K config (l19, sum pass) timed 40 % slower than its one-kernel twin
+#: although its single shot lay within the 3 % band, and another run chose it (H100,
+#: 2026-11-25); batches of 5 rounds (90 launches for 6 finalists) stay inside the hold.
+FINAL_BATCH_ROUNDS = 5
+
+
+def final_round_plan(rounds: int, placements: int) -> tuple[int, int]:
+    """(rounds per batch, rounds in all) for ``rounds`` paired rounds over ``placements``:
+    batches of at most :data:`FINAL_BATCH_ROUNDS` rounds take the placements in turn, and the
+    total is rounded up so that every placement gets as many rounds."""
+    per_batch = max(1, min(FINAL_BATCH_ROUNDS, rounds // max(1, placements)))
+    cycle = per_batch * max(1, placements)
+    return per_batch, -(-rounds // cycle) * cycle
+
+
 def finalist_timer(device: DeviceInfo, topt: TuneOptions, standin: str | None = None):
-    """``{arm: run} -> {arm: per-round ms}`` for the tie rule's finalists, or None off the GPU
-    and with a stand-in timer (the single-shot times decide ties there).  On a GPU: one arm per
-    finalist in ``tune.final_rounds`` interleaved rounds of 3 launches (the round's median), L2
-    flushed before every launch, as the trials are timed."""
+    """``[{arm: run}, ...] -> Remeasured`` (keyed by arm) for the tie rule's finalists, or None
+    off the GPU and with a stand-in timer (the single-shot times decide ties there).  On a
+    GPU: one arm per finalist in ``tune.final_rounds`` interleaved rounds of 3 launches (the
+    round's median), L2 flushed before every launch, as the trials are timed, in batches of
+    at most :data:`FINAL_BATCH_ROUNDS` rounds that take the operand placements given in turn
+    (:func:`final_round_plan`); each call (a pass of the tie rule) draws other arm orders."""
     if device.mode != GPU or standin:
         return None
-    rounds = topt.final_rounds
-    settings = PairedSettings(launches_per_round=3, min_rounds=rounds, max_rounds=rounds, check_every=rounds,
-                              max_time_s=60.0, warmup_ms=topt.warmup_ms)
+    passes = [0]
 
-    def paired_ms(arms: dict) -> dict:
-        samples = time_interleaved(arms, settings, seed=0)
-        return {name: samples.per_round(name) for name in arms}
+    def paired_ms(placements: list[dict]) -> Remeasured:
+        per_batch, total = final_round_plan(topt.final_rounds, len(placements))
+        settings = PairedSettings(launches_per_round=3, min_rounds=total, max_rounds=total, check_every=per_batch,
+                                  max_time_s=60.0, warmup_ms=topt.warmup_ms)
+        samples = time_interleaved(placements, settings, seed=passes[0])
+        passes[0] += 1
+        return Remeasured({name: samples.per_round(name) for name in placements[0]}, list(samples.placements),
+                          samples.drained_batches)
 
     return paired_ms

@@ -12,10 +12,11 @@ A config is the kernel's tile sizes and flags plus ``num_warps`` and ``num_stage
    first verified (its output against conv2d; a wrong or failing config is a *trial*, never
    a choice), then timed once;
 3. chooses by the tie rule (:mod:`harness.pipeline.tuning_ties`): the verified candidates within
-   ``tune.tie_band`` of the fastest are re-measured together in paired rounds (GPU), and among
-   those tied with the fastest (within ``tune.tie_tolerance`` or the CI) the simplest wins, so
-   that noise does not pick the config; the choice, its finalists and their gaps are written
-   to the cache with every trial;
+   ``tune.tie_band`` of the fastest (at least ``tune.min_finalists`` of them) are re-measured
+   together in paired rounds over several operand placements (GPU), and among those tied with
+   the fastest (within ``tune.tie_tolerance`` or the CI) the simplest wins, so that noise does
+   not pick the config; the choice, its finalists and their gaps are written to the cache with
+   every trial;
 4. returns a :class:`TuneResult` whose ``config`` the job then gates, measures and profiles.
    Trials are never measured or profiled by anything else: profilers see the chosen config
    only.
@@ -32,10 +33,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from harness.pipeline.tuning_cache import CacheKey, TuneCache, cache_key
 from harness.pipeline.tuning_cache import default_cache_dir, kernel_source_hash, resolve_cache_dir  # noqa: F401 (API)
 from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
-from harness.pipeline.tuning_ties import RULE_LEGACY, Remeasure, TieDecision, TieRule, decide
+from harness.pipeline.tuning_ties import RULE_LEGACY, Remeasure, Remeasured, TieDecision, TieRule, decide
 from kernels.problem import ConvShape
 
 
@@ -46,7 +49,8 @@ from kernels.problem import ConvShape
 TUNE_MODES = ("none", "fastest")
 
 #: The tie rule's ``tune.*`` keys, as TuneOptions names them (checked by TieRule).
-TIE_KEYS = ("tie_band", "finalists", "final_rounds", "tie_tolerance")
+TIE_KEYS = ("tie_band", "finalists", "final_rounds", "tie_tolerance", "min_finalists", "max_final_rounds",
+            "final_placements")
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,11 @@ class TuneOptions:
     compile_jobs: int = 8           # processes compiling a job's candidates before its trials (GPU)
     tie_band: float = 0.03          # finalists: within this fraction of the fastest single-shot time
     finalists: int = 6              # at most this many finalists (1: plain argmin)
-    final_rounds: int = 30          # paired rounds re-measuring the finalists (GPU)
+    final_rounds: int = 30          # paired rounds re-measuring the finalists, per pass (GPU)
     tie_tolerance: float = 0.01     # tied with the fastest finalist: within this fraction, or its CI
+    min_finalists: int = 4          # at least this many finalists, the next fastest filling up
+    max_final_rounds: int = 90      # more passes while a finalist's CI contains 1 + tie_tolerance, up to this
+    final_placements: int = 6       # operand placements the finalists' rounds are spread over (GPU)
 
     def __post_init__(self):
         if self.mode not in TUNE_MODES:
@@ -73,7 +80,8 @@ class TuneOptions:
     @property
     def tie_rule(self) -> TieRule:
         """The tie rule's knobs (:mod:`harness.pipeline.tuning_ties`)."""
-        return TieRule(self.tie_band, self.finalists, self.final_rounds, self.tie_tolerance)
+        return TieRule(self.tie_band, self.finalists, self.final_rounds, self.tie_tolerance, self.min_finalists,
+                       self.max_final_rounds, self.final_placements)
 
 # -----------------------------------------------------------
 # The tuner.
@@ -117,12 +125,15 @@ class TuneResult:
 
     def as_params(self) -> dict[str, str]:
         """For the job's run: the chosen config, how it was chosen, and the runner-ups with
-        their gaps to it (``tune.runner_ups``: label, gap in % [95 % CI in %], ``tied``)."""
+        their gaps to it (``tune.runner_ups``: label, gap in % [95 % CI in %], ``tied``), and how
+        the finalists were re-measured (``tune.final_measurement``: rounds, passes, placements,
+        finalists left unsettled, drained batches)."""
         return {"tune.config": self.config.label, "tune.time_ms": f"{self.time_ms:.6f}",
                 "tune.trials": str(len(self.trials)), "tune.from_cache": str(self.from_cache),
                 "tune.cost_s": f"{self.cost_s:.2f}",
                 "tune.runner_ups": "not recorded" if self.tie is None else self.tie.runner_ups_text,
-                "tune.final_rounds": str(0 if self.tie is None else self.tie.rounds)}
+                "tune.final_rounds": str(0 if self.tie is None else self.tie.rounds),
+                "tune.final_measurement": "not recorded" if self.tie is None else self.tie.measurement}
 
     def as_tags(self) -> dict[str, str]:
         """``tune.near_tie`` (true / false / unknown) and ``tune.rule`` (the rule's name)."""
@@ -188,9 +199,14 @@ def tune(configs: Iterable[Config], measure: Callable[[Config], float],
     return result
 
 
-#: ``paired_time_fn({arm: run}) -> {arm: per-round times, ms}``: every arm timed in the same
-#: interleaved rounds (on a GPU: :func:`harness.pipeline.timing.time_interleaved`).
-PairedTimeFn = Callable[[dict[str, Callable[[], None]]], Mapping[str, Sequence[float]]]
+#: ``paired_time_fn([{arm: run}, ...]) -> Remeasured`` (keyed by arm) or ``{arm: per-round
+#: times, ms}``: every arm timed in the same interleaved rounds, spread over the placements
+#: given (one dict of launches per placement, the same arms; on a GPU:
+#: :func:`harness.pipeline.timing.time_interleaved`).
+PairedTimeFn = Callable[[list[dict[str, Callable[[], None]]]], "Remeasured | Mapping[str, Sequence[float]]"]
+
+#: Free device memory below which the finalists get no more operand placements, bytes.
+PLACEMENT_FREE_BYTES = 4 * 1024**3
 
 
 def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Callable[[], None]], float],
@@ -201,9 +217,10 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
     """Tune ``kernel`` on ``shape`` with real launches: each candidate is bound to ``ops``
     (the job's operands, on the device) with the fixed ``swizzle`` binding, verified against
     conv2d exactly as the correctness gate does, then timed by ``time_fn(run) -> ms``; the
-    finalists of the tie ``rule`` are bound again and re-timed together by ``paired_time_fn``
-    (None: the single-shot times decide ties).  ``configs``: the candidates (default: the
-    kernel's space; ``default``, the configured config, for a kernel without one)."""
+    finalists of the tie ``rule`` are bound again, on ``ops`` and on ``rule.placements - 1``
+    copies of them at other addresses (:func:`finalist_placements`), and re-timed together by
+    ``paired_time_fn`` (None: the single-shot times decide ties).  ``configs``: the candidates
+    (default: the kernel's space; ``default``, the configured config, for a kernel without one)."""
     import torch
 
     from harness.pipeline.correctness import compare, reference
@@ -215,8 +232,8 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
     expected = reference(ops, shape)
     bound: dict[Config, Callable[[], None]] = {}
 
-    def launch_of(cfg: Config):
-        return kernel.bind(ops, shape, cfg.tiles_dict, swizzle, LaunchConfig(cfg.num_warps, cfg.num_stages))
+    def launch_of(cfg: Config, operands=ops):
+        return kernel.bind(operands, shape, cfg.tiles_dict, swizzle, LaunchConfig(cfg.num_warps, cfg.num_stages))
 
     def verify(cfg: Config) -> str | None:
         run, out = launch_of(cfg)
@@ -231,13 +248,46 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
     def measure(cfg: Config) -> float:
         return time_fn(bound.pop(cfg))
 
-    def remeasure(finalists: Sequence[Config]) -> dict[Config, Sequence[float]]:
-        arms = {f"finalist{i}": launch_of(cfg)[0] for i, cfg in enumerate(finalists)}
-        rounds = paired_time_fn(arms)
-        return {cfg: rounds[f"finalist{i}"] for i, cfg in enumerate(finalists)}
+    placed: list[tuple] = []                   # (operands, spacer) per placement, made once per tuning
+    runs: dict[tuple[Config, int], Callable[[], None]] = {}   # (finalist, placement) -> its bound launch
+
+    def run_on(cfg: Config, p: int) -> Callable[[], None]:
+        if (cfg, p) not in runs:   # bound once: another pass launches on the same buffers
+            runs[(cfg, p)] = launch_of(cfg, placed[p][0])[0]
+        return runs[(cfg, p)]
+
+    def remeasure(finalists: Sequence[Config]) -> Remeasured:
+        if not placed:
+            placed.extend([(ops, None)] + finalist_placements(ops, rule.placements - 1))
+        placements = [{f"finalist{i}": run_on(cfg, p) for i, cfg in enumerate(finalists)} for p in range(len(placed))]
+        measured = paired_time_fn(placements)
+        if not isinstance(measured, Remeasured):
+            measured = Remeasured(measured)
+        return Remeasured({cfg: measured.times[f"finalist{i}"] for i, cfg in enumerate(finalists)},
+                          measured.placements, measured.drained)
 
     return tune(configs, measure, verify, cache, key, log, remeasure=remeasure if paired_time_fn else None,
                 rule=rule)
+
+
+def finalist_placements(ops, count: int, seed: int = 0) -> list[tuple]:
+    """``count`` copies of the operands ``ops`` at other addresses, for the finalists' paired
+    rounds (as a job's own placements, harness/pipeline/job.py), each as ``(copy, spacer)``:
+    the spacer, of a random size (0 to 16 MiB in 4 KiB pages, seeded) and allocated just before
+    the copy, makes each copy start elsewhere; keep it alive as long as the copy.  Fewer where
+    the device has less than :data:`PLACEMENT_FREE_BYTES` free."""
+    import torch
+
+    from harness.pipeline.correctness import copy_operands
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        if ops.x.device.type == "cuda" and torch.cuda.mem_get_info()[0] < PLACEMENT_FREE_BYTES:
+            break
+        spacer = torch.empty(int(rng.integers(0, 4096)) * 4096 + 1, dtype=torch.uint8, device=ops.x.device)
+        out.append((copy_operands(ops), spacer))
+    return out
 
 
 # -----------------------------------------------------------

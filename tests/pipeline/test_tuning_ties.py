@@ -16,8 +16,8 @@ import pytest
 from harness.errors import UserError
 from harness.pipeline.tuning import TuneCache, TuneOptions, resolve_cache_dir, tune
 from harness.pipeline.tuning_space import Config
-from harness.pipeline.tuning_ties import (RULE_ARGMIN, RULE_LEGACY, RULE_PAIRED, RULE_SINGLE, TieDecision, TieRule,
-                                          decide, preference_key, select_finalists)
+from harness.pipeline.tuning_ties import (RULE_ARGMIN, RULE_LEGACY, RULE_PAIRED, RULE_SINGLE, Remeasured, TieDecision,
+                                          TieRule, decide, preference_key, select_finalists, unsettled)
 from tests.pipeline.test_tuning import _key
 
 BASE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 0,
@@ -67,9 +67,10 @@ def test_two_machines_choose_the_same_config_where_argmin_would_not():
         plain[seed] = min(single, key=single.get)
         decision = decide(single, TieRule(), machine.remeasure)
         ruled[seed] = decision.config
-        assert decision.rule == RULE_PAIRED and decision.rounds == 30 and decision.near_tie
+        assert decision.rule == RULE_PAIRED and decision.near_tie
+        assert decision.rounds == 30 * decision.passes and 1 <= decision.passes <= 3
         finalists = {f.config: f for f in decision.finalists}
-        assert FAR not in finalists and machine.remeasured == [list(finalists)]   # outside the 3 % band
+        assert FAR not in finalists and machine.remeasured == [list(finalists)] * decision.passes   # outside the band
         assert SMALL in finalists and not finalists[SMALL].tied                    # simplest, but 1.6 % slower
         assert finalists[SMALL].ci_lo > 1.0
         assert finalists[PLAIN].tied and finalists[PLAIN].ratio == 1.0
@@ -89,7 +90,8 @@ def test_tied_set_by_tolerance_or_ci():
         d: base * 1.05 * (1 + 1e-4 * rng.standard_normal(30)),       # 5 %, tight: not tied
     }
     single = {a: 1.0, b: 1.0, c: 1.0, d: 1.02}
-    decision = decide(single, TieRule(band=0.05), lambda finals: {f: rounds[f] for f in finals})
+    one_pass = TieRule(band=0.05, max_rounds=30)                     # steps 4-5 on these rounds as they stand
+    decision = decide(single, one_pass, lambda finals: {f: rounds[f] for f in finals})
     tied = {f.config for f in decision.finalists if f.tied}
     assert tied == {a, b, c}
     assert decision.config == a                                       # the simplest of the tied set
@@ -98,7 +100,8 @@ def test_tied_set_by_tolerance_or_ci():
     assert gaps[a].tied and not gaps[d].tied                         # d: 5 % behind the fastest, tight CI
     assert decision.runner_ups[0].config in (b, c)
     # tolerance 0: only the CI ties; a tight 0.8 % gap is then a difference
-    strict = decide(single, TieRule(band=0.05, tolerance=0.0), lambda finals: {f: rounds[f] for f in finals})
+    strict = decide(single, TieRule(band=0.05, tolerance=0.0, max_rounds=30),
+                    lambda finals: {f: rounds[f] for f in finals})
     assert {f.config for f in strict.finalists if f.tied} == {a, c}
 
 
@@ -120,9 +123,24 @@ def test_preference_order_is_simplest_first_and_total():
 
 def test_finalists_band_and_limit():
     times = {cfg(4, 2): 1.00, cfg(4, 3): 1.02, cfg(8, 2): 1.029, cfg(8, 3): 1.031, cfg(8, 4): 1.2, cfg(4, 4): 1.0}
-    assert select_finalists(times, TieRule()) == [cfg(4, 2), cfg(4, 4), cfg(4, 3), cfg(8, 2)]   # equal times: simplest first
+    in_band = [cfg(4, 2), cfg(4, 4), cfg(4, 3), cfg(8, 2)]                  # equal times: simplest first
+    assert select_finalists(times, TieRule(min_finalists=1)) == in_band
+    assert select_finalists(times, TieRule()) == in_band                    # 4 in the band: nothing to fill
     assert select_finalists(times, TieRule(finalists=2)) == [cfg(4, 2), cfg(4, 4)]
-    assert select_finalists(times, TieRule(band=0.0)) == [cfg(4, 2), cfg(4, 4)]
+    assert select_finalists(times, TieRule(band=0.0, min_finalists=1)) == [cfg(4, 2), cfg(4, 4)]
+
+
+def test_min_finalists_fill_up_with_the_next_fastest_wherever_they_lie():
+    times = {cfg(4, 2): 1.00, cfg(4, 3): 1.05, cfg(8, 2): 1.09, cfg(8, 3): 1.30, cfg(8, 4): 2.0}
+    assert select_finalists(times, TieRule(min_finalists=1)) == [cfg(4, 2)]              # alone in the 3 % band
+    assert select_finalists(times, TieRule()) == [cfg(4, 2), cfg(4, 3), cfg(8, 2), cfg(8, 3)]   # 30 % behind: still
+    assert select_finalists(times, TieRule(band=0.06)) == [cfg(4, 2), cfg(4, 3), cfg(8, 2), cfg(8, 3)]
+    assert select_finalists(times, TieRule(band=0.5, min_finalists=2)) == [cfg(4, 2), cfg(4, 3), cfg(8, 2), cfg(8, 3)]
+    assert select_finalists(times, TieRule(finalists=3)) == [cfg(4, 2), cfg(4, 3), cfg(8, 2)]  # never above finalists
+    assert select_finalists(times, TieRule(min_finalists=9)) == list(sorted(times, key=times.get))[:6]
+    assert select_finalists({cfg(8, 4): 1.0, cfg(4, 3): 1.5}, TieRule()) == [cfg(8, 4), cfg(4, 3)]   # all there is
+    argmin = decide(times, TieRule(finalists=1, min_finalists=4), lambda f: pytest.fail("argmin re-measures nothing"))
+    assert argmin.config == cfg(4, 2) and argmin.rule == RULE_ARGMIN and len(argmin.finalists) == 1
 
 
 def test_without_remeasure_single_shot_times_decide_and_finalists_1_is_argmin():
@@ -154,6 +172,15 @@ def test_a_failing_remeasurement_falls_back_to_single_shot_and_says_so():
     (dict(tie_tolerance="1%"), "tune.tie_tolerance='1%' is invalid; valid: a fraction in [0, 1), e.g. 0.01 for 1 %"),
     (dict(tie_tolerance=float("nan")), "tune.tie_tolerance=nan is invalid"),
     (dict(finalists=True), "tune.finalists=True is invalid"),
+    (dict(min_finalists=0), "tune.min_finalists=0 is invalid; valid: a whole number >= 1 (never more finalists than "
+                            "tune.finalists; 1: the band alone)"),
+    (dict(min_finalists=3.5), "tune.min_finalists=3.5 is invalid"),
+    (dict(max_final_rounds=0), "tune.max_final_rounds=0 is invalid; valid: a whole number >= 1 (rounds in all; up to "
+                               "tune.final_rounds: one pass, no settling)"),
+    (dict(max_final_rounds="90"), "tune.max_final_rounds='90' is invalid"),
+    (dict(final_placements=0), "tune.final_placements=0 is invalid; valid: a whole number >= 1 (1: one set of "
+                               "buffers)"),
+    (dict(final_placements=float("inf")), "tune.final_placements=inf is invalid"),
 ])
 def test_bad_tie_knobs_are_user_errors(knobs, message):
     with pytest.raises(UserError) as err:
@@ -172,16 +199,175 @@ def test_tie_knobs_from_the_config_group():
     with initialize_config_module("swizzlebench_conf", version_base="1.3"):
         on = compose("config", overrides=["tune=fastest"])
         tuned = compose("config", overrides=["tune=fastest", "tune.finalists=3", "tune.tie_tolerance=0.005",
-                                             "tune.cache_dir=tuning/h100"])
+                                             "tune.cache_dir=tuning/h100", "tune.min_finalists=2",
+                                             "tune.max_final_rounds=60", "tune.final_placements=1"])
         bad = compose("config", overrides=["tune=fastest", "tune.final_rounds=0"])
         off = compose("config")
-    assert tune_options(on).tie_rule == TieRule(0.03, 6, 30, 0.01)
+    assert tune_options(on).tie_rule == TieRule(0.03, 6, 30, 0.01, 4, 90, 6) == TieRule()
     assert tune_options(off).tie_rule == TieRule()                    # tune=none: the defaults, unused
     opts = tune_options(tuned)
     assert (opts.finalists, opts.tie_tolerance) == (3, 0.005)
+    assert opts.tie_rule == TieRule(0.03, 3, 30, 0.005, min_finalists=2, max_rounds=60, placements=1)
     assert os.path.isabs(opts.cache_dir) and opts.cache_dir.endswith(os.path.join("", "tuning", "h100"))
     with pytest.raises(UserError, match=r"tune.final_rounds=0 is invalid"):
         tune_options(bad)
+
+
+# -----------------------------------------------------------
+# Finalists that two runs share, settling, placements (issue 19: tune mode twice, same picks)
+
+class Process:
+    """One tuning process on one GPU.  Its operands' addresses give every (config, placement) a
+    steady bias (log-normal, sd ``address``: where the buffers lie), every paired round a drift
+    shared by all arms, every launch ``noise`` of its own; single shots, taken seconds apart,
+    drift by ``shot_drift`` each.  ``remeasure`` is one pass of the tie rule: ``rounds`` rounds
+    in batches of 5 that take ``placements`` placements in turn (as the GPU timer does)."""
+
+    def __init__(self, seed: int, true_us: dict, address: float = 0.0, shot_drift: float = 0.0,
+                 noise: float = 0.002, placements: int = 6, rounds: int = 30):
+        self.seed, self.true_us, self.address, self.noise = seed, true_us, address, noise
+        self.placements, self.rounds = placements, rounds
+        self.rng = np.random.default_rng(seed)
+        self.shots = {c: t * np.exp(shot_drift * self.rng.standard_normal()) for c, t in true_us.items()}
+        self.passes = 0
+
+    def bias(self, config: Config, placement: int) -> float:
+        index = sorted(self.true_us, key=preference_key).index(config)
+        return float(np.exp(self.address * np.random.default_rng((self.seed, index, placement)).standard_normal()))
+
+    def remeasure(self, finalists) -> Remeasured:
+        self.passes += 1
+        where = [(r // 5) % self.placements for r in range(self.rounds)]
+        drift = np.exp(0.02 * self.rng.standard_normal(self.rounds))
+        times = {c: np.array([self.true_us[c] * self.bias(c, p) for p in where]) * drift
+                 * (1 + self.noise * self.rng.standard_normal(self.rounds)) for c in finalists}
+        return Remeasured(times, where if self.placements > 1 else None)
+
+
+def test_min_finalists_measure_the_picks_two_runs_would_otherwise_never_compare():
+    """ResNet-50 l22 on an H100: each run had one config in its 3 % band, a different one, so
+    neither measured the other's pick.  With at least 4 finalists both are re-timed together
+    in both runs, and both runs choose the faster one (1.6 % ahead: not a tie)."""
+    n64, n128, m128, far = cfg(BLOCK_M=64, BLOCK_N=64), cfg(BLOCK_M=64), cfg(BLOCK_N=64), cfg(8, 4, BLOCK_M=256)
+    true = {n64: 15.30, n128: 15.55, m128: 15.70, far: 17.0}
+    shots = [{n64: 15.84, n128: 15.31, m128: 16.1, far: 17.1},     # run 1: n128 fastest, n64 3.5 % behind
+             {n64: 15.31, n128: 15.80, m128: 16.0, far: 17.2}]     # run 2: the other way round
+    old = [decide(shot, TieRule(min_finalists=1), Process(i, true).remeasure) for i, shot in enumerate(shots)]
+    assert [d.config for d in old] == [n128, n64]                               # two picks ...
+    assert [len(d.finalists) for d in old] == [1, 1]                            # ... never timed together
+    new = [decide(shot, TieRule(), Process(i, true).remeasure) for i, shot in enumerate(shots)]
+    assert [d.config for d in new] == [n64, n64]
+    for d in new:
+        measured = {f.config: f for f in d.finalists}
+        assert set(measured) == {n64, n128, m128, far} and not measured[n128].tied and measured[n128].ci_lo > 1.01
+
+
+def test_unsettled_finalists_are_those_whose_ci_contains_the_tolerance():
+    from harness.pipeline.stats import PairedEstimate
+
+    est = {cfg(4, 2): PairedEstimate(1.0, 1.0, 1.0, 30), cfg(4, 3): PairedEstimate(1.005, 0.999, 1.0099, 30),
+           cfg(4, 4): PairedEstimate(1.02, 1.0101, 1.03, 30), cfg(8, 2): PairedEstimate(1.01, 1.0, 1.02, 30),
+           cfg(8, 3): PairedEstimate(1.02, 0.98, 1.06, 30), cfg(8, 4): PairedEstimate(1.012, 1.01, 1.014, 30)}
+    assert unsettled(est, 0.01) == [cfg(8, 2), cfg(8, 3), cfg(8, 4)]   # lo <= 1.01 < hi
+    assert unsettled(est, 0.0) == [cfg(4, 3), cfg(8, 2), cfg(8, 3)]
+
+
+def test_settling_measures_on_until_the_marks_hold():
+    """A simpler config 2 % behind the fastest, whose first pass was noisy (a CI of about +-2 %
+    that includes 1: tied, and it would be chosen): the rule measures two more passes, the CI
+    settles beyond the 1 % tolerance, and the fastest is chosen.  One pass only
+    (max_final_rounds = final_rounds) keeps the old, noise-made choice."""
+    fast, simple = cfg(8, 4, TMA_STORE=1), cfg()
+    spread = [0.06, 0.01, 0.01]                                  # log-ratio noise of each pass
+
+    def passes(record):
+        def remeasure(finals):
+            k = len(record)
+            record.append(k)
+            base = np.exp(0.01 * np.sin(np.arange(30) + k))      # drift shared by both arms
+            wiggle = np.exp(spread[min(k, 2)] * np.tile([1.0, -1.0], 15))
+            return {fast: base, simple: base * 1.02 * wiggle}
+        return remeasure
+
+    single = {fast: 1.0, simple: 1.01}
+    calls: list[int] = []
+    settled = decide(single, TieRule(), passes(calls))
+    assert settled.config == fast and settled.passes == len(calls) == 3 and settled.rounds == 90
+    assert settled.unsettled == 0
+    mark = {f.config: f for f in settled.finalists}[simple]
+    assert not mark.tied and 1.01 < mark.ci_lo and mark.ratio == pytest.approx(1.02, abs=0.002)
+    one = decide(single, TieRule(max_rounds=30), passes([]))
+    assert one.config == simple and one.passes == 1 and one.unsettled == 1   # tied while its CI holds 1
+    # a cap between passes: never more rounds than max_final_rounds (after the first pass)
+    assert decide(single, TieRule(max_rounds=80), passes([])).rounds == 60
+
+
+def repro_verdict(a: TieDecision, b: TieDecision) -> str:
+    """Issue 19's acceptance for one layer tuned by two runs (benchmarks/tune_repro.py): same
+    config, or one run measured the other's pick as tied, else not."""
+    if a.config == b.config:
+        return "same"
+    in_a, in_b = ({f.config: f for f in d.finalists} for d in (a, b))
+    return "tied" if (b.config in in_a and in_a[b.config].tied) or (a.config in in_b and in_b[a.config].tied) else "not"
+
+
+@pytest.mark.parametrize("gap", [1.0, 1.005])
+def test_placements_keep_two_processes_from_contradicting_each_other(gap):
+    """Two configs equally fast (or 0.5 % apart), the faster-looking one not the simplest, and
+    where each process's buffers lie moving every config's time by ~1 % (sd): timed on one set
+    of buffers, each process gets a tight CI around its own address-biased ratio, and in some
+    pairs of processes each measures its own pick more than 1 % ahead of the other's: neither
+    same nor tied.  Over 6 placements the CI covers that spread: no pair contradicts."""
+    fast, simple, other = cfg(8, 4, TMA_STORE=1), cfg(), cfg(8, 3, BLOCK_N=256)
+    true = {fast: 20.0, simple: 20.0 * gap, other: 21.0}
+    single = {fast: 20.0, simple: 20.1, other: 20.9}
+
+    def verdicts(placements: int) -> dict[str, int]:
+        rule = TieRule(placements=placements)
+        runs = [decide(single, rule, Process(seed, true, address=0.01, placements=placements).remeasure)
+                for seed in range(24)]
+        pairs = [repro_verdict(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]]
+        return {v: pairs.count(v) for v in ("same", "tied", "not")}
+
+    one, six = verdicts(1), verdicts(6)
+    assert one["not"] >= 20, one            # of 276 pairs
+    assert six["not"] == 0 and six["same"] > one["same"], six
+
+
+def test_clustered_ci_when_the_rounds_name_their_placements():
+    """The same rounds: over rounds (no placements) a tight CI that excludes 1; named as 3
+    placements with different offsets, a CI over the 3 means that holds 1 (tied)."""
+    a, b = cfg(8, 4, TMA=1), cfg()
+    offsets = np.repeat([0.99, 1.02, 1.035], 10)
+    rounds = {a: np.ones(30), b: 1.015 * offsets / offsets.mean() * (1 + 1e-4 * np.sin(np.arange(30)))}
+    flat = decide({a: 1.0, b: 1.0}, TieRule(max_rounds=30), lambda f: {c: rounds[c] for c in f})
+    placed = decide({a: 1.0, b: 1.0}, TieRule(max_rounds=30),
+                    lambda f: Remeasured({c: rounds[c] for c in f}, np.repeat([0, 1, 2], 10)))
+    fb, pb = ({x.config: x for x in d.finalists}[b] for d in (flat, placed))
+    assert flat.placements == 1 and placed.placements == 3
+    assert fb.ci_lo > 1.0 and not fb.tied and flat.config == a                  # 1.5 % behind, "tight"
+    assert pb.ci_lo <= 1.0 and pb.tied and placed.config == b                   # the spread between placements
+
+
+def test_a_malformed_remeasurement_falls_back_to_single_shot():
+    a, b = cfg(8, 4), cfg()
+    short = decide({a: 1.0, b: 1.004}, TieRule(), lambda f: {a: np.ones(30), b: np.ones(29)})
+    assert short.rule.startswith(f"{RULE_SINGLE} (paired re-measurement failed: ValueError: the finalists need the "
+                                 "same, non-zero number of rounds")
+    labels = decide({a: 1.0, b: 1.004}, TieRule(), lambda f: Remeasured({a: np.ones(30), b: np.ones(30)}, [0] * 29))
+    assert "one placement per round needed; got 29" in labels.rule and labels.config == b
+
+
+def test_decision_records_the_measurement_and_reads_older_entries():
+    process = Process(1, TRUE_US, address=0.005)
+    decision = decide({c: TRUE_US[c] for c in TRUE_US}, TieRule(), process.remeasure)
+    assert decision.placements == 6 and decision.passes == process.passes and decision.rounds == 30 * process.passes
+    back = TieDecision.from_dict(json.loads(json.dumps(decision.as_dict())), decision.config)
+    assert back == decision
+    old = {"rule": "paired-ties-simplest-first", "rounds": 30, "finalists": [f.as_dict() for f in decision.finalists]}
+    older = TieDecision.from_dict(old, decision.config)
+    assert (older.rounds, older.placements, older.passes, older.unsettled, older.drained) == (30, 0, 0, 0, 0)
+    assert TieDecision(decision.config, decision.finalists, RULE_SINGLE).measurement == "none"
 
 
 # -----------------------------------------------------------
@@ -195,7 +381,10 @@ def test_result_logs_runner_ups_and_near_tie_and_the_cache_keeps_them(tmp_path):
     result = _tune(Machine(3), TuneCache(tmp_path))
     params, tags = result.as_params(), result.as_tags()
     assert result.config == PLAIN and tags == {"tune.near_tie": "true", "tune.rule": RULE_PAIRED}
-    assert params["tune.config"] == PLAIN.label and params["tune.final_rounds"] == "30"
+    assert params["tune.config"] == PLAIN.label and params["tune.final_rounds"] == str(30 * result.tie.passes)
+    passes = f"{result.tie.passes} pass{'es' if result.tie.passes > 1 else ''}"
+    assert params["tune.final_measurement"] == (f"{30 * result.tie.passes} rounds ({passes}) over 1 placement; "
+                                                f"{result.tie.unsettled} unsettled; 0 drained batches")
     runner_ups = params["tune.runner_ups"].split("; ")
     assert len(runner_ups) == len(result.tie.finalists) - 1 and all(" % [" in r for r in runner_ups)
     assert runner_ups[-1].startswith(SMALL.label + " +") and not runner_ups[-1].endswith("tied")
@@ -274,8 +463,10 @@ def test_resolve_cache_dir(tmp_path):
 # Real launches (interpreter) and the GPU wiring
 
 def test_tune_kernel_remeasures_the_finalists_with_real_launches(tmp_path):
-    """tune_kernel binds the finalists again and hands their runs to ``paired_time_fn``; the
-    tied pair is broken by the preference order, not by which timed fastest."""
+    """tune_kernel binds the finalists again, on the job's operands and on copies at other
+    addresses (one dict of launches per placement), once for all passes, and hands them to
+    ``paired_time_fn``; the tied pair is broken by the preference order, not by which timed
+    fastest."""
     from harness.pipeline.correctness import make_operands
     from harness.pipeline.tuning import tune_kernel
     from kernels import KERNELS
@@ -289,26 +480,50 @@ def test_tune_kernel_remeasures_the_finalists_with_real_launches(tmp_path):
     tap, packed, split = (Config.make(small, 4, 3), Config.make({**small, "PACK_K": 1}, 4, 3),
                           Config.make({**small, "SPLIT_K": 2}, 4, 3))
     single = iter([1.004, 1.000, 2.0])
-    seen = {}
+    seen: list[list[dict]] = []
 
-    def paired_time_fn(arms):
-        for name, run in arms.items():
-            run()                        # real launches of the re-bound finalists
-            seen[name] = run
-        return {name: np.full(5, 1.0) * (1.0 if name == "finalist0" else 1.003) for name in arms}
+    def paired_time_fn(placements):
+        for arms in placements:
+            for run in arms.values():
+                run()                        # real launches of the re-bound finalists
+        seen.append(placements)
+        rounds = {name: np.full(6, 1.0) * (1.0 if name == "finalist0" else 1.003) for name in placements[0]}
+        return Remeasured(rounds, [0, 0, 0, 1, 1, 1])
 
-    result = tune_kernel(kernel, shape, make_operands(shape, False, seed=0, device="cpu"),
-                         SwizzleBinding(SWIZZLES["identity"], 1, 8), lambda run: next(single),
+    ops = make_operands(shape, False, seed=0, device="cpu")
+    result = tune_kernel(kernel, shape, ops, SwizzleBinding(SWIZZLES["identity"], 1, 8), lambda run: next(single),
                          configs=[tap, packed, split], cache=TuneCache(tmp_path), paired_time_fn=paired_time_fn,
-                         rule=TieRule(rounds=5))
-    assert sorted(seen) == ["finalist0", "finalist1"]               # split-K, 2x slower, is no finalist
+                         rule=TieRule(rounds=6, placements=2, min_finalists=2, max_rounds=6))
+    ((first, second),) = seen                                          # one pass, two placements
+    assert sorted(first) == sorted(second) == ["finalist0", "finalist1"]   # split-K, 2x slower, is no finalist
+    assert first["finalist0"] is not second["finalist0"]
     assert result.config == tap and result.near_tie                  # packed timed fastest; tap is simpler
     assert [f.config for f in result.tie.finalists] == [packed, tap]
+    assert (result.tie.rounds, result.tie.placements, result.tie.passes) == (6, 2, 1)
+
+    # three finalists (min_finalists=3 takes split-K in, 2x behind); each pass gets the same launches
+    seen.clear()
+    single = iter([1.004, 1.000, 2.0])
+    again = tune_kernel(kernel, shape, ops, SwizzleBinding(SWIZZLES["identity"], 1, 8), lambda run: next(single),
+                        configs=[tap, packed, split], cache=None, paired_time_fn=lambda p: _noisy_pass(p, seen),
+                        rule=TieRule(rounds=6, placements=3, min_finalists=3, max_rounds=18))
+    assert len(again.tie.finalists) == 3 and again.tie.passes == len(seen) >= 2
+    assert all([list(p) for p in pass_] == [list(p) for p in seen[0]] for pass_ in seen)
+    assert all(a[name] is b[name] for pass_ in seen for a, b in zip(pass_, seen[0]) for name in a)
 
 
-def test_gpu_finalist_timer_runs_fixed_paired_rounds(monkeypatch):
+def _noisy_pass(placements, seen):
+    """A pass whose CIs stay wide (noise +-30 %): every pass is asked for, up to the cap."""
+    seen.append(placements)
+    noise = np.array([0.7, 1.3, 1.0, 1.3, 0.7, 1.0])
+    return {name: np.roll(noise, i) * (1.0 + 0.001 * i) for i, name in enumerate(placements[0])}
+
+
+def test_gpu_finalist_timer_runs_fixed_paired_rounds_in_small_batches_over_the_placements(monkeypatch):
     """On a GPU the finalists are re-timed by time_interleaved itself: one arm each,
-    ``tune.final_rounds`` rounds exactly (no stopping rule), the round medians returned."""
+    ``tune.final_rounds`` rounds (no stopping rule) in batches of at most 5 rounds that take
+    the placements in turn, the round medians, placements and drained batches returned; each
+    pass draws other orders (seed)."""
     from harness.hardware.device import GPU, INTERPRETER, DeviceInfo
     from harness.pipeline import job_tuning as job
     from harness.pipeline.timing import RoundSamples
@@ -316,21 +531,39 @@ def test_gpu_finalist_timer_runs_fixed_paired_rounds(monkeypatch):
     calls = []
 
     def standin(arms, settings, seed, tracked=None):
-        calls.append((list(arms), settings, tracked))
+        calls.append((arms, settings, seed, tracked))
         rounds = settings.min_rounds
-        return RoundSamples({name: [[1.0 + i, 2.0 + i, 3.0 + i]] * rounds for i, name in enumerate(arms)},
-                            orders=[list(arms)] * rounds)
+        names = list(arms[0])
+        return RoundSamples({name: [[1.0 + i, 2.0 + i, 3.0 + i]] * rounds for i, name in enumerate(names)},
+                            orders=[names] * rounds, drained_batches=1,
+                            placements=[(r // settings.check_every) % len(arms) for r in range(rounds)])
 
     monkeypatch.setattr(job, "time_interleaved", standin)
     gpu = DeviceInfo(GPU, "NVIDIA H100 80GB HBM3", "nvidia", 132, 50 << 20)
-    timer = job.finalist_timer(gpu, TuneOptions(mode="fastest", final_rounds=12))
-    out = timer({"finalist0": lambda: None, "finalist1": lambda: None})
-    ((arms, settings, tracked),) = calls
-    assert arms == ["finalist0", "finalist1"] and tracked is None
-    assert settings.min_rounds == settings.max_rounds == settings.check_every == 12
-    assert list(out["finalist1"]) == [3.0] * 12                         # each round's median launch
+    timer = job.finalist_timer(gpu, TuneOptions(mode="fastest", final_rounds=30))
+    placements = [{"finalist0": lambda: None, "finalist1": lambda: None} for _ in range(6)]
+    out = timer(placements)
+    ((arms, settings, seed, tracked),) = calls
+    assert arms == placements and tracked is None and seed == 0
+    assert settings.min_rounds == settings.max_rounds == 30 and settings.check_every == 5   # 6 batches, 1 each
+    assert isinstance(out, Remeasured) and list(out.times["finalist1"]) == [3.0] * 30   # each round's median launch
+    assert out.placements == [r // 5 for r in range(30)] and out.drained == 1
+    timer(placements[:1])
+    assert calls[1][2] == 1 and calls[1][1].check_every == 5 and calls[1][1].min_rounds == 30   # the next pass
     assert job.finalist_timer(DeviceInfo(INTERPRETER, "cpu", None, None, None), TuneOptions()) is None
     assert job.finalist_timer(gpu, TuneOptions(), standin="tests.standins.config_timer:time_ms") is None
+
+
+@pytest.mark.parametrize("rounds, placements, plan", [
+    (30, 6, (5, 30)), (30, 1, (5, 30)), (30, 4, (5, 40)), (10, 6, (1, 12)), (12, 2, (5, 20)), (2, 8, (1, 8)),
+    (90, 6, (5, 90)),
+])
+def test_final_round_plan(rounds, placements, plan):
+    from harness.pipeline.job_tuning import final_round_plan
+
+    per_batch, total = final_round_plan(rounds, placements)
+    assert (per_batch, total) == plan
+    assert total >= rounds and total % (per_batch * placements) == 0 and per_batch <= 5
 
 
 def test_decision_round_trips_through_json():

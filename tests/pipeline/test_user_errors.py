@@ -34,8 +34,9 @@ SCHEMA_REFUSALS = {
     "compare.bogus=1": "compare.bogus is not a key of compare; valid: baseline, check_every, ci_method, configs, "
                        "launches_per_round, max_rounds, max_time_s, min_effect, min_l2_delta, min_rounds, "
                        "placements, target_precision, timer, warmup_ms",
-    "+tune.bogus=1": "tune.bogus is not a key of tune; valid: cache_dir, compile_jobs, final_rounds, finalists, "
-                     "name, on_cpu, rounds, tie_band, tie_tolerance, warmup_ms",
+    "+tune.bogus=1": "tune.bogus is not a key of tune; valid: cache_dir, compile_jobs, final_placements, "
+                     "final_rounds, finalists, max_final_rounds, min_finalists, name, on_cpu, rounds, tie_band, "
+                     "tie_tolerance, warmup_ms",
     "compare.min_effect=3": "compare.min_effect=3.0 must be a fraction in [0, 1), e.g. 0.01 for 1 %",
     "isolation.timeout_s=[1]": "isolation.timeout_s=[1] is invalid: Value '[1]' of type 'list' could not be "
                                "converted to Float",
