@@ -262,19 +262,17 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
     return out
 
 
-def unpack(point) -> tuple[float, float | None, int | None, str | None, str | None]:
-    """A calibration point -- an ``l2_capacity_fraction``, or a tuple ``(fraction,
-    coalesce_window[, cluster_run[, merge_unit[, store_insert]]])`` -- as a 5-tuple (None:
-    not set)."""
-    if not isinstance(point, tuple):
-        return point, None, None, None, None
-    fraction, window, *rest = point
-    rest = list(rest) + [None, None, None]
-    return fraction, window, rest[0], rest[1], rest[2]
-
-
 #: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order.
-POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert")
+POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter")
+
+
+def unpack(point) -> tuple:
+    """A calibration point -- an ``l2_capacity_fraction``, or a tuple ``(fraction,
+    coalesce_window[, cluster_run[, merge_unit[, store_insert[, step_jitter]]]])`` -- as a
+    6-tuple (None: not set)."""
+    if not isinstance(point, tuple):
+        return (point,) + (None,) * len(POINT_KEYS)
+    return tuple(point) + (None,) * (1 + len(POINT_KEYS) - len(point))
 
 
 def point_record(point) -> dict:
@@ -293,15 +291,16 @@ def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = 
     rows, keys = [], []
     for point in fractions:
         e = errors(predict(cells, simulate, point))
-        fraction, window, run, unit, store = unpack(point)
+        fraction, window, run, unit, store, jitter = unpack(point)
         rows.append({"fraction": fraction, **({} if window is None else {"window": window}),
                      **({} if run is None else {"cluster_run": run}), **({} if unit is None else {"merge_unit": unit}),
                      **({} if store is None else {"store_insert": store}),
+                     **({} if jitter is None else {"step_jitter": jitter}),
                      "hit_rate_mae": e["hit_rate_mae"], "delta_mae": e["delta_mae"],
                      "read_hit_rate_mae": e["read_hit_rate_mae"], "read_delta_mae": e["read_delta_mae"]})
         delta = e["read_delta_mae" if objective == "read_hit_rate_mae" else "delta_mae"]
         keys.append((round(e[objective], 3), math.inf if math.isnan(delta) else round(delta, 3), -fraction,
-                     window or 0.0, run or 0, unit or "", store or ""))
+                     window or 0.0, run or 0, unit or "", store or "", jitter or 0.0))
     best = min(range(len(keys)), key=keys.__getitem__)
     return list(fractions)[best], pd.DataFrame(rows)
 
@@ -343,7 +342,7 @@ def scaled_target(target: Mapping, fraction) -> dict:
     ways and line size; the set count need not be a power of two), and for a ``(fraction,
     window)`` pair the request coalescer's window.  Any calibration record in it is
     replaced, so the fraction is not applied twice."""
-    record = {k: v for k, v in point_record(fraction).items() if v}
+    record = point_record(fraction)
     fraction = unpack(fraction)[0]
     out = {k: v for k, v in target.items() if k != "sim_calibration"}
     if record:
@@ -446,6 +445,7 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
             + (f", `cluster_run` = **{record['cluster_run']}** SMs" if "cluster_run" in record else "")
             + (f", `merge_unit` = **{record['merge_unit']}**" if "merge_unit" in record else "")
             + (f", `store_insert` = **{record['store_insert']}**" if "store_insert" in record else "")
+            + (f", `step_jitter` = **{record['step_jitter']}**" if "step_jitter" in record else "")
             + f" ({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
             f"Errors in percentage points; {took}.", "",
             "## Fit: error of the fit half per fraction", "",
@@ -483,6 +483,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--store-inserts", nargs="+", default=None, choices=("mru", "lru"),
                     help="where a store's fill goes in its set's LRU order, to fit with each (fraction, "
                          "window, cluster_run, merge_unit) point (default: the target's)")
+    ap.add_argument("--jitters", type=float, nargs="+", default=None,
+                    help="step jitter (each K-step lasts 1 +- this) to fit with each point of the other axes "
+                         "(needs --windows, --cluster-runs, --merge-units and --store-inserts)")
     ap.add_argument("--objective", choices=("read", "all"), default="read",
                     help="fit the read hit rate (ncu's tex read lookups: like with like) or all traffic")
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
@@ -517,7 +520,9 @@ def main(argv: list[str] | None = None) -> None:
         ([args.cluster_runs] if args.windows is not None and args.cluster_runs else []) + \
         ([args.merge_units] if args.windows is not None and args.cluster_runs and args.merge_units else []) + \
         ([args.store_inserts] if args.windows is not None and args.cluster_runs and args.merge_units
-         and args.store_inserts else [])
+         and args.store_inserts else []) + \
+        ([args.jitters] if args.windows is not None and args.cluster_runs and args.merge_units
+         and args.store_inserts and args.jitters else [])
     points = args.fractions if len(axes) == 1 else list(itertools.product(*axes))
     objective = "read_hit_rate_mae" if args.objective == "read" else "hit_rate_mae"
     if args.validate and len(points) != 1:

@@ -203,6 +203,7 @@ class TargetConfig:
     l2_domains: Optional[int] = None
     l2_partitions: Optional[int] = None       # simulator: partitions of each L2 domain (NVIDIA: 2)
     clusters: Optional[int] = None            # simulator: CU clusters the coalescer merges within (GPCs)
+    partition_run: Optional[int] = None       # simulator: CUs in a row per L2 partition (0/None: the cluster's)
     mall_bytes: Optional[int] = None
     mall_ways: Optional[int] = None           # simulator: MALL associativity (default 16)
     l2_writes: Optional[str] = None           # simulator: hit (NVIDIA) or allocate (default)

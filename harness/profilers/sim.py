@@ -172,6 +172,11 @@ class SimTarget:
     #: What the request coalescer merges within: ``cluster`` (a line's requests from one GPC) or
     #: ``partition`` (from every SM that reads through one L2 partition).
     merge_unit: str = "cluster"
+    #: Which partition each CU reads through, in the order the first wave fills them: 0, the
+    #: partition of its cluster (``g * l2_partitions // clusters``); ``k`` > 0, CU ``c`` reads
+    #: through partition ``(c // k) % l2_partitions`` (H100, measured: the dispatcher deals SM
+    #: pairs round-robin over 8 GPCs, 4 GPCs per partition, so 8 in a row share one).
+    partition_run: int = 0
     #: Where a store puts a line the L2 does not hold: ``mru`` (most recently used, like a
     #: read's fill) or ``lru`` (least recently used: the set's next fill evicts it, so an
     #: output written once takes one way of its set rather than displacing inputs).
@@ -183,6 +188,9 @@ class SimTarget:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"simulated target: {name}={value!r} must be a positive integer")
+        if not isinstance(self.partition_run, int) or isinstance(self.partition_run, bool) or self.partition_run < 0:
+            raise ValueError(f"simulated target: partition_run={self.partition_run!r} must be a whole number >= 0 "
+                             "(0: each cluster's partition)")
         if self.l2_domains > self.num_xcds:
             raise ValueError(f"simulated target: l2_domains={self.l2_domains} > num_xcds={self.num_xcds}; "
                              "each L2 domain serves one or more whole XCDs")
@@ -215,11 +223,17 @@ class SimTarget:
         cu = np.arange(self.slots_per_xcd, dtype=np.int64) % self.cus_per_xcd
         return (cu // self.cluster_run) % self.clusters
 
+    def partition_of_slot(self) -> np.ndarray:
+        """The L2 partition each of an XCD's slots reads through, (slots_per_xcd,) int64."""
+        if self.partition_run == 0:
+            return self.cluster_of_slot() * self.l2_partitions // self.clusters
+        cu = np.arange(self.slots_per_xcd, dtype=np.int64) % self.cus_per_xcd
+        return (cu // self.partition_run) % self.l2_partitions
+
     def merge_of_slot(self) -> np.ndarray:
         """The unit whose requests the coalescer merges, per slot (its bit in the merge state):
-        the slot's cluster, or the partition that cluster reads through."""
-        cluster = self.cluster_of_slot()
-        return cluster if self.merge_unit == "cluster" else cluster * self.l2_partitions // self.clusters
+        the slot's cluster, or the partition it reads through."""
+        return self.cluster_of_slot() if self.merge_unit == "cluster" else self.partition_of_slot()
 
     def domain_of_xcd(self) -> np.ndarray:
         """L2 domain of each XCD, (num_xcds,) int64."""
@@ -276,7 +290,9 @@ class SimTarget:
             clusters=int(target.get("clusters") or 1),
             cluster_run=int(calibration(target).get("cluster_run", 1)),
             merge_unit=str(calibration(target).get("merge_unit", "cluster")),
+            partition_run=int(target.get("partition_run") or 0),
             store_insert=str(calibration(target).get("store_insert", "mru")),
+            step_jitter=float(calibration(target).get("step_jitter", STEP_JITTER)),
         )
 
 
@@ -473,7 +489,7 @@ def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets
 @jit
 def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
             epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
-            num_xcds, slots, domain_of_xcd, cluster_of_slot, merge_of_slot, clusters, partitions, block_lines, l2_tags,
+            num_xcds, slots, domain_of_xcd, partition_of_slot, merge_of_slot, partitions, block_lines, l2_tags,
             l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, window,
             jitter, last):
     num_tiles = len(table)
@@ -505,8 +521,7 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 pid = slot_pid[x, sl]
                 if pid < 0:
                     continue
-                cluster = cluster_of_slot[sl]
-                part = cluster * partitions // clusters
+                part = partition_of_slot[sl]
                 l2_base = (dom * partitions + part) * l2_sets   # the partition it reads through
                 tile = slot_tile[x, sl]
                 step = slot_step[x, sl]
@@ -641,7 +656,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
             lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
             launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd,
-            target.cluster_of_slot(), target.merge_of_slot(), target.clusters, target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
+            target.partition_of_slot(), target.merge_of_slot(), target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
             mall_counts, target.writes_hit, target.store_insert == "lru", target.coalesce_window, target.step_jitter,
             last)

@@ -298,6 +298,71 @@ def test_reads_are_merged_within_a_cluster_only():
         replace(two, clusters=40)
 
 
+def test_merge_unit_partition_merges_across_clusters_of_one_partition():
+    # Four programs at once on 2 CUs (2 slots each): slots 0..3 on CUs 0, 1, 0, 1, clusters
+    # 0, 1, 0, 1, both clusters reading through partition 0 (2 clusters, 1 partition).
+    from dataclasses import replace
+
+    model = synthetic([[[7], [10 + t]] for t in range(4)])
+    two = replace(machine(slots=2), cus_per_xcd=2, clusters=2, coalesce_window=0.5, step_jitter=0.0)
+    by_cluster = simulate_l2(model, np.arange(4), two)
+    assert (by_cluster.read_hits, by_cluster.merged_reads) == (1, 2)      # pid 1's cluster looks it up
+    by_partition = simulate_l2(model, np.arange(4), replace(two, merge_unit="partition"))
+    assert (by_partition.read_hits, by_partition.read_misses, by_partition.merged_reads) == (0, 5, 3)
+    with pytest.raises(ValueError, match="merge_unit='gpc' is invalid; valid: cluster, partition"):
+        replace(two, merge_unit="gpc")
+
+
+def test_partition_run_sets_the_partition_of_each_slot():
+    # 8 clusters of 17 SMs in a row (cluster_run 17), 2 partitions: by default a CU reads
+    # through its cluster's partition (clusters 0-3: partition 0); partition_run 8 instead
+    # gives 8 CUs in a row to each partition, as the H100's dispatch of SM pairs over 8 GPCs.
+    from dataclasses import replace
+
+    target = SimTarget.from_target({**H100, "l2_partitions": 2, "clusters": 8,
+                                    "sim_calibration": {"cluster_run": 17}})
+    default = target.partition_of_slot()
+    assert default[:68].tolist() == [0] * 68 and default[68:132].tolist() == [1] * 64
+    assert (target.merge_of_slot() == target.cluster_of_slot()).all()
+    run8 = replace(target, partition_run=8, merge_unit="partition").partition_of_slot()
+    assert run8[:16].tolist() == [0] * 8 + [1] * 8 and run8[132] == 0
+    assert (replace(target, partition_run=8, merge_unit="partition").merge_of_slot() == run8).all()
+    assert SimTarget.from_target({**H100, "partition_run": 8}).partition_run == 8
+    with pytest.raises(ValueError, match="partition_run=-1 must be a whole number >= 0"):
+        replace(target, partition_run=-1)
+
+
+def test_store_insert_lru_keeps_reads_cached():
+    # A 2-way, 1-set cache, one program at a time.  Tile 0 reads line 1 and stores line 9,
+    # tile 1 reads 2, tile 2 reads 1 again.  A store filled most recently used (mru) leaves 1
+    # least recently used: tile 1's fill evicts it and the re-read misses.  Filled least
+    # recently used (lru), the store is what tile 1's fill evicts, and the re-read hits.
+    from dataclasses import replace
+
+    model = launch([[[1]], [[2]], [[1]]], [[(9, True)], [], []])
+    target = replace(machine(l2_lines=2, ways=2), writes_hit=True)
+    mru = simulate_l2(model, np.arange(3), target)
+    assert (mru.read_hits, mru.read_misses) == (0, 3)
+    lru = simulate_l2(model, np.arange(3), replace(target, store_insert="lru"))
+    assert (lru.read_hits, lru.read_misses) == (1, 2)
+    assert (lru.write_hits, lru.write_misses) == (1, 0)
+    with pytest.raises(ValueError, match="store_insert='first' is invalid; valid: mru, lru"):
+        replace(target, store_insert="first")
+
+
+def test_lru_insert_last_fills_the_victim_way():
+    from harness.profilers.sim_cache import lru_insert_last
+
+    tags = np.full(4, -1, dtype=np.int64)
+    assert not lru_insert_last(tags, 0, 4, 5)           # empty set: the first empty way
+    assert tags.tolist() == [5, -1, -1, -1]
+    tags[:] = [1, 2, 3, 4]                               # 1 most recently used, 4 least
+    assert not lru_insert_last(tags, 0, 4, 9)           # 4 evicted, 9 stays least recently used
+    assert tags.tolist() == [1, 2, 3, 9]
+    assert lru_insert_last(tags, 0, 4, 9)               # a hit: most recently used
+    assert tags.tolist() == [9, 1, 2, 3]
+
+
 def _homed(partitions: int) -> tuple[int, int]:
     """A line homed in partition 0 and one homed in partition 1 (128 B lines)."""
     homes = {int(sim._home(line, 1, partitions)): line for line in range(100, 200)}
