@@ -262,14 +262,16 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
     return out
 
 
-#: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order.
-POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter")
+#: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order, and
+#: their columns in the fit grid.
+POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window")
+GRID_COLUMNS = {"coalesce_window": "window"}
 
 
 def unpack(point) -> tuple:
-    """A calibration point -- an ``l2_capacity_fraction``, or a tuple ``(fraction,
-    coalesce_window[, cluster_run[, merge_unit[, store_insert[, step_jitter]]]])`` -- as a
-    6-tuple (None: not set)."""
+    """A calibration point -- an ``l2_capacity_fraction``, or a tuple ``(fraction, *values)``
+    with values in :data:`POINT_KEYS` order (trailing ones may be left off) -- as a tuple of
+    1 + len(POINT_KEYS) (None: not set)."""
     if not isinstance(point, tuple):
         return (point,) + (None,) * len(POINT_KEYS)
     return tuple(point) + (None,) * (1 + len(POINT_KEYS) - len(point))
@@ -280,27 +282,30 @@ def point_record(point) -> dict:
     return {k: v for k, v in zip(POINT_KEYS, unpack(point)[1:]) if v is not None}
 
 
+def _tie_key(value) -> object:
+    """A point's part as a sort key (not set: first)."""
+    return (0, "") if value is None else (1, value)
+
+
 def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = FRACTIONS,
                  objective: str = "hit_rate_mae") -> tuple:
-    """The point of ``fractions`` (an ``l2_capacity_fraction``, or a ``(fraction,
-    coalesce_window)`` pair) with the least ``objective`` MAE on ``cells`` (``hit_rate_mae``:
-    all traffic; ``read_hit_rate_mae``: the reads alone), and the table of the errors per
-    point.  MAEs equal to 0.001 point are ties: the least delta MAE wins, then the larger
-    fraction (the uncalibrated simulator's 1.0 unless the cells say otherwise), then the
-    smaller window."""
+    """The point of ``fractions`` (an ``l2_capacity_fraction``, or a tuple, see
+    :func:`unpack`) with the least ``objective`` MAE on ``cells`` (``hit_rate_mae``: all
+    traffic; ``read_hit_rate_mae``: the reads alone), and the table of the errors per point.
+    MAEs equal to 0.001 point are ties: the least delta MAE wins, then the larger fraction
+    (the uncalibrated simulator's 1.0 unless the cells say otherwise), then the smaller
+    values of the other parts, in order."""
     rows, keys = [], []
     for point in fractions:
         e = errors(predict(cells, simulate, point))
-        fraction, window, run, unit, store, jitter = unpack(point)
-        rows.append({"fraction": fraction, **({} if window is None else {"window": window}),
-                     **({} if run is None else {"cluster_run": run}), **({} if unit is None else {"merge_unit": unit}),
-                     **({} if store is None else {"store_insert": store}),
-                     **({} if jitter is None else {"step_jitter": jitter}),
+        fraction = unpack(point)[0]
+        rows.append({"fraction": fraction,
+                     **{GRID_COLUMNS.get(k, k): v for k, v in point_record(point).items()},
                      "hit_rate_mae": e["hit_rate_mae"], "delta_mae": e["delta_mae"],
                      "read_hit_rate_mae": e["read_hit_rate_mae"], "read_delta_mae": e["read_delta_mae"]})
         delta = e["read_delta_mae" if objective == "read_hit_rate_mae" else "delta_mae"]
         keys.append((round(e[objective], 3), math.inf if math.isnan(delta) else round(delta, 3), -fraction,
-                     window or 0.0, run or 0, unit or "", store or "", jitter or 0.0))
+                     *(_tie_key(v) for v in unpack(point)[1:])))
     best = min(range(len(keys)), key=keys.__getitem__)
     return list(fractions)[best], pd.DataFrame(rows)
 
@@ -316,9 +321,10 @@ def summarise(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
 
 
 def calibration_record(summary: dict, target: str, validated_on: str, fraction,
-                       cells: pd.DataFrame) -> dict:
+                       cells: pd.DataFrame, base: Mapping | None = None) -> dict:
     """The held-out half's figures as the target's ``sim_calibration`` record; ``fraction``
-    is the fitted point (see :func:`unpack`)."""
+    is the fitted point (see :func:`unpack`), over the calibration keys of ``base`` (the
+    target's own record) that the point does not set."""
     held = summary["holdout"]
     point, fraction = fraction, unpack(fraction)[0]
 
@@ -331,7 +337,7 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction,
             "read_hit_rate_mae": table("read_hit_rate_mae"), "read_delta_mae": table("read_delta_mae"),
             "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]],
             "read_sign_right": [held["all"]["read_sign_right"], held["all"]["read_sign_total"]],
-            **point_record(point)}
+            **{k: v for k, v in (base or {}).items() if k in POINT_KEYS}, **point_record(point)}
 
 
 # -----------------------------------------------------------
@@ -340,9 +346,11 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction,
 def scaled_target(target: Mapping, fraction) -> dict:
     """``target`` whose L2 is ``fraction`` of its bytes, rounded down to whole sets (same
     ways and line size; the set count need not be a power of two), and for a ``(fraction,
-    window)`` pair the request coalescer's window.  Any calibration record in it is
-    replaced, so the fraction is not applied twice."""
-    record = point_record(fraction)
+    window, ...)`` tuple the calibration keys it sets, over the target's own calibration
+    record (whose fraction is dropped, so that it is not applied twice)."""
+    # The target's own calibration, its fraction aside, under what the point sets.
+    own = target.get("sim_calibration") or {}
+    record = {**{k: v for k, v in own.items() if k in POINT_KEYS}, **point_record(fraction)}
     fraction = unpack(fraction)[0]
     out = {k: v for k, v in target.items() if k != "sim_calibration"}
     if record:
@@ -440,12 +448,14 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
              if half == "holdout"]
     text = [f"# Simulated L2 calibration: {record['target']} vs {record['validated_on']}", "",
             f"Command: `{command}`", "", f"Store: `{store}`", "",
-            f"Fitted `l2_capacity_fraction` = **{record['l2_capacity_fraction']}**"
+            ("Predicted at" if record["cells_fit"] == 0 else "Fitted")
+            + f" `l2_capacity_fraction` = **{record['l2_capacity_fraction']}**"
             + (f", `coalesce_window` = **{record['coalesce_window']}** K-steps" if "coalesce_window" in record else "")
             + (f", `cluster_run` = **{record['cluster_run']}** SMs" if "cluster_run" in record else "")
             + (f", `merge_unit` = **{record['merge_unit']}**" if "merge_unit" in record else "")
             + (f", `store_insert` = **{record['store_insert']}**" if "store_insert" in record else "")
             + (f", `step_jitter` = **{record['step_jitter']}**" if "step_jitter" in record else "")
+            + (f", `tma_window` = **{record['tma_window']}** K-steps" if "tma_window" in record else "")
             + f" ({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
             f"Errors in percentage points; {took}.", "",
             "## Fit: error of the fit half per fraction", "",
@@ -471,21 +481,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--target", default=None, help="conf/target/<name>.yaml (default: the runs' params.target)")
     ap.add_argument("--out", required=True, help="directory for cells.csv, summary.md, calibration.json")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
-    ap.add_argument("--fractions", type=float, nargs="+", default=list(FRACTIONS))
+    ap.add_argument("--fractions", type=float, nargs="+", default=None,
+                    help=f"l2_capacity_fraction values to fit (default: {list(FRACTIONS)}; with --validate "
+                         "the target's)")
     ap.add_argument("--windows", type=float, nargs="+", default=None,
-                    help="request-coalescer windows (K-steps) to fit with each fraction (default: none)")
+                    help="request-coalescer windows (K-steps) to fit with each fraction (default: the target's)")
     ap.add_argument("--cluster-runs", type=int, nargs="+", default=None,
                     help="cluster_run values (SMs of one GPC in a row; 1: interleaved) to fit with each "
                          "(fraction, window) point (default: the target's)")
     ap.add_argument("--merge-units", nargs="+", default=None, choices=("cluster", "partition"),
-                    help="what the request coalescer merges within, to fit with each (fraction, window, "
-                         "cluster_run) point (default: the target's)")
+                    help="what the request coalescer merges within, to fit with each point of the other "
+                         "axes (default: the target's)")
     ap.add_argument("--store-inserts", nargs="+", default=None, choices=("mru", "lru"),
-                    help="where a store's fill goes in its set's LRU order, to fit with each (fraction, "
-                         "window, cluster_run, merge_unit) point (default: the target's)")
+                    help="where a store's fill goes in its set's LRU order, to fit with each point of the "
+                         "other axes (default: the target's)")
     ap.add_argument("--jitters", type=float, nargs="+", default=None,
                     help="step jitter (each K-step lasts 1 +- this) to fit with each point of the other axes "
-                         "(needs --windows, --cluster-runs, --merge-units and --store-inserts)")
+                         "(default: the target's)")
+    ap.add_argument("--tma-windows", type=float, nargs="+", default=None,
+                    help="the merge window of operands loaded by TMA (tensor descriptors) to fit with "
+                         "each point of the other axes (default: the target's, else the coalescer's window)")
     ap.add_argument("--objective", choices=("read", "all"), default="read",
                     help="fit the read hit rate (ncu's tex read lookups: like with like) or all traffic")
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
@@ -515,15 +530,16 @@ def main(argv: list[str] | None = None) -> None:
           f"fit shapes {sorted(s for s, h in halves.items() if h == 'fit')}, "
           f"held out {sorted(s for s, h in halves.items() if h == 'holdout')}")
 
-    simulate = Simulator(load_target(target_name))
-    axes = [args.fractions] + ([args.windows] if args.windows is not None else []) + \
-        ([args.cluster_runs] if args.windows is not None and args.cluster_runs else []) + \
-        ([args.merge_units] if args.windows is not None and args.cluster_runs and args.merge_units else []) + \
-        ([args.store_inserts] if args.windows is not None and args.cluster_runs and args.merge_units
-         and args.store_inserts else []) + \
-        ([args.jitters] if args.windows is not None and args.cluster_runs and args.merge_units
-         and args.store_inserts and args.jitters else [])
-    points = args.fractions if len(axes) == 1 else list(itertools.product(*axes))
+    target = load_target(target_name)
+    simulate = Simulator(target)
+    if args.fractions is None:
+        own = (target.get("sim_calibration") or {}).get("l2_capacity_fraction", 1.0)
+        args.fractions = [float(own)] if args.validate else list(FRACTIONS)
+    # One axis per calibration key (POINT_KEYS order); an axis not given is not set.
+    optional = [args.windows, args.cluster_runs, args.merge_units, args.store_inserts, args.jitters,
+                args.tma_windows]
+    points = (list(itertools.product(args.fractions, *[v if v is not None else [None] for v in optional]))
+              if any(v is not None for v in optional) else args.fractions)
     objective = "read_hit_rate_mae" if args.objective == "read" else "hit_rate_mae"
     if args.validate and len(points) != 1:
         raise SystemExit(f"--validate predicts at one point; got {len(points)} (give one value per axis)")
@@ -541,7 +557,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{'all cells (no fit)' if args.validate else 'fit half'}, error per l2_capacity_fraction (and coalescer "
           f"window), points; objective {objective}:")
     print(grid.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"\nfitted (l2_capacity_fraction, window) = {fraction}; {took}")
+    print(f"\nfitted: l2_capacity_fraction {unpack(fraction)[0]}, "
+          + ", ".join(f"{k} {v}" for k, v in point_record(fraction).items()) + f"; {took}")
     if grid["hit_rate_mae"].max() - grid["hit_rate_mae"].min() < 0.01:
         print("  (the hit-rate MAE moves < 0.01 point over the grid: these cells do not pin f down)")
     print()
@@ -549,7 +566,8 @@ def main(argv: list[str] | None = None) -> None:
     for w in summary["holdout"]["all"]["sign_wrong"]:
         print(f"  held-out wrong sign: {w}")
 
-    record = calibration_record(summary, target_name, f"{device} ncu", fraction, cells)
+    record = calibration_record(summary, target_name, f"{device} ncu", fraction, cells,
+                                target.get("sim_calibration"))
     command = "python benchmarks/sim_calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:])
     write_outputs(Path(args.out), cells, summary, grid, record, command, " ".join(args.uri), took)
     print(f"\nwrote {args.out}/cells.csv, summary.md, calibration.json")

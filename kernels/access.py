@@ -116,6 +116,10 @@ class OperandLoads:
     row_of_tile: np.ndarray   # (num_tiles,) int64
     runs_per_step: int
     runs: RunsFn
+    #: Loaded in bulk by a tensor descriptor (NVIDIA TMA), not by the threads' own loads: the
+    #: L2 merges such requests more (benchmarks/README.md, "TMA loads"), and the simulator can
+    #: give them their own merge window.
+    bulk: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ class LoadPlan:
         tile_rows = np.stack([op.row_of_tile + base for op, base in zip(self.operands, first_row)], axis=1)
         return AccessModel(num_steps=self.num_steps, line_bytes=line_bytes,
                            operand_names=tuple(op.name for op in self.operands),
+                           operand_bulk=tuple(op.bulk for op in self.operands),
                            tile_rows=np.ascontiguousarray(tile_rows, dtype=np.int64),
                            offsets=offsets, lines=np.concatenate(lines).astype(np.int64, copy=False))
 
@@ -175,6 +180,7 @@ class AccessModel:
     tile_rows: np.ndarray   # (num_tiles, num_operands) int64
     offsets: np.ndarray     # (num_global_rows * num_steps + 1,) int64
     lines: np.ndarray       # (total row-step lines,) int64
+    operand_bulk: tuple[bool, ...] = ()   # per operand: loaded by a tensor descriptor (TMA); () none
 
     @property
     def num_tiles(self) -> int:

@@ -639,8 +639,9 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         grid = self.tile_grid(shape, tiles)
         tile_ids = np.arange(grid.num_pids, dtype=np.int64)
         return LoadPlan(num_steps=len(steps), elem_bytes=eb, operands=(
-            OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, x_runs_per_step, x_runs),
-            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs),
+            OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, x_runs_per_step, x_runs,
+                         bulk=derived_flags(shape, tiles)["A_TMA"]),
+            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs, bulk=bool(tiles["TMA"])),
         ))
 
     # -----------------------------------------------------------

@@ -155,6 +155,9 @@ class SimTarget:
     #: Reads of a line that the reader's cluster requested less than this many K-steps earlier are
     #: merged before the L2 (NVIDIA's L2 request coalescer) and never counted as lookups; 0: off.
     coalesce_window: float = 0.0
+    #: The window for operands loaded by a tensor descriptor (NVIDIA TMA; ``bulk`` in the access
+    #: model), whose requests the L2 merges more (measured on an H100); None: ``coalesce_window``.
+    bulk_window: float | None = None
     #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
     #: programs drift apart as they run and later waves start out of step.
     step_jitter: float = STEP_JITTER
@@ -204,6 +207,8 @@ class SimTarget:
                              + ", ".join(STORE_INSERTS))
         if self.clusters > 31:
             raise ValueError(f"simulated target: clusters={self.clusters} > 31 (one bit each in the merge state)")
+        if self.bulk_window is not None and not 0 <= self.bulk_window:
+            raise ValueError(f"simulated target: bulk_window={self.bulk_window!r} must be >= 0")
         if not 0 <= self.coalesce_window or not 0 <= self.step_jitter < 1:
             raise ValueError(f"simulated target: coalesce_window={self.coalesce_window!r} must be >= 0 and "
                              f"step_jitter={self.step_jitter!r} in [0, 1)")
@@ -222,6 +227,14 @@ class SimTarget:
         on CU ``s % cus_per_xcd`` (the first wave fills every CU once, then again)."""
         cu = np.arange(self.slots_per_xcd, dtype=np.int64) % self.cus_per_xcd
         return (cu // self.cluster_run) % self.clusters
+
+    def operand_windows(self, bulk: tuple[bool, ...], num_operands: int) -> np.ndarray:
+        """Each operand's merge window (K-steps), (num_operands,) float64: ``bulk_window`` for
+        an operand loaded by a tensor descriptor (``bulk``; () for none), else ``coalesce_window``."""
+        bulk_window = self.coalesce_window if self.bulk_window is None else self.bulk_window
+        flags = tuple(bulk) + (False,) * (num_operands - len(bulk))
+        return np.array([bulk_window if b else self.coalesce_window for b in flags[:num_operands]],
+                        dtype=np.float64)
 
     def partition_of_slot(self) -> np.ndarray:
         """The L2 partition each of an XCD's slots reads through, (slots_per_xcd,) int64."""
@@ -286,6 +299,8 @@ class SimTarget:
                   if mall_bytes else None),
             writes_hit=_write_policy(target) == "hit",
             coalesce_window=float(calibration(target).get("coalesce_window", 0.0)),
+            bulk_window=(None if calibration(target).get("tma_window") is None
+                         else float(calibration(target)["tma_window"])),
             l2_partitions=partitions,
             clusters=int(target.get("clusters") or 1),
             cluster_run=int(calibration(target).get("cluster_run", 1)),
@@ -490,11 +505,11 @@ def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets
 def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
             epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
             num_xcds, slots, domain_of_xcd, partition_of_slot, merge_of_slot, partitions, block_lines, l2_tags,
-            l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, window,
+            l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, op_window,
             jitter, last):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
-    wq = window * CLOCK_TICKS
+    op_wq = op_window * CLOCK_TICKS                          # each operand's merge window, ticks
     num_work = num_tiles * splits
     num_operands = tile_rows.shape[1]
     arrived = np.zeros(num_tiles, dtype=np.int64)       # splits of each tile done so far
@@ -534,10 +549,11 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                     bit = np.int32(1) << merge_of_slot[sl]   # the reader's merge unit, as the merge state keeps it
                     for o in range(num_operands):
                         seg = tile_rows[tile, o] * num_steps + step
+                        wq = op_wq[o]
                         for i in range(offsets[seg], offsets[seg + 1]):
                             line = lines[i]
                             near = False
-                            if window > 0:             # its cluster requested it just now?
+                            if wq > 0:                 # its merge unit requested it just now?
                                 if abs(tq - last[line, 1]) < wq:
                                     near = (last[line, 0] & bit) != 0
                                     last[line, 0] |= bit
@@ -642,7 +658,8 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     # The merging's memory, per line: the clusters that requested it in its current burst (a
     # bit mask) and when the burst began (clock ticks), side by side so that one memory access
     # finds both; a single unused entry when merging is off.
-    tracked = launch.max_line + 1 if target.coalesce_window > 0 else 1
+    op_window = target.operand_windows(loads.operand_bulk, loads.tile_rows.shape[1])
+    tracked = launch.max_line + 1 if op_window.max(initial=0.0) > 0 else 1
     last = np.empty((tracked, 2), dtype=np.int32)
     last[:, 0] = 0
     last[:, 1] = np.iinfo(np.int32).min // 2
@@ -658,7 +675,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
             launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd,
             target.partition_of_slot(), target.merge_of_slot(), target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
-            mall_counts, target.writes_hit, target.store_insert == "lru", target.coalesce_window, target.step_jitter,
+            mall_counts, target.writes_hit, target.store_insert == "lru", op_window, target.step_jitter,
             last)
     replay_s = time.perf_counter() - started
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)

@@ -313,6 +313,39 @@ def test_merge_unit_partition_merges_across_clusters_of_one_partition():
         replace(two, merge_unit="gpc")
 
 
+def test_bulk_loads_merge_in_their_own_window():
+    # As above: two programs at once, both reading line 7 at step 0.  With the coalescer off for
+    # ordinary loads (window 0) but a window for operands loaded by TMA, the second read of 7
+    # is merged only when the operand is marked bulk.
+    from dataclasses import replace
+
+    model = synthetic([[[7], [10]], [[7], [11]]])
+    target = replace(machine(slots=2), coalesce_window=0.0, bulk_window=0.5, step_jitter=0.0)
+    plain = simulate_l2(model, np.arange(2), target)
+    assert (plain.read_hits, plain.read_misses, plain.merged_reads) == (1, 3, 0)
+    bulk = simulate_l2(replace(model, operand_bulk=(True,)), np.arange(2), target)
+    assert (bulk.read_hits, bulk.read_misses, bulk.merged_reads) == (0, 3, 1)
+    assert target.operand_windows((True, False), 2).tolist() == [0.5, 0.0]
+    assert replace(target, bulk_window=None, coalesce_window=0.2).operand_windows((True,), 1).tolist() == [0.2]
+    assert SimTarget.from_target({**H100, "sim_calibration": {"tma_window": 0.4}}).bulk_window == 0.4
+    with pytest.raises(ValueError, match="bulk_window=-1 must be >= 0"):
+        replace(target, bulk_window=-1)
+
+
+def test_igemm_fast_marks_its_tma_operands_bulk():
+    from kernels.igemm_fast import derived_flags
+
+    kernel = KERNELS["igemm_fast"]
+    one_by_one = ConvShape("m", N=1, C=16, H=8, W=8, F=32, R=1, S=1)
+    tiles = kernel.check_tiles({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0,
+                                "PERSISTENT": 0, "TMA": 1, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0})
+    assert derived_flags(one_by_one, tiles)["A_TMA"]
+    assert kernel.load_plan(one_by_one, tiles).access_model(32).operand_bulk == (True, True)
+    assert kernel.load_plan(SHAPE, tiles).access_model(32).operand_bulk == (False, True)   # 3x3: A gathered
+    plain = kernel.check_tiles({**tiles, "TMA": 0})
+    assert kernel.load_plan(one_by_one, plain).access_model(32).operand_bulk == (False, False)
+
+
 def test_partition_run_sets_the_partition_of_each_slot():
     # 8 clusters of 17 SMs in a row (cluster_run 17), 2 partitions: by default a CU reads
     # through its cluster's partition (clusters 0-3: partition 0); partition_run 8 instead

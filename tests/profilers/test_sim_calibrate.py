@@ -154,3 +154,17 @@ def test_scaled_target_whole_sets():
     out = cal.scaled_target(target, 0.625)
     assert out["l2_bytes"] % (16 * 32) == 0 and out["l2_bytes"] == 32768000
     assert "sim_calibration" not in out
+
+
+def test_points_set_their_keys_over_the_targets_own_record():
+    target = {"l2_bytes": 52428800, "l2_ways": 16, "l2_line_bytes": 32,
+              "sim_calibration": {"l2_capacity_fraction": 0.5, "coalesce_window": 0.18, "cluster_run": 17}}
+    # A bare fraction keeps the target's window and cluster_run; its own fraction is not applied twice.
+    out = cal.scaled_target(target, 1.0)
+    assert out["sim_calibration"] == {"coalesce_window": 0.18, "cluster_run": 17}
+    assert out["l2_bytes"] == 52428800
+    # A point's parts override them, in POINT_KEYS order; trailing parts may be left off.
+    out = cal.scaled_target(target, (1.0, 0.25, None, "partition"))
+    assert out["sim_calibration"] == {"coalesce_window": 0.25, "cluster_run": 17, "merge_unit": "partition"}
+    assert cal.point_record((1.0, None, 2)) == {"cluster_run": 2}
+    assert cal.unpack(0.75) == (0.75,) + (None,) * len(cal.POINT_KEYS)
