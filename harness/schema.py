@@ -86,7 +86,7 @@ class TuneConfig:
     tie_band: float = 0.03
     finalists: int = 6
     final_rounds: int = 30
-    tie_tolerance: float = 0.01
+    tie_tolerance: float = 0.02
     min_finalists: int = 4
     max_final_rounds: int = 90
     final_placements: int = 6

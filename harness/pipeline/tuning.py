@@ -67,7 +67,7 @@ class TuneOptions:
     tie_band: float = 0.03          # finalists: within this fraction of the fastest single-shot time
     finalists: int = 6              # at most this many finalists (1: plain argmin)
     final_rounds: int = 30          # paired rounds re-measuring the finalists, per pass (GPU)
-    tie_tolerance: float = 0.01     # tied with the fastest finalist: within this fraction, or its CI
+    tie_tolerance: float = 0.02     # tied with the fastest finalist: within this fraction, or its CI
     min_finalists: int = 4          # at least this many finalists, the next fastest filling up
     max_final_rounds: int = 90      # more passes while a finalist's CI contains 1 + tie_tolerance, up to this
     final_placements: int = 6       # operand placements the finalists' rounds are spread over (GPU)

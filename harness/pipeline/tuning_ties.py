@@ -26,7 +26,7 @@ x0.82 on another), differs with them.  The rule (:data:`RULE_PAIRED`):
    say on which side of the tolerance it lies), the finalists are re-measured once more
    (another pass of ``final_rounds`` on the same placements), as long as the total stays
    within ``max_final_rounds`` (90); every estimate is then taken over all rounds;
-4. the *tied set*: the finalists within ``tie_tolerance`` (1 %) of the fastest, or whose CI
+4. the *tied set*: the finalists within ``tie_tolerance`` (2 %) of the fastest, or whose CI
    includes the fastest's time (ratio 1);
 5. the choice: the member of the tied set that comes first in :func:`preference_key`, a fixed
    order of the candidate space (simplest first), never "whichever timed fastest".
@@ -97,7 +97,7 @@ class TieRule:
     band: float = 0.03        # finalists: within this fraction of the fastest single-shot time
     finalists: int = 6        # at most this many finalists (1: plain argmin)
     rounds: int = 30          # paired rounds re-measuring the finalists, per pass (GPU)
-    tolerance: float = 0.01   # tied: within this fraction of the fastest finalist, or CI includes it
+    tolerance: float = 0.02   # tied: within this fraction of the fastest finalist, or CI includes it
     min_finalists: int = 4    # at least this many finalists (never more than ``finalists``), the next fastest
     max_rounds: int = 90      # more passes of ``rounds`` while a finalist is unsettled, up to this many in all
     placements: int = 6       # operand placements the rounds are spread over (1: one set of buffers)
