@@ -157,6 +157,7 @@ class SimTarget:
     coalesce_window: float = 0.0
     #: The window for operands loaded by a tensor descriptor (NVIDIA TMA; ``bulk`` in the access
     #: model), whose requests the L2 merges more (measured on an H100); None: ``coalesce_window``.
+    #: The calibration record's ``tma_window``.
     bulk_window: float | None = None
     #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
     #: programs drift apart as they run and later waves start out of step.
