@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -57,6 +58,27 @@ def copy_operands(ops: Operands) -> Operands:
     """A copy of ``ops`` at new addresses on their device: the same values, shapes, strides
     and memory format (``Tensor.clone`` keeps a dense tensor's strides)."""
     return Operands(x=ops.x.clone(), w=ops.w.clone(), bias=None if ops.bias is None else ops.bias.clone())
+
+
+#: Free device memory below which no more operand placements are made, bytes.
+PLACEMENT_FREE_BYTES = 4 * 1024**3
+
+
+def placed_copies(ops: Operands, count: int, seed: int) -> list[tuple[Operands, torch.Tensor]]:
+    """``count`` placements of ``ops``: for each, a spacer of a random size (0 to 16 MiB, whole
+    4 KiB pages; ``seed``) and then a copy of the operands (:func:`copy_operands`), so that
+    each copy sits at other addresses (other DRAM channels, L2 slices, TLB pages) as a user's
+    program would meet them.  Returns ``(copy, spacer)`` pairs: keep the spacer alive as long
+    as the copy, so the allocator cannot hand its blocks back.  Fewer on a GPU with less than
+    :data:`PLACEMENT_FREE_BYTES` free (the job's own work keeps its memory)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        if ops.x.device.type == "cuda" and torch.cuda.mem_get_info()[0] < PLACEMENT_FREE_BYTES:
+            break
+        spacer = torch.empty(int(rng.integers(0, 4096)) * 4096 + 1, dtype=torch.uint8, device=ops.x.device)
+        out.append((copy_operands(ops), spacer))
+    return out
 
 
 def reference(ops: Operands, shape: ConvShape) -> torch.Tensor:

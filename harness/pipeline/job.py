@@ -14,7 +14,7 @@ import torch
 
 from harness.pipeline.compile import CompileFailed, CompileReport
 from harness.pipeline.compile_client import CompileOptions, client
-from harness.pipeline.correctness import compare, copy_operands, make_operands, reference
+from harness.pipeline.correctness import compare, make_operands, placed_copies, reference
 from harness.hardware.device import GPU, DeviceInfo
 from harness.pipeline.faults import FaultPlan, maybe_inject
 from harness.pipeline.result import FINISHED, JobResult
@@ -174,7 +174,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             placements = [arms]
             if device.mode == GPU and not options.paired.standin:
                 placements += _placements(options.paired.placements - 1, kernel, spec, planned, baseline, ops,
-                                          check_shape, check_tiles, launch, device,
+                                          check_shape, check_tiles, launch,
                                           base_launch=base_launch if run_baseline is not None else None)
             else:   # a stand-in timer launches nothing: the placements are labels
                 placements *= options.paired.placements
@@ -270,27 +270,15 @@ def _plan_baseline(spec: JobSpec, kernel, device: DeviceInfo, result: JobResult)
     return planned
 
 
-#: Free GPU memory below which a job stops adding operand placements, bytes.
-PLACEMENT_FREE_BYTES = 4 * 1024**3
-
-
 def _placements(count: int, kernel, spec: JobSpec, planned: _Planned, baseline: _Planned | None, ops: Operands,
-                shape, tiles, launch, device: DeviceInfo, base_launch: tuple | None) -> list[dict]:
-    """``count`` more placements of the job's operands ``ops``: for each, a spacer of a random
-    size (0 to 16 MiB, whole 4 KiB pages; seeded by the job) and then a copy of the operands
-    (:func:`copy_operands`, on the device: the inputs are drawn once per job) and a fresh
-    output, so that each sits at other addresses (other DRAM channels, L2 slices, TLB pages)
-    as a user's program would meet them; candidate and baseline share each placement's
-    buffers (``base_launch``: the baseline's (tiles, LaunchConfig); None: no baseline arm).
-    Every placement is kept alive until the job ends, so the allocator cannot hand the same
-    blocks back."""
-    rng = np.random.default_rng(spec.input_seed + 1)
+                shape, tiles, launch, base_launch: tuple | None) -> list[dict]:
+    """``count`` more placements of the job's operands ``ops`` (:func:`placed_copies`, seeded
+    by the job; on the device: the inputs are drawn once per job), each with a fresh output;
+    candidate and baseline share each placement's buffers (``base_launch``: the baseline's
+    (tiles, LaunchConfig); None: no baseline arm).  Every placement is kept alive until the
+    job ends; fewer where the GPU is short of memory (metric paired_placements)."""
     out = []
-    for _ in range(count):
-        if device.mode == GPU and torch.cuda.mem_get_info()[0] < PLACEMENT_FREE_BYTES:
-            break    # keep the GPU's memory for the job's own work: fewer placements (metric paired_placements)
-        spacer = torch.empty(int(rng.integers(0, 4096)) * 4096 + 1, dtype=torch.uint8, device=device.torch_device)
-        placed = copy_operands(ops)
+    for placed, spacer in placed_copies(ops, count, spec.input_seed + 1):
         run, _ = kernel.bind(placed, shape, tiles, planned.binding, launch)
         arms = {CANDIDATE: run, VENDOR: vendor_conv(placed, shape)}
         if base_launch is not None and baseline is not None:

@@ -33,8 +33,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-import numpy as np
-
 from harness.pipeline.tuning_cache import CacheKey, TuneCache, cache_key
 from harness.pipeline.tuning_cache import default_cache_dir, kernel_source_hash, resolve_cache_dir  # noqa: F401 (API)
 from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
@@ -205,9 +203,6 @@ def tune(configs: Iterable[Config], measure: Callable[[Config], float],
 #: :func:`harness.pipeline.timing.time_interleaved`).
 PairedTimeFn = Callable[[list[dict[str, Callable[[], None]]]], "Remeasured | Mapping[str, Sequence[float]]"]
 
-#: Free device memory below which the finalists get no more operand placements, bytes.
-PLACEMENT_FREE_BYTES = 4 * 1024**3
-
 
 def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Callable[[], None]], float],
                 configs: Sequence[Config] | None = None, cache: TuneCache | None = None,
@@ -218,12 +213,12 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
     (the job's operands, on the device) with the fixed ``swizzle`` binding, verified against
     conv2d exactly as the correctness gate does, then timed by ``time_fn(run) -> ms``; the
     finalists of the tie ``rule`` are bound again, on ``ops`` and on ``rule.placements - 1``
-    copies of them at other addresses (:func:`finalist_placements`), and re-timed together by
+    copies of them at other addresses (:func:`harness.pipeline.correctness.placed_copies`), and re-timed together by
     ``paired_time_fn`` (None: the single-shot times decide ties).  ``configs``: the candidates
     (default: the kernel's space; ``default``, the configured config, for a kernel without one)."""
     import torch
 
-    from harness.pipeline.correctness import compare, reference
+    from harness.pipeline.correctness import compare, placed_copies, reference
     from kernels.base import LaunchConfig
 
     traits = DeviceTraits.of(ops.x.device)
@@ -258,7 +253,7 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
 
     def remeasure(finalists: Sequence[Config]) -> Remeasured:
         if not placed:
-            placed.extend([(ops, None)] + finalist_placements(ops, rule.placements - 1))
+            placed.extend([(ops, None)] + placed_copies(ops, rule.placements - 1, seed=0))
         placements = [{f"finalist{i}": run_on(cfg, p) for i, cfg in enumerate(finalists)} for p in range(len(placed))]
         measured = paired_time_fn(placements)
         if not isinstance(measured, Remeasured):
@@ -268,26 +263,6 @@ def tune_kernel(kernel, shape: ConvShape, ops, swizzle, time_fn: Callable[[Calla
 
     return tune(configs, measure, verify, cache, key, log, remeasure=remeasure if paired_time_fn else None,
                 rule=rule)
-
-
-def finalist_placements(ops, count: int, seed: int = 0) -> list[tuple]:
-    """``count`` copies of the operands ``ops`` at other addresses, for the finalists' paired
-    rounds (as a job's own placements, harness/pipeline/job.py), each as ``(copy, spacer)``:
-    the spacer, of a random size (0 to 16 MiB in 4 KiB pages, seeded) and allocated just before
-    the copy, makes each copy start elsewhere; keep it alive as long as the copy.  Fewer where
-    the device has less than :data:`PLACEMENT_FREE_BYTES` free."""
-    import torch
-
-    from harness.pipeline.correctness import copy_operands
-
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        if ops.x.device.type == "cuda" and torch.cuda.mem_get_info()[0] < PLACEMENT_FREE_BYTES:
-            break
-        spacer = torch.empty(int(rng.integers(0, 4096)) * 4096 + 1, dtype=torch.uint8, device=ops.x.device)
-        out.append((copy_operands(ops), spacer))
-    return out
 
 
 # -----------------------------------------------------------

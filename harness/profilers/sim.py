@@ -233,8 +233,7 @@ class SimTarget:
         """Each operand's merge window (K-steps), (num_operands,) float64: ``bulk_window`` for
         an operand loaded by a tensor descriptor (``bulk``; () for none), else ``coalesce_window``."""
         bulk_window = self.coalesce_window if self.bulk_window is None else self.bulk_window
-        flags = tuple(bulk) + (False,) * (num_operands - len(bulk))
-        return np.array([bulk_window if b else self.coalesce_window for b in flags[:num_operands]],
+        return np.array([bulk_window if b else self.coalesce_window for b in (bulk or (False,) * num_operands)],
                         dtype=np.float64)
 
     def partition_of_slot(self) -> np.ndarray:
