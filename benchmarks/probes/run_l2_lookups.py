@@ -46,34 +46,43 @@ METRICS = [
 ]
 
 
+def ncu_table(command: list[str], metrics: list[str], kernel_regex: str) -> tuple[list[str], list[list[str]], str]:
+    """Run ``command`` under ncu (cold L2 before each profiled launch, base clocks) with
+    ``metrics``, dropping any this ncu does not know (it stops at the first unknown name):
+    (column names, one row per profiled launch in launch order, ncu's whole output)."""
+    metrics = list(metrics)
+    for _ in range(len(metrics)):
+        cmd = ["ncu", "--csv", "--page", "raw", "--metrics", ",".join(metrics), "--cache-control", "all",
+               "--clock-control", "base", "-k", f"regex:{kernel_regex}", "--print-units", "base", *command]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+        text = proc.stdout + proc.stderr
+        bad = re.findall(r"Failed to find metric[s]?\s+\"?([\w.]+)", text) + \
+            re.findall(r"[Mm]etric[s]? \"?([\w.]+)\"? (?:is|are) not (?:valid|available|supported)", text)
+        bad = [b for b in bad if b in metrics]
+        if proc.returncode == 0 or not bad:
+            break
+        print("dropping", bad, flush=True)
+        metrics = [m for m in metrics if m not in bad]
+    header = next((i for i, line in enumerate(text.splitlines()) if line.startswith('"ID"')), None)
+    if header is None:
+        return [], [], text
+    rows = list(csv.reader(io.StringIO("\n".join(text.splitlines()[header:]))))
+    return rows[0], [r for r in rows[2:] if len(r) == len(rows[0])], text
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     for job in argv[1:]:
         layer, orders = job.rsplit(":", 1)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", layer)[:120]
-        metrics = list(METRICS)
-        for _ in range(len(METRICS)):
-            cmd = ["ncu", "--csv", "--page", "raw", "--metrics", ",".join(metrics), "--cache-control", "all",
-                   "--clock-control", "base", "-k", "regex:igemm", "--print-units", "base",
-                   "python3", "benchmarks/probes/l2_lookups.py", layer, *orders.split(",")]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
-            text = proc.stdout + proc.stderr
-            bad = re.findall(r"Failed to find metric[s]?\s+\"?([\w.]+)", text) + \
-                re.findall(r"[Mm]etric[s]? \"?([\w.]+)\"? (?:is|are) not (?:valid|available|supported)", text)
-            bad = [b for b in bad if b in metrics]
-            if proc.returncode == 0 or not bad:
-                break
-            print("dropping", bad, flush=True)
-            metrics = [m for m in metrics if m not in bad]
+        names, data, text = ncu_table(["python3", "benchmarks/probes/l2_lookups.py", layer, *orders.split(",")],
+                                      METRICS, "igemm")
         (out / f"probe_{name}.txt").write_text(text)
-        header = next((i for i, l in enumerate(text.splitlines()) if l.startswith('"ID"')), None)
-        if header is None:
-            print(f"{layer}: rc={proc.returncode}, no table:\n{text[-3000:]}")
+        if not names:
+            print(f"{layer}: no table:\n{text[-3000:]}")
             continue
-        rows = list(csv.reader(io.StringIO("\n".join(text.splitlines()[header:]))))
-        names, data = rows[0], [r for r in rows[2:] if len(r) == len(rows[0])]
-        for metric in metrics:
+        for metric in METRICS:
             if metric in names:
                 j = names.index(metric)
                 print(f"{name[:24]:24s} {metric:75s} " + " ".join(f"{r[j]:>14s}" for r in data))
