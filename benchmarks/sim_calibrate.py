@@ -264,8 +264,20 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
 
 #: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order, and
 #: their columns in the fit grid.
-POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window")
+POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window",
+              "merge_cap", "dispatch_gap")
 GRID_COLUMNS = {"coalesce_window": "window"}
+#: The command line's axis of each calibration key: flag, value type, valid values, what it is.
+AXES = {
+    "coalesce_window": ("--windows", float, None, "request-coalescer windows (K-steps)"),
+    "cluster_run": ("--cluster-runs", int, None, "cluster_run values (slots of one merge unit in a row)"),
+    "merge_unit": ("--merge-units", str, ("cluster", "partition", "any"), "what the coalescer merges within"),
+    "store_insert": ("--store-inserts", str, ("mru", "lru"), "where a store's fill goes in its set's LRU order"),
+    "step_jitter": ("--jitters", float, None, "step jitter (each K-step lasts 1 +- this)"),
+    "tma_window": ("--tma-windows", float, None, "the merge window of operands loaded by TMA"),
+    "merge_cap": ("--merge-caps", int, None, "the most requests one lookup serves (merge unit any; 0: no cap)"),
+    "dispatch_gap": ("--dispatch-gaps", float, None, "K-steps between the first wave's programs' starts"),
+}
 
 
 def unpack(point) -> tuple:
@@ -456,6 +468,8 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
             + (f", `store_insert` = **{record['store_insert']}**" if "store_insert" in record else "")
             + (f", `step_jitter` = **{record['step_jitter']}**" if "step_jitter" in record else "")
             + (f", `tma_window` = **{record['tma_window']}** K-steps" if "tma_window" in record else "")
+            + (f", `merge_cap` = **{record['merge_cap']}**" if "merge_cap" in record else "")
+            + (f", `dispatch_gap` = **{record['dispatch_gap']}** K-steps" if "dispatch_gap" in record else "")
             + f" ({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
             f"Errors in percentage points; {took}.", "",
             "## Fit: error of the fit half per fraction", "",
@@ -477,30 +491,19 @@ def load_target(name: str) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--uri", required=True, nargs="+", help="MLflow store(s), e.g. sqlite:////tmp/session.db")
+    ap.add_argument("--uri", nargs="+", help="MLflow store(s), e.g. sqlite:////tmp/session.db")
     ap.add_argument("--target", default=None, help="conf/target/<name>.yaml (default: the runs' params.target)")
-    ap.add_argument("--out", required=True, help="directory for cells.csv, summary.md, calibration.json")
+    ap.add_argument("--out", help="directory for cells.csv, summary.md, calibration.json")
+    ap.add_argument("--pool", nargs="+", metavar="CELLS_CSV", default=None,
+                    help="simulate nothing: print the errors pooled over the held-out cells of these cells.csv "
+                         "files (the held-out half of a fit and --validate runs on fresh cells)")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
     ap.add_argument("--fractions", type=float, nargs="+", default=None,
                     help=f"l2_capacity_fraction values to fit (default: {list(FRACTIONS)}; with --validate "
                          "the target's)")
-    ap.add_argument("--windows", type=float, nargs="+", default=None,
-                    help="request-coalescer windows (K-steps) to fit with each fraction (default: the target's)")
-    ap.add_argument("--cluster-runs", type=int, nargs="+", default=None,
-                    help="cluster_run values (SMs of one GPC in a row; 1: interleaved) to fit with each "
-                         "(fraction, window) point (default: the target's)")
-    ap.add_argument("--merge-units", nargs="+", default=None, choices=("cluster", "partition"),
-                    help="what the request coalescer merges within, to fit with each point of the other "
-                         "axes (default: the target's)")
-    ap.add_argument("--store-inserts", nargs="+", default=None, choices=("mru", "lru"),
-                    help="where a store's fill goes in its set's LRU order, to fit with each point of the "
-                         "other axes (default: the target's)")
-    ap.add_argument("--jitters", type=float, nargs="+", default=None,
-                    help="step jitter (each K-step lasts 1 +- this) to fit with each point of the other axes "
-                         "(default: the target's)")
-    ap.add_argument("--tma-windows", type=float, nargs="+", default=None,
-                    help="the merge window of operands loaded by TMA (tensor descriptors) to fit with "
-                         "each point of the other axes (default: the target's, else the coalescer's window)")
+    for key, (flag, kind, choices, text) in AXES.items():
+        ap.add_argument(flag, type=kind, nargs="+", default=None, choices=choices, dest=key,
+                        help=f"{text}, to fit with each point of the other axes (default: the target's)")
     ap.add_argument("--objective", choices=("read", "all"), default="read",
                     help="fit the read hit rate (ncu's tex read lookups: like with like) or all traffic")
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
@@ -508,6 +511,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="fit nothing: every cell is held out and predicted at the one point given (one "
                          "value per axis): a re-validation on cells no fit has seen")
     args = ap.parse_args(argv)
+    if args.pool:
+        pooled = pd.concat([pd.read_csv(p) for p in args.pool], ignore_index=True)
+        pooled = pooled[pooled["half"] == "holdout"]
+        print(f"pooled: {len(pooled)} held-out cells of {', '.join(args.pool)}\n")
+        print(figures_table(summarise(pooled, args.sign_min)))
+        return
+    if not args.uri or not args.out:
+        ap.error("--uri and --out are required (unless --pool)")
 
     import mlflow
 
@@ -536,8 +547,7 @@ def main(argv: list[str] | None = None) -> None:
         own = (target.get("sim_calibration") or {}).get("l2_capacity_fraction", 1.0)
         args.fractions = [float(own)] if args.validate else list(FRACTIONS)
     # One axis per calibration key (POINT_KEYS order); an axis not given is not set.
-    optional = [args.windows, args.cluster_runs, args.merge_units, args.store_inserts, args.jitters,
-                args.tma_windows]
+    optional = [getattr(args, key) for key in POINT_KEYS]
     points = (list(itertools.product(args.fractions, *[v if v is not None else [None] for v in optional]))
               if any(v is not None for v in optional) else args.fractions)
     objective = "read_hit_rate_mae" if args.objective == "read" else "hit_rate_mae"

@@ -202,6 +202,7 @@ class TargetConfig:
     l2_line_bytes: Optional[int] = None
     l2_domains: Optional[int] = None
     l2_partitions: Optional[int] = None       # simulator: partitions of each L2 domain (NVIDIA: 2)
+    l2_set_hash: Optional[bool] = None        # simulator: a line's set is a hash of its block (NVIDIA)
     clusters: Optional[int] = None            # simulator: CU clusters the coalescer merges within (GPCs)
     partition_run: Optional[int] = None       # simulator: CUs in a row per L2 partition (0/None: the cluster's)
     mall_bytes: Optional[int] = None

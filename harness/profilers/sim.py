@@ -94,7 +94,7 @@ CLOCK_TICKS = 4096
 #: Granularity of the home-partition hash (bytes): a 128 B line's sectors share a home.
 BLOCK_BYTES = 128
 #: What the request coalescer may merge within (:attr:`SimTarget.merge_unit`).
-MERGE_UNITS = ("cluster", "partition")
+MERGE_UNITS = ("cluster", "partition", "any")
 #: Where a store's fill goes in its set's LRU order (:attr:`SimTarget.store_insert`).
 STORE_INSERTS = ("mru", "lru")
 
@@ -162,6 +162,13 @@ class SimTarget:
     #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
     #: programs drift apart as they run and later waves start out of step.
     step_jitter: float = STEP_JITTER
+    #: The first wave's programs start this many K-steps apart, in launch order (the block
+    #: dispatcher hands out one program every few cycles: about 6 SM cycles on an H100, against
+    #: a merge window of about 100, ``benchmarks/probes/l2_sharing.py``); 0: all at once.
+    dispatch_gap: float = 0.0
+    #: The L2 set of a line is a hash of its 128 B block (NVIDIA; target key ``l2_set_hash``)
+    #: rather than its number modulo the sets, so strided streams spread over every set.
+    set_hash: bool = False
     #: Partitions of each L2 domain (NVIDIA H100 / H200: 2, joined by a fabric): ``l2`` is one
     #: partition's geometry.  A line's home partition is a hash of its address; a program reads
     #: through the partition of its cluster (GPC), and a miss there of a line homed in the other is
@@ -173,9 +180,14 @@ class SimTarget:
     #: CUs (SMs) of one cluster in a row, in the order the first wave fills them: CU ``c`` is in
     #: cluster ``(c // cluster_run) % clusters`` (1: consecutive programs go to other clusters).
     cluster_run: int = 1
-    #: What the request coalescer merges within: ``cluster`` (a line's requests from one GPC) or
-    #: ``partition`` (from every SM that reads through one L2 partition).
+    #: What the request coalescer merges within: ``cluster`` (a line's requests from one GPC),
+    #: ``partition`` (from every SM that reads through one L2 partition) or ``any`` (from every
+    #: SM: what the H100 sharing probe measured, ``benchmarks/probes/l2_sharing.py``).
     merge_unit: str = "cluster"
+    #: With ``merge_unit: any``, the most requests one lookup serves (the first and up to
+    #: ``merge_cap - 1`` merged with it); a request past that starts a new lookup and burst.
+    #: 0: no cap.  Measured on an H100: 4 (132 SMs reading one sector at once: 35 lookups).
+    merge_cap: int = 0
     #: Which partition each CU reads through, in the order the first wave fills them: 0, the
     #: partition of its cluster (``g * l2_partitions // clusters``); ``k`` > 0, CU ``c`` reads
     #: through partition ``(c // k) % l2_partitions`` (H100, measured: the dispatcher deals SM
@@ -203,6 +215,12 @@ class SimTarget:
         if self.merge_unit not in MERGE_UNITS:
             raise ValueError(f"simulated target: merge_unit={self.merge_unit!r} is invalid; valid: "
                              + ", ".join(MERGE_UNITS))
+        if not isinstance(self.merge_cap, int) or isinstance(self.merge_cap, bool) or self.merge_cap < 0:
+            raise ValueError(f"simulated target: merge_cap={self.merge_cap!r} must be a whole number >= 0 "
+                             "(0: no cap)")
+        if self.merge_cap and self.merge_unit != "any":
+            raise ValueError(f"simulated target: merge_cap={self.merge_cap} needs merge_unit='any' "
+                             f"(not {self.merge_unit!r}): the cap counts a line's requests from every SM")
         if self.store_insert not in STORE_INSERTS:
             raise ValueError(f"simulated target: store_insert={self.store_insert!r} is invalid; valid: "
                              + ", ".join(STORE_INSERTS))
@@ -210,6 +228,8 @@ class SimTarget:
             raise ValueError(f"simulated target: clusters={self.clusters} > 31 (one bit each in the merge state)")
         if self.bulk_window is not None and not 0 <= self.bulk_window:
             raise ValueError(f"simulated target: bulk_window={self.bulk_window!r} must be >= 0")
+        if not 0 <= self.dispatch_gap:
+            raise ValueError(f"simulated target: dispatch_gap={self.dispatch_gap!r} must be >= 0 (K-steps)")
         if not 0 <= self.coalesce_window or not 0 <= self.step_jitter < 1:
             raise ValueError(f"simulated target: coalesce_window={self.coalesce_window!r} must be >= 0 and "
                              f"step_jitter={self.step_jitter!r} in [0, 1)")
@@ -245,7 +265,9 @@ class SimTarget:
 
     def merge_of_slot(self) -> np.ndarray:
         """The unit whose requests the coalescer merges, per slot (its bit in the merge state):
-        the slot's cluster, or the partition it reads through."""
+        the slot's cluster, the partition it reads through, or one unit for all (``any``)."""
+        if self.merge_unit == "any":
+            return np.zeros(self.slots_per_xcd, dtype=np.int64)
         return self.cluster_of_slot() if self.merge_unit == "cluster" else self.partition_of_slot()
 
     def domain_of_xcd(self) -> np.ndarray:
@@ -305,9 +327,12 @@ class SimTarget:
             clusters=int(target.get("clusters") or 1),
             cluster_run=int(calibration(target).get("cluster_run", 1)),
             merge_unit=str(calibration(target).get("merge_unit", "cluster")),
+            merge_cap=int(calibration(target).get("merge_cap", 0)),
             partition_run=int(target.get("partition_run") or 0),
             store_insert=str(calibration(target).get("store_insert", "mru")),
             step_jitter=float(calibration(target).get("step_jitter", STEP_JITTER)),
+            dispatch_gap=float(calibration(target).get("dispatch_gap", 0.0)),
+            set_hash=bool(target.get("l2_set_hash", False)),
         )
 
 
@@ -456,8 +481,23 @@ def _home(line, block_lines, partitions):
     return ((np.int64(line) // block_lines) * 2654435761 >> 20) % partitions
 
 
+def set_index(lines: np.ndarray, l2_sets: int, block_lines: int, set_hash: bool) -> np.ndarray:
+    """The L2 set of each line (int64, same shape): its number modulo the sets, or with
+    ``set_hash`` a hash of its 128 B block (the block's sectors in neighbouring sets), as
+    NVIDIA's L2 spreads addresses so that a strided stream (every other pixel of a stride-2
+    conv) still uses every set.  Computed once per launch, outside the replay loop."""
+    lines = np.asarray(lines, dtype=np.int64)
+    groups = l2_sets // block_lines
+    if not set_hash or groups == 0:
+        return lines % l2_sets
+    block = lines // block_lines
+    h = ((block & 0xFFFFFFFF) * 2654435761) & 0xFFFFFFFF     # Fibonacci hashing, 32 bits
+    h ^= h >> 16
+    return (h % groups) * block_lines + (lines - block * block_lines)
+
+
 @jit
-def _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
+def _read_miss(line, lset, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
                mall_ways, counts, mall_counts):
     """A read missed in partition ``part`` of domain ``dom`` (counted by the caller): a line
     homed in another partition is looked up there over the fabric (columns 5 and 6: fabric
@@ -465,7 +505,7 @@ def _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2
     to memory."""
     home = _home(line, block_lines, partitions)
     if home != part:
-        if lru_access(l2_tags, ((dom * partitions + home) * l2_sets + line % l2_sets) * l2_ways, l2_ways, line):
+        if lru_access(l2_tags, ((dom * partitions + home) * l2_sets + lset) * l2_ways, l2_ways, line):
             counts[x, 5] += 1
             return
         counts[x, 6] += 1
@@ -477,14 +517,14 @@ def _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2
 
 
 @jit
-def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
-            mall_ways, counts, mall_counts, writes_hit, stores_last):
+def _lookup(line, lset, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags,
+            mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last):
     """One access outside the K loop (epilogue, split-K arrival): a store goes to the line's
     home partition, a read through the program's partition ``part``."""
     if write:
         home = _home(line, block_lines, partitions)
         base = (dom * partitions + home) * l2_sets
-        set_base = (base + line % l2_sets) * l2_ways
+        set_base = (base + lset) * l2_ways
         present = (lru_insert_last(l2_tags, set_base, l2_ways, line) if stores_last
                    else lru_access(l2_tags, set_base, l2_ways, line))
         if present or writes_hit:
@@ -493,22 +533,25 @@ def _lookup(line, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets
             counts[x, 3] += 1
         return
     base = (dom * partitions + part) * l2_sets
-    if lru_access(l2_tags, (base + line % l2_sets) * l2_ways, l2_ways, line):
+    if lru_access(l2_tags, (base + lset) * l2_ways, l2_ways, line):
         counts[x, 0] += 1
     else:
         counts[x, 1] += 1
-        _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets,
-                   mall_ways, counts, mall_counts)
+        _read_miss(line, lset, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags,
+                   mall_sets, mall_ways, counts, mall_counts)
 
 
 @jit
-def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, num_steps,
-            epi_offsets, epi_lines, epi_writes, last_offsets, last_lines, last_writes,
+def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, line_sets, num_steps,
+            epi_offsets, epi_lines, epi_sets, epi_writes, last_offsets, last_lines, last_sets, last_writes,
             num_xcds, slots, domain_of_xcd, partition_of_slot, merge_of_slot, partitions, block_lines, l2_tags,
             l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, op_window,
-            jitter, last):
+            jitter, merge_cap, dispatch_gap, last):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
+    for x in range(num_xcds):                                # the first wave, dealt in launch order
+        for sl in range(slots):
+            slot_t[x, sl] = (sl * num_xcds + x) * dispatch_gap
     op_wq = op_window * CLOCK_TICKS                          # each operand's merge window, ticks
     num_work = num_tiles * splits
     num_operands = tile_rows.shape[1]
@@ -555,20 +598,27 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                             near = False
                             if wq > 0:                 # its merge unit requested it just now?
                                 if abs(tq - last[line, 1]) < wq:
-                                    near = (last[line, 0] & bit) != 0
-                                    last[line, 0] |= bit
+                                    if merge_cap == 0:
+                                        near = (last[line, 0] & bit) != 0
+                                        last[line, 0] |= bit
+                                    elif last[line, 0] < merge_cap:   # the lookup serves one more
+                                        near = True
+                                        last[line, 0] += 1
+                                    else:              # that lookup is full: a new one, a new burst
+                                        last[line, 0] = 1
+                                        last[line, 1] = tq
                                 else:                  # the first request of a new burst
-                                    last[line, 0] = bit
+                                    last[line, 0] = bit if merge_cap == 0 else 1
                                     last[line, 1] = tq
-                            if lru_access(l2_tags, (l2_base + line % l2_sets) * l2_ways, l2_ways, line):
+                            if lru_access(l2_tags, (l2_base + line_sets[i]) * l2_ways, l2_ways, line):
                                 if near:
                                     merged += 1
                                 else:
                                     hits += 1
                             else:
                                 misses += 1
-                                _read_miss(line, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways,
-                                           mall_tags, mall_sets, mall_ways, counts, mall_counts)
+                                _read_miss(line, line_sets[i], x, dom, part, partitions, block_lines, l2_tags,
+                                           l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts)
                     counts[x, 0] += hits
                     counts[x, 1] += misses
                     counts[x, 4] += merged
@@ -581,13 +631,15 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 work = slot_work[x, sl]                # the item's last step: its epilogue
                 key = tile * splits + work // num_tiles
                 for i in range(epi_offsets[key], epi_offsets[key + 1]):
-                    _lookup(epi_lines[i], epi_writes[i], x, dom, part, partitions, block_lines, l2_tags, l2_sets,
-                            l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last)
+                    _lookup(epi_lines[i], epi_sets[i], epi_writes[i], x, dom, part, partitions, block_lines,
+                            l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts,
+                            writes_hit, stores_last)
                 arrived[tile] += 1
                 if arrived[tile] == splits:            # the tile's last split to arrive
                     for i in range(last_offsets[tile], last_offsets[tile + 1]):
-                        _lookup(last_lines[i], last_writes[i], x, dom, part, partitions, block_lines, l2_tags,
-                                l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last)
+                        _lookup(last_lines[i], last_sets[i], last_writes[i], x, dom, part, partitions,
+                                block_lines, l2_tags, l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts,
+                                mall_counts, writes_hit, stores_last)
                 if work + num_programs < num_work:     # persistent: the program's next item
                     _assign(work + num_programs, x, sl, table, num_tiles, steps_per_split, num_steps,
                             slot_work, slot_tile, slot_step, slot_stop)
@@ -669,14 +721,17 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
 
     lines, epi_lines, last_lines = (a.astype(dtype, copy=False) for a in
                                     (loads.lines, launch.epilogue.lines, launch.last.lines))
+    block_lines = max(1, BLOCK_BYTES // target.line_bytes)
+    line_sets, epi_sets, last_sets = (set_index(a, target.l2.num_sets, block_lines, target.set_hash).astype(np.int32)
+                                      for a in (loads.lines, launch.epilogue.lines, launch.last.lines))
     started = time.perf_counter()
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
-            lines, loads.num_steps, launch.epilogue.offsets, epi_lines, launch.epilogue.writes,
-            launch.last.offsets, last_lines, launch.last.writes, target.num_xcds, target.slots_per_xcd, domain_of_xcd,
-            target.partition_of_slot(), target.merge_of_slot(), target.l2_partitions, max(1, BLOCK_BYTES // target.line_bytes),
+            lines, line_sets, loads.num_steps, launch.epilogue.offsets, epi_lines, epi_sets, launch.epilogue.writes,
+            launch.last.offsets, last_lines, last_sets, launch.last.writes, target.num_xcds, target.slots_per_xcd,
+            domain_of_xcd, target.partition_of_slot(), target.merge_of_slot(), target.l2_partitions, block_lines,
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
             mall_counts, target.writes_hit, target.store_insert == "lru", op_window, target.step_jitter,
-            last)
+            target.merge_cap, target.dispatch_gap, last)
     replay_s = time.perf_counter() - started
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)
 

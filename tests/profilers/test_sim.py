@@ -309,8 +309,31 @@ def test_merge_unit_partition_merges_across_clusters_of_one_partition():
     assert (by_cluster.read_hits, by_cluster.merged_reads) == (1, 2)      # pid 1's cluster looks it up
     by_partition = simulate_l2(model, np.arange(4), replace(two, merge_unit="partition"))
     assert (by_partition.read_hits, by_partition.read_misses, by_partition.merged_reads) == (0, 5, 3)
-    with pytest.raises(ValueError, match="merge_unit='gpc' is invalid; valid: cluster, partition"):
+    with pytest.raises(ValueError, match="merge_unit='gpc' is invalid; valid: cluster, partition, any"):
         replace(two, merge_unit="gpc")
+
+
+def test_merge_cap_lets_one_lookup_serve_a_few_requests_from_any_sm():
+    # Nine programs at once on 9 CUs, each in its own cluster, all reading line 7 in the same
+    # round, then their own line.  merge_unit any: every SM's request may merge; with a cap of
+    # 4, pid 0's lookup (a miss) serves pids 1-3, pid 4 starts a new lookup (a hit) serving
+    # 5-7, and pid 8 a third.  (The H100 probe: 132 SMs reading one sector at once, 35 lookups.)
+    from dataclasses import replace
+
+    model = synthetic([[[7], [10 + t]] for t in range(9)])
+    nine = replace(machine(slots=9), cus_per_xcd=9, clusters=9, coalesce_window=0.5, step_jitter=0.0)
+    by_cluster = simulate_l2(model, np.arange(9), nine)          # every cluster looks 7 up once
+    assert (by_cluster.read_hits, by_cluster.read_misses, by_cluster.merged_reads) == (8, 10, 0)
+    capped = simulate_l2(model, np.arange(9), replace(nine, merge_unit="any", merge_cap=4))
+    assert (capped.read_hits, capped.read_misses, capped.merged_reads) == (2, 10, 6)
+    uncapped = simulate_l2(model, np.arange(9), replace(nine, merge_unit="any"))
+    assert (uncapped.read_hits, uncapped.read_misses, uncapped.merged_reads) == (0, 10, 8)
+    with pytest.raises(ValueError, match="merge_cap=4 needs merge_unit='any'"):
+        replace(nine, merge_cap=4)
+    with pytest.raises(ValueError, match="merge_cap=-1 must be a whole number >= 0"):
+        replace(nine, merge_unit="any", merge_cap=-1)
+    record = {**H100, "sim_calibration": {"coalesce_window": 0.2, "merge_unit": "any", "merge_cap": 4}}
+    assert SimTarget.from_target(record).merge_cap == 4
 
 
 def test_bulk_loads_merge_in_their_own_window():
@@ -612,3 +635,45 @@ def test_igemm_fast_fold_pass_feeds_the_conv():
     # ... which the conv then finds in L2.
     assert (conv.read_hits, conv.read_misses, conv.write_hits, conv.write_misses) == (2, 16, 0, 4)
     assert result.as_metrics()["sim.timed.l2_hit_rate"] == pytest.approx(100 * 2 / 25)
+
+
+def test_set_hash_spreads_blocks_that_modulo_puts_in_one_set():
+    # 16 sets x 1 way of 32 B sectors (4 per 128 B block, so 4 groups of 4 sets).  Lines 0 and
+    # 16 are sector 0 of blocks 0 and 4: modulo 16 both go to set 0 and evict each other; the
+    # hash sends block 0 to group 0 and block 4 to group 1 (set 4), so the second pass hits both.
+    from dataclasses import replace
+
+    from harness.profilers.sim import set_index
+
+    tiny = machine(slots=1, l2_lines=16, ways=1, line=32)
+    model = synthetic([[[0], [16], [0], [16]]], line=32)
+    assert simulate_l2(model, np.arange(1), tiny).read_hits == 0
+    hashed = simulate_l2(model, np.arange(1), replace(tiny, set_hash=True))
+    assert (hashed.read_hits, hashed.read_misses) == (2, 2)
+    assert set_index(np.array([0, 16, 1, 17]), 16, 4, False).tolist() == [0, 0, 1, 1]
+    assert set_index(np.array([0, 16, 1, 17]), 16, 4, True).tolist() == [0, 4, 1, 5]   # a block's sectors side by side
+    # A stride-2 stream (every other 512 B pixel, as a stride-2 1x1 conv reads its input) uses
+    # half the sets by modulo and nearly all of them hashed.
+    stream = np.array([p * 16 + k for p in range(0, 20000, 2) for k in range(16)])
+    assert len(np.unique(set_index(stream, 4096, 4, False))) == 2048
+    assert len(np.unique(set_index(stream, 4096, 4, True))) > 0.95 * 4096
+    assert SimTarget.from_target({**H100, "l2_set_hash": True}).set_hash
+    assert not SimTarget.from_target(H100).set_hash
+
+
+
+def test_dispatch_gap_starts_the_first_wave_apart():
+    # Two programs at once, both reading line 7 at step 0, a merge window of 0.5 steps.  Dealt
+    # together, pid 1's read is merged; dealt 1 step apart (dispatch_gap), it is an L2 hit.
+    from dataclasses import replace
+
+    model = synthetic([[[7], [10]], [[7], [11]]])
+    two = replace(machine(slots=2), coalesce_window=0.5, step_jitter=0.0)
+    together = simulate_l2(model, np.arange(2), replace(two, dispatch_gap=0.25))
+    assert (together.read_hits, together.merged_reads) == (0, 1)
+    apart = simulate_l2(model, np.arange(2), replace(two, dispatch_gap=1.0))
+    assert (apart.read_hits, apart.merged_reads) == (1, 0)
+    with pytest.raises(ValueError, match="dispatch_gap=-1.0 must be >= 0"):
+        replace(two, dispatch_gap=-1.0)
+    record = {**H100, "sim_calibration": {"dispatch_gap": 0.01}}
+    assert SimTarget.from_target(record).dispatch_gap == 0.01

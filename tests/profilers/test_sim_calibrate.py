@@ -168,3 +168,22 @@ def test_points_set_their_keys_over_the_targets_own_record():
     assert out["sim_calibration"] == {"coalesce_window": 0.25, "cluster_run": 17, "merge_unit": "partition"}
     assert cal.point_record((1.0, None, 2)) == {"cluster_run": 2}
     assert cal.unpack(0.75) == (0.75,) + (None,) * len(cal.POINT_KEYS)
+
+
+def test_pool_reports_the_held_out_cells_of_several_tables(cells, tmp_path, capsys):
+    # Two cells.csv files: the fit/held-out split above, and the same cells again as a
+    # re-validation run (--validate: every cell held out).  Pooled: the 4 held-out cells of the
+    # first and all 8 of the second; fit rows are left out.
+    cells["half"] = cells["shape"].map(cal.split_by_shape(cells["shape"]))
+    pred = cal.predict(cells, fake_simulate, 0.5)
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    pred.drop(columns=["spec", "baseline_spec"]).to_csv(first, index=False)
+    pred.drop(columns=["spec", "baseline_spec"]).assign(half="holdout").to_csv(second, index=False)
+    cal.main(["--pool", str(first), str(second)])
+    out = capsys.readouterr().out
+    assert "pooled: 12 held-out cells" in out
+    # hit MAE: first's held-out 2.375 (4 cells), second's all 8 cells: fit half 0, held-out 2.375
+    row = next(line for line in out.splitlines() if line.startswith("| holdout | all |"))
+    assert row.split("|")[3:5] == [" 12 ", f" {(4 * 2.375 + 4 * 0 + 4 * 2.375) / 12:.2f} "]
+    with pytest.raises(SystemExit):
+        cal.main(["--uri", "sqlite:///x.db"])      # --out missing, and no --pool
