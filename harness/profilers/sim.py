@@ -40,7 +40,12 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   K-steps (a step lasts 1 +- ``step_jitter``); a read of a line that the same cluster
   already requested less than ``coalesce_window`` steps before (since the first request of
   the line's current burst) is merged with that request and is no lookup
-  (``merged_reads``).  Fitted against ncu by ``benchmarks/sim_calibrate.py``.
+  (``merged_reads``).  Fitted against ncu by ``benchmarks/sim_calibrate.py``.  Off by
+  default: ``merge_unit: any`` with ``merge_cap`` (a lookup serves that many requests from
+  any SM) and ``dispatch_gap`` (the first wave's starts apart), what the H100 sharing probe
+  measured (``benchmarks/probes/l2_sharing.py``).
+* **Sets** (NVIDIA: ``l2_set_hash``).  A line's set is a hash of its 128 B block
+  (:func:`set_index`), not its number modulo the sets, so strided streams use every set.
 * **Timed run.**  A job's run can be several launches (igemm_fast: the fold pass, the
   conv, the split-K sum pass).  The reading is the conv's, from cold caches, as ncu
   (``--cache-control all``, filtered to the conv kernel) measures it; the whole run,
@@ -470,7 +475,10 @@ def _rate(hits: int, misses: int) -> float:
 # reads are merged: with ``window > 0`` a line's requests form bursts (a burst begins with a
 # request more than ``window`` steps, by the clocks, from the current one's first), and a
 # read by a cluster that already requested the line in its burst is merged with that request
-# before the L2 and counted in column 4, not as a lookup.
+# before the L2 and counted in column 4, not as a lookup.  With ``merge_cap`` > 0 the merge
+# state counts the burst's requests instead: a read merges while fewer than ``merge_cap`` share
+# the burst's lookup, and the next one is a lookup that opens a new burst.  The first wave's
+# clocks start ``dispatch_gap`` apart, in launch order.
 
 @jit
 def _home(line, block_lines, partitions):
