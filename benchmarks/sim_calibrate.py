@@ -496,7 +496,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", help="directory for cells.csv, summary.md, calibration.json")
     ap.add_argument("--pool", nargs="+", metavar="CELLS_CSV", default=None,
                     help="simulate nothing: print the errors pooled over the held-out cells of these cells.csv "
-                         "files (the held-out half of a fit and --validate runs on fresh cells)")
+                         "files (the held-out half of a fit and --validate runs on fresh cells); with --out, "
+                         "also write them as OUT/pooled.json (the error keys of a target's sim_calibration)")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
     ap.add_argument("--fractions", type=float, nargs="+", default=None,
                     help=f"l2_capacity_fraction values to fit (default: {list(FRACTIONS)}; with --validate "
@@ -515,7 +516,14 @@ def main(argv: list[str] | None = None) -> None:
         pooled = pd.concat([pd.read_csv(p) for p in args.pool], ignore_index=True)
         pooled = pooled[pooled["half"] == "holdout"]
         print(f"pooled: {len(pooled)} held-out cells of {', '.join(args.pool)}\n")
-        print(figures_table(summarise(pooled, args.sign_min)))
+        summary = summarise(pooled, args.sign_min)
+        print(figures_table(summary))
+        if args.out:   # the error keys of a target's sim_calibration record, pooled
+            record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()
+                      if k.endswith("_mae") or k.endswith("sign_right") or k == "cells_holdout"}
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "pooled.json").write_text(json.dumps(record, indent=2) + "\n")
+            print(f"\nwrote {args.out}/pooled.json")
         return
     if not args.uri or not args.out:
         ap.error("--uri and --out are required (unless --pool)")

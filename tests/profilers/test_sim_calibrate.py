@@ -3,6 +3,7 @@ fraction and the held-out figures, on a hand-made table with a fake simulator (n
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -185,5 +186,11 @@ def test_pool_reports_the_held_out_cells_of_several_tables(cells, tmp_path, caps
     # hit MAE: first's held-out 2.375 (4 cells), second's all 8 cells: fit half 0, held-out 2.375
     row = next(line for line in out.splitlines() if line.startswith("| holdout | all |"))
     assert row.split("|")[3:5] == [" 12 ", f" {(4 * 2.375 + 4 * 0 + 4 * 2.375) / 12:.2f} "]
+    cal.main(["--pool", str(first), str(second), "--out", str(tmp_path / "pooled")])
+    record = json.loads((tmp_path / "pooled" / "pooled.json").read_text())
+    assert record["cells_holdout"] == 12
+    assert record["hit_rate_mae"]["all"] == pytest.approx(round((4 * 2.375 + 4 * 2.375) / 12, 3))
+    assert set(record) == {"cells_holdout", "hit_rate_mae", "delta_mae", "read_hit_rate_mae", "read_delta_mae",
+                           "sign_right", "read_sign_right"}
     with pytest.raises(SystemExit):
         cal.main(["--uri", "sqlite:///x.db"])      # --out missing, and no --pool
