@@ -131,6 +131,17 @@ def test_every_igemm_fast_flag_path_compiles_with_all_its_passes(compiler):
     assert tma.counts["tma_loads"] > 0 and tma.counts["tma_stores"] > 0
 
 
+def test_nvidia_counts_tell_cp_async_from_plain_loads(compiler):
+    """igemm on sm_90: a 3-channel stem's input cannot be loaded 4 bytes at a time, so every
+    load is a plain LDG (cached in L1); a 1x1 layer of 64 channels loads by cp.async (LDGSTS)."""
+    stem = ConvShape("stem", 32, 3, 224, 224, 64, 7, 7, 2, 3)
+    one = ConvShape("l04", 32, 64, 56, 56, 256, 1, 1, 1, 0)
+    plain = compiler.compile(spec_for("igemm", "identity", stem), "sm_90").main.counts
+    assert plain["loads_async"] == 0 and plain.get("loads.16", 0) > 0, plain
+    wide = compiler.compile(spec_for("igemm", "identity", one), "sm_90").main.counts
+    assert 0 < wide["loads_async"] <= sum(v for k, v in wide.items() if k.startswith("loads.")), wide
+
+
 def test_a_config_the_target_cannot_hold_fails_with_the_resource(compiler):
     big = {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128}
     with pytest.raises(CompileFailed, match=r"out of resource on gfx942: LDS, Required: 131072, Hardware limit: 65536"):
