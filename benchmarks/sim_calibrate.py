@@ -267,6 +267,8 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
 POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window",
               "merge_cap", "dispatch_gap")
 GRID_COLUMNS = {"coalesce_window": "window"}
+#: The unit a summary writes after a calibration key's value.
+UNITS = {"coalesce_window": " K-steps", "cluster_run": " SMs", "tma_window": " K-steps", "dispatch_gap": " K-steps"}
 #: The command line's axis of each calibration key: flag, value type, valid values, what it is.
 AXES = {
     "coalesce_window": ("--windows", float, None, "request-coalescer windows (K-steps)"),
@@ -462,14 +464,7 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
             f"Command: `{command}`", "", f"Store: `{store}`", "",
             ("Predicted at" if record["cells_fit"] == 0 else "Fitted")
             + f" `l2_capacity_fraction` = **{record['l2_capacity_fraction']}**"
-            + (f", `coalesce_window` = **{record['coalesce_window']}** K-steps" if "coalesce_window" in record else "")
-            + (f", `cluster_run` = **{record['cluster_run']}** SMs" if "cluster_run" in record else "")
-            + (f", `merge_unit` = **{record['merge_unit']}**" if "merge_unit" in record else "")
-            + (f", `store_insert` = **{record['store_insert']}**" if "store_insert" in record else "")
-            + (f", `step_jitter` = **{record['step_jitter']}**" if "step_jitter" in record else "")
-            + (f", `tma_window` = **{record['tma_window']}** K-steps" if "tma_window" in record else "")
-            + (f", `merge_cap` = **{record['merge_cap']}**" if "merge_cap" in record else "")
-            + (f", `dispatch_gap` = **{record['dispatch_gap']}** K-steps" if "dispatch_gap" in record else "")
+            + "".join(f", `{k}` = **{record[k]}**{UNITS.get(k, '')}" for k in POINT_KEYS if k in record)
             + f" ({record['cells_fit']} fit cells, {record['cells_holdout']} held-out cells, split by shape). "
             f"Errors in percentage points; {took}.", "",
             "## Fit: error of the fit half per fraction", "",
