@@ -23,7 +23,8 @@ all-traffic hit rate (ncu ``lts__t_sector_hit_rate``, stores included, vs the si
 percentage points: MAE of the all-traffic hit rate, MAE of the read hit rate (ncu's read
 lookups vs ``read_hit_rate``), MAE of the swizzle-minus-baseline delta, and the sign
 agreement on every cell whose measured delta is at least ``--sign-min`` points (default
-1) with a 95 % CI that excludes 0.  Deltas are the store's paired ABBA figures
+1) with a 95 % CI that excludes 0 (a predicted delta under ``--sign-pred-min``, 0.05 point,
+predicts no effect and counts as wrong).  Deltas are the store's paired ABBA figures
 (``l2_delta_pts`` and its CI); stores older than those get the unpaired difference of the
 two cells, with the CI 1.96 * sqrt(std_a^2 / n_a + std_b^2 / n_b) from the repeats.
 
@@ -230,23 +231,31 @@ def _has_delta(cells: pd.DataFrame) -> pd.Series:
     return (cells["swizzle"] != cells["baseline"]) & cells["measured_delta"].notna()
 
 
-def _signs(d: pd.DataFrame, measured: str, lo: str, hi: str, predicted: str, sign_min: float):
+#: A predicted delta smaller than this (points) predicts no effect: on a cell with a clear
+#: measured effect its sign counts as wrong, not as whichever side of 0 the rounding fell on.
+PRED_SIGN_MIN = 0.05
+
+
+def _signs(d: pd.DataFrame, measured: str, lo: str, hi: str, predicted: str, sign_min: float,
+           pred_min: float = PRED_SIGN_MIN):
     """(right, total, wrong cells) over the cells of ``d`` whose measured delta is at least
-    ``sign_min`` points with a CI excluding 0."""
+    ``sign_min`` points with a CI excluding 0; a prediction is right when it has the measured
+    sign and is at least ``pred_min`` points."""
     if measured not in d or lo not in d:
         return 0, 0, []
     clear = d[(d[measured].abs() >= sign_min) & ((d[lo] > 0) | (d[hi] < 0))]
-    right = np.sign(clear[measured]) == np.sign(clear[predicted])
+    right = (np.sign(clear[measured]) == np.sign(clear[predicted])) & (clear[predicted].abs() >= pred_min)
     wrong = [f"{r.kernel}/{r.shape}/{r.swizzle}: measured {getattr(r, measured):+.2f}, "
              f"predicted {getattr(r, predicted):+.2f}" for r in clear[~right].itertuples()]
     return int(right.sum()), int(len(clear)), wrong
 
 
-def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
+def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SIGN_MIN) -> dict:
     """The figures of predicted ``cells`` (points): hit / read / delta MAE and the signs, of
     all traffic and of the reads alone."""
     d = cells[_has_delta(cells)]
-    right, total, wrong = _signs(d, "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta", sign_min)
+    right, total, wrong = _signs(d, "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta", sign_min,
+                                 pred_min)
     out = {"n": int(len(cells)), "hit_rate_mae": _mae(cells["measured_hit"], cells["pred_hit"]),
            "read_hit_rate_mae": _mae(cells["measured_read"], cells["pred_read"]),
            "delta_n": int(len(d)), "delta_mae": _mae(d["measured_delta"], d["pred_delta"]),
@@ -255,7 +264,7 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
     if "measured_read_delta" in d and "pred_read_delta" in d:
         rd = d[d["measured_read_delta"].notna()]
         right, total, wrong = _signs(rd, "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
-                                     "pred_read_delta", sign_min)
+                                     "pred_read_delta", sign_min, pred_min)
         out.update({"read_delta_n": int(len(rd)),
                     "read_delta_mae": _mae(rd["measured_read_delta"], rd["pred_read_delta"]),
                     "read_sign_right": right, "read_sign_total": total, "read_sign_wrong": wrong})
@@ -324,13 +333,13 @@ def fit_fraction(cells: pd.DataFrame, simulate: Simulate, fractions: Iterable = 
     return list(fractions)[best], pd.DataFrame(rows)
 
 
-def summarise(cells: pd.DataFrame, sign_min: float = 1.0) -> dict:
+def summarise(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SIGN_MIN) -> dict:
     """{half: {"all": figures, kernel: figures, ...}} of predicted cells with a ``half`` column."""
     out = {}
     for half in ("fit", "holdout"):
         part = cells[cells["half"] == half]
-        out[half] = {"all": errors(part, sign_min)}
-        out[half].update({k: errors(g, sign_min) for k, g in part.groupby("kernel")})
+        out[half] = {"all": errors(part, sign_min, pred_min)}
+        out[half].update({k: errors(g, sign_min, pred_min) for k, g in part.groupby("kernel")})
     return out
 
 
@@ -503,6 +512,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--objective", choices=("read", "all"), default="read",
                     help="fit the read hit rate (ncu's tex read lookups: like with like) or all traffic")
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
+    ap.add_argument("--sign-pred-min", type=float, default=PRED_SIGN_MIN,
+                    help="a predicted |delta| (points) below this predicts no effect: a wrong sign")
     ap.add_argument("--validate", action="store_true",
                     help="fit nothing: every cell is held out and predicted at the one point given (one "
                          "value per axis): a re-validation on cells no fit has seen")
@@ -511,7 +522,7 @@ def main(argv: list[str] | None = None) -> None:
         pooled = pd.concat([pd.read_csv(p) for p in args.pool], ignore_index=True)
         pooled = pooled[pooled["half"] == "holdout"]
         print(f"pooled: {len(pooled)} held-out cells of {', '.join(args.pool)}\n")
-        summary = summarise(pooled, args.sign_min)
+        summary = summarise(pooled, args.sign_min, args.sign_pred_min)
         print(figures_table(summary))
         if args.out:   # the error keys of a target's sim_calibration record, pooled
             record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()
@@ -560,7 +571,7 @@ def main(argv: list[str] | None = None) -> None:
     fraction, grid = fit_fraction(cells[cells["half"] == ("holdout" if args.validate else "fit")], simulate,
                                   points, objective)
     cells = predict(cells, simulate, fraction)
-    summary = summarise(cells, args.sign_min)
+    summary = summarise(cells, args.sign_min, args.sign_pred_min)
     took = (f"{len(simulate.results)} simulations in {simulate.seconds:.1f} s wall "
             f"({simulate.replay_seconds:.1f} s replay)")
 

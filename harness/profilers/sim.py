@@ -32,7 +32,8 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   joined by a fabric, and a line's home partition is a hash of its 128 B block.  A program
   reads through the partition of its SM's cluster (GPC); a miss there of a line homed in the
   other partition is looked up again at home (ncu counts it as an ``srcunit_ltcfabric``
-  lookup) and the line is kept in both; stores go to the home partition.  The read hit rate
+  lookup) and the line is kept in both; stores go to the home partition, and one to a far
+  home is a lookup in both partitions (``l2_writes: hit``: two write hits).  The read hit rate
   is that of the first lookups (ncu's tex-unit read lookups); the all-traffic rate counts
   the fabric lookups too.  Measured on an H100 (``benchmarks/results/sim_validation_h100/
   lookup_probe``): every L1 sector request reaches the L2, far-homed misses cross the fabric.
@@ -466,7 +467,10 @@ def _rate(hits: int, misses: int) -> float:
 # reads, and fabric hits and misses (read misses looked up again in a far home partition).
 # A write is a lookup like a read, in the line's home partition: a hit when the line is
 # present (or always, with ``writes_hit``), else a miss that allocates the line
-# (write-allocate, no fetch: it does not go on to the MALL).
+# (write-allocate, no fetch: it does not go on to the MALL).  With ``writes_hit`` a store
+# to a line homed in another partition is one more write hit, in the program's partition,
+# which it passes on its way over the fabric (an H100 counts 602 K write sectors for a conv
+# that stores 401 K: lookup_probe/probe_l02.txt).
 #
 # Time: each slot keeps its program's clock, in K-steps.  A step lasts 1 + jitter * u, u in
 # [-1, 1) a fixed hash of (pid, step), and a program that takes a slot starts at the time the
@@ -528,9 +532,13 @@ def _read_miss(line, lset, x, dom, part, partitions, block_lines, l2_tags, l2_se
 def _lookup(line, lset, write, x, dom, part, partitions, block_lines, l2_tags, l2_sets, l2_ways, mall_tags,
             mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last):
     """One access outside the K loop (epilogue, split-K arrival): a store goes to the line's
-    home partition, a read through the program's partition ``part``."""
+    home partition, a read through the program's partition ``part``.  A store to a line
+    homed in another partition is also a lookup in ``part`` on its way over the fabric
+    (ncu counts both: a srcunit_tex and a srcunit_ltcfabric write, each a hit)."""
     if write:
         home = _home(line, block_lines, partitions)
+        if home != part and writes_hit:
+            counts[x, 2] += 1
         base = (dom * partitions + home) * l2_sets
         set_base = (base + lset) * l2_ways
         present = (lru_insert_last(l2_tags, set_base, l2_ways, line) if stores_last

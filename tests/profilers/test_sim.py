@@ -449,6 +449,23 @@ def test_far_partition_misses_cross_the_fabric():
     assert (flat.read_hits, flat.read_misses, flat.fabric_hits + flat.fabric_misses) == (2, 2, 0)
 
 
+def test_a_store_to_a_far_home_is_a_write_lookup_in_both_partitions():
+    # NVIDIA (writes_hit): pid 0 (partition 0) stores b, homed in partition 1, and a, homed in
+    # 0; pid 1 (partition 1) stores b.  The far store passes pid 0's partition on its way over
+    # the fabric and ncu counts both lookups (an H100 counts 602 K write sectors for l02's
+    # 401 K stores): 2 + 1 + 1 write hits.
+    from dataclasses import replace
+
+    a, b = _homed(2)
+    model = launch([[[a]], [[a]]], [[(b, True), (a, True)], [(b, True)]])
+    target = replace(machine(slots=1), cus_per_xcd=2, clusters=2, l2_partitions=2, writes_hit=True)
+    result = simulate_l2(model, np.arange(2), target)
+    assert (result.write_hits, result.write_misses) == (4, 0)
+    # One partition: one lookup per store.
+    flat = simulate_l2(model, np.arange(2), replace(target, l2_partitions=1))
+    assert (flat.write_hits, flat.write_misses) == (3, 0)
+
+
 def test_partitions_split_the_l2_and_homes_are_balanced():
     target = SimTarget.from_target({**H100, "l2_partitions": 2, "clusters": 8,
                                     "sim_calibration": {"cluster_run": 17}})

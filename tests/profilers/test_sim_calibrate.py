@@ -137,6 +137,18 @@ def test_sign_needs_clear_delta(cells):
     assert (e["sign_right"], e["sign_total"]) == (2, 2)
 
 
+def test_a_predicted_delta_of_about_zero_is_no_sign():
+    # A clear measured +2 against a prediction of +0.001 (no effect, numerically positive) or
+    # -0.3: both wrong; +0.2: right.
+    d = pd.DataFrame({"kernel": "igemm", "shape": ["a", "b", "c"], "swizzle": "scatter",
+                      "m": [2.0, 2.0, 2.0], "lo": [1.0, 1.0, 1.0], "hi": [3.0, 3.0, 3.0],
+                      "p": [0.001, -0.3, 0.2]})
+    right, total, wrong = cal._signs(d, "m", "lo", "hi", "p", sign_min=1.0)
+    assert (right, total) == (1, 3)
+    assert [w.split(":")[0] for w in wrong] == ["igemm/a/scatter", "igemm/b/scatter"]
+    assert cal._signs(d, "m", "lo", "hi", "p", sign_min=1.0, pred_min=0.0)[:2] == (2, 3)
+
+
 def test_unpaired_deltas_from_the_baseline_cell():
     rows = [dict(_cell("igemm", "a", "identity", 60.0, 60.0), measured_hit_std=0.3, samples=1.0,
                  baseline_measured=math.nan, delta_source=None),
