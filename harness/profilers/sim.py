@@ -199,6 +199,12 @@ class SimTarget:
     #: through partition ``(c // k) % l2_partitions`` (H100, measured: the dispatcher deals SM
     #: pairs round-robin over 8 GPCs, 4 GPCs per partition, so 8 in a row share one).
     partition_run: int = 0
+    #: The measured layout (NVIDIA, target keys ``sm_partition`` and ``sm_dispatch``): for each
+    #: grid size measured, the L2 partition of each first-wave program in launch order (the
+    #: partition of the SM the dispatcher put it on); () when not measured.  With
+    #: ``partition_run`` 0 it decides which partition each slot reads through (the list of the
+    #: smallest measured grid that holds the first wave; :meth:`partition_of_slot`).
+    slot_partitions: tuple[tuple[int, tuple[int, ...]], ...] = ()
     #: Where a store puts a line the L2 does not hold: ``mru`` (most recently used, like a
     #: read's fill) or ``lru`` (least recently used: the set's next fill evicts it, so an
     #: output written once takes one way of its set rather than displacing inputs).
@@ -262,19 +268,30 @@ class SimTarget:
         return np.array([bulk_window if b else self.coalesce_window for b in (bulk or (False,) * num_operands)],
                         dtype=np.float64)
 
-    def partition_of_slot(self) -> np.ndarray:
-        """The L2 partition each of an XCD's slots reads through, (slots_per_xcd,) int64."""
+    def partition_of_slot(self, num_programs: int | None = None) -> np.ndarray:
+        """The L2 partition each of an XCD's slots reads through, (slots_per_xcd,) int64, for a
+        launch of ``num_programs`` (None: a full first wave).  With a measured layout
+        (``slot_partitions``), slot ``s`` (the first wave's program ``s``, and whichever
+        program takes its place) reads through the partition of the SM the dispatcher gave
+        program ``s`` in a grid of the smallest measured size that holds the first wave (a
+        small grid is spread over the GPCs differently from a full one)."""
+        if self.partition_run == 0 and self.slot_partitions:
+            wave = min(num_programs or self.slots_per_xcd, self.slots_per_xcd)
+            sizes = [n for n, _ in self.slot_partitions]
+            pick = next((i for i, n in enumerate(sizes) if n >= wave), len(sizes) - 1)
+            seq = np.asarray(self.slot_partitions[pick][1], dtype=np.int64)
+            return np.resize(seq, self.slots_per_xcd)      # repeated past the longest measured grid
         if self.partition_run == 0:
             return self.cluster_of_slot() * self.l2_partitions // self.clusters
         cu = np.arange(self.slots_per_xcd, dtype=np.int64) % self.cus_per_xcd
         return (cu // self.partition_run) % self.l2_partitions
 
-    def merge_of_slot(self) -> np.ndarray:
+    def merge_of_slot(self, num_programs: int | None = None) -> np.ndarray:
         """The unit whose requests the coalescer merges, per slot (its bit in the merge state):
         the slot's cluster, the partition it reads through, or one unit for all (``any``)."""
         if self.merge_unit == "any":
             return np.zeros(self.slots_per_xcd, dtype=np.int64)
-        return self.cluster_of_slot() if self.merge_unit == "cluster" else self.partition_of_slot()
+        return self.cluster_of_slot() if self.merge_unit == "cluster" else self.partition_of_slot(num_programs)
 
     def domain_of_xcd(self) -> np.ndarray:
         """L2 domain of each XCD, (num_xcds,) int64."""
@@ -335,11 +352,32 @@ class SimTarget:
             merge_unit=str(calibration(target).get("merge_unit", "cluster")),
             merge_cap=int(calibration(target).get("merge_cap", 0)),
             partition_run=int(target.get("partition_run") or 0),
+            slot_partitions=_slot_partitions(target, partitions),
             store_insert=str(calibration(target).get("store_insert", "mru")),
             step_jitter=float(calibration(target).get("step_jitter", STEP_JITTER)),
             dispatch_gap=float(calibration(target).get("dispatch_gap", 0.0)),
             set_hash=bool(target.get("l2_set_hash", False)),
         )
+
+
+def _slot_partitions(target: Mapping[str, Any], partitions: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """``SimTarget.slot_partitions`` from a target record's measured ``sm_partition`` (the
+    partition of each SM) and ``sm_dispatch`` ({grid size: the SM of each program}); () when
+    either is missing."""
+    name = target.get("name", "?")
+    sm_partition, dispatch = target.get("sm_partition"), target.get("sm_dispatch")
+    if not sm_partition or not dispatch:
+        return ()
+    sm_partition = [int(p) for p in sm_partition]
+    if any(not 0 <= p < partitions for p in sm_partition):
+        raise ValueError(f"target {name!r}: sm_partition holds a partition outside 0..{partitions - 1}")
+    out = []
+    for size, sms in sorted((int(k), v) for k, v in dict(dispatch).items()):
+        if len(sms) != size or any(not 0 <= int(sm) < len(sm_partition) for sm in sms):
+            raise ValueError(f"target {name!r}: sm_dispatch[{size}] must list {size} SM ids in "
+                             f"0..{len(sm_partition) - 1}")
+        out.append((size, tuple(sm_partition[int(sm)] for sm in sms)))
+    return tuple(out)
 
 
 def _write_policy(target: Mapping[str, Any]) -> str:
@@ -744,7 +782,8 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
             lines, line_sets, loads.num_steps, launch.epilogue.offsets, epi_lines, epi_sets, launch.epilogue.writes,
             launch.last.offsets, last_lines, last_sets, launch.last.writes, target.num_xcds, target.slots_per_xcd,
-            domain_of_xcd, target.partition_of_slot(), target.merge_of_slot(), target.l2_partitions, block_lines,
+            domain_of_xcd, target.partition_of_slot(num_programs), target.merge_of_slot(num_programs),
+            target.l2_partitions, block_lines,
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
             mall_counts, target.writes_hit, target.store_insert == "lru", op_window, target.step_jitter,
             target.merge_cap, target.dispatch_gap, last)

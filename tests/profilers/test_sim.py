@@ -466,6 +466,42 @@ def test_a_store_to_a_far_home_is_a_write_lookup_in_both_partitions():
     assert (flat.write_hits, flat.write_misses) == (3, 0)
 
 
+def test_a_measured_layout_decides_each_slots_partition():
+    # Measured layout: SMs 0 and 1 both read through partition 1; a grid of 2 programs runs
+    # on SMs 0, 1.  The reads of test_far_partition_misses_cross_the_fabric, now both programs
+    # in partition 1: pid 0 misses b (home 1: no fabric), pid 1 hits it; pid 0 misses a (home
+    # 0: a fabric miss, fetched, kept in both), pid 1 hits it.
+    from dataclasses import replace
+
+    a, b = _homed(2)
+    model = launch([[[b], [a]], [[b], [a]]], [[], []])
+    target = replace(machine(slots=1), cus_per_xcd=2, clusters=2, l2_partitions=2)
+    assert target.partition_of_slot(2).tolist() == [0, 1]                  # the clusters' partitions
+    measured = SimTarget.from_target({**H100, "compute_units": 2, "l2_partitions": 2, "occupancy": 1,
+                                      "sm_partition": [1, 1], "sm_dispatch": {2: [0, 1]}})
+    assert measured.partition_of_slot(2).tolist() == [1, 1]
+    result = simulate_l2(model, np.arange(2), replace(target, slot_partitions=measured.slot_partitions))
+    assert (result.read_hits, result.read_misses) == (2, 2)
+    assert (result.fabric_hits, result.fabric_misses) == (0, 1)
+    default = simulate_l2(model, np.arange(2), target)
+    assert (default.read_hits, default.read_misses, default.fabric_hits) == (1, 3, 1)
+
+
+def test_a_small_grid_takes_the_layout_of_its_own_size():
+    # A grid of one program runs on SM 1 (partition 1), the first program of a full one on SM 0.
+    layout = {**H100, "compute_units": 2, "l2_partitions": 2, "occupancy": 2,
+              "sm_partition": [0, 1], "sm_dispatch": {1: [1], 4: [0, 1, 1, 0]}}
+    target = SimTarget.from_target(layout)
+    assert target.partition_of_slot(1).tolist() == [1, 1, 1, 1]   # the 1-list, repeated over the slots
+    assert target.partition_of_slot(3).tolist() == [0, 1, 1, 0]
+    assert target.partition_of_slot(100).tolist() == [0, 1, 1, 0]
+    assert target.partition_of_slot().tolist() == [0, 1, 1, 0]
+    with pytest.raises(ValueError, match=r"sm_dispatch\[4\] must list 4 SM ids in 0..1"):
+        SimTarget.from_target({**layout, "sm_dispatch": {4: [0, 1, 2, 0]}})
+    with pytest.raises(ValueError, match="sm_partition holds a partition outside 0..1"):
+        SimTarget.from_target({**layout, "sm_partition": [0, 2]})
+
+
 def test_partitions_split_the_l2_and_homes_are_balanced():
     target = SimTarget.from_target({**H100, "l2_partitions": 2, "clusters": 8,
                                     "sim_calibration": {"cluster_run": 17}})
