@@ -63,29 +63,16 @@ def launch() -> None:
     import torch
     import triton
     import triton.language as tl
-
-    @triton.jit
-    def _clock(dummy):
-        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dummy], dtype=tl.int64,
-                                         is_pure=False, pack=1)
-
-    @triton.jit
-    def _smid(dummy):
-        return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dummy], dtype=tl.int32,
-                                         is_pure=False, pack=1)
+    from probe_jit import smid, wait_cycles
 
     @triton.jit
     def partition_probe(buf, reads_of, delay_of, out, REGION: tl.constexpr, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
-        sm = _smid(pid)
+        sm = smid(pid)
         reads = tl.load(reads_of + sm)
-        delay = tl.load(delay_of + sm)
-        start = _clock(pid)
-        now = start
-        while now - start < delay:
-            now = _clock(pid)
         # The loads' addresses depend on the wait's last clock read, so none is issued before it.
-        base = buf + (now - start < 0).to(tl.int64)
+        zero, _ = wait_cycles(pid, tl.load(delay_of + sm))
+        base = buf + zero
         acc = tl.zeros((BLOCK,), dtype=tl.float32)
         offs = tl.arange(0, BLOCK)
         for i in range(0, REGION, BLOCK):
@@ -135,20 +122,14 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--launch":
         launch()
         return 0
-    from run_l2_lookups import ncu_table
+    from run_l2_lookups import profile_launches
 
     out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
-    names, rows, text = ncu_table([sys.executable, __file__, "--launch"], METRICS, "partition_probe")
-    print("\n".join(line for line in text.splitlines() if line.startswith("launched")))
-    (out / "l2_partition_map_ncu.txt").write_text(text)
-    if len(rows) != len(cases()):
-        print(f"expected {len(cases())} profiled launches, got {len(rows)}")
+    launches = profile_launches(__file__, out, METRICS, "partition_probe", "l2_partition_map")
+    if len(launches) != len(cases()):
+        print(f"expected {len(cases())} profiled launches, got {len(launches)}")
         return 1
-    record = []
-    for (r, b), row in zip(cases(), rows):
-        values = {m: float(row[names.index(m)].replace(",", "")) for m in METRICS if m in names}
-        record.append({"reference": r, "second": b, **values})
+    record = [{"reference": r, "second": b, **values} for (r, b), values in zip(cases(), launches)]
     result = partition_map(record)
     (out / "l2_partition_map.json").write_text(json.dumps({"launches": record, **result}, indent=1))
     part = result["sm_partition"]

@@ -133,21 +133,12 @@ def launch() -> None:
     import torch
     import triton
     import triton.language as tl
-
-    @triton.jit
-    def _clock(dummy):
-        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dummy], dtype=tl.int64,
-                                         is_pure=False, pack=1)
+    from probe_jit import clock as _clock, wait_cycles
 
     @triton.jit
     def _wait(pid, delay_of):
         """Spin ``delay_of[pid]`` SM cycles; returns 0 computed from the last clock read."""
-        delay = tl.load(delay_of + pid)
-        start = _clock(pid)
-        now = start
-        while now - start < delay:
-            now = _clock(pid)
-        return (now - start < 0).to(tl.int64), now
+        return wait_cycles(pid, tl.load(delay_of + pid))
 
     @triton.jit
     def share_probe(buf, region_of, delay_of, out, REGION: tl.constexpr, BLOCK: tl.constexpr):
@@ -201,17 +192,12 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--fit":
         fit(Path(argv[1]))
         return 0
-    from run_l2_lookups import ncu_table
+    from run_l2_lookups import profile_launches
 
     out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
-    names, rows, text = ncu_table([sys.executable, __file__, "--launch"], METRICS, "share_probe")
-    print("\n".join(line for line in text.splitlines() if line.startswith("launched")))
-    (out / "l2_sharing_ncu.txt").write_text(text)
-    record = []
-    for (name, regions, _), row in zip(cases(), rows):
-        values = {m: float(row[names.index(m)].replace(",", "")) for m in METRICS if m in names}
-        record.append({"case": name, "distinct_regions": len(set(regions)), **values})
+    launches = profile_launches(__file__, out, METRICS, "share_probe", "l2_sharing")
+    record = [{"case": name, "distinct_regions": len(set(regions)), **values}
+              for (name, regions, _), values in zip(cases(), launches)]
     (out / "l2_sharing.json").write_text(json.dumps(record, indent=1))
     print(f"{'case':14s} {'received':>9s} {'lookups':>9s} {'hits':>9s} {'misses':>9s} {'no lookup':>9s} "
           f"{'fab hit':>8s} {'fab miss':>8s} {'dram':>8s} {'ns':>8s}")

@@ -70,6 +70,17 @@ def ncu_table(command: list[str], metrics: list[str], kernel_regex: str) -> tupl
     return rows[0], [r for r in rows[2:] if len(r) == len(rows[0])], text
 
 
+def profile_launches(script: str, out: Path, metrics: list[str], kernel_regex: str, name: str) -> list[dict]:
+    """Run ``script --launch`` under ncu (:func:`ncu_table`), print its ``launched`` lines and
+    keep ncu's output as ``out/<name>_ncu.txt``: one {metric: value} per profiled launch, in
+    launch order (the metrics this ncu knows)."""
+    out.mkdir(parents=True, exist_ok=True)
+    names, rows, text = ncu_table([sys.executable, script, "--launch"], metrics, kernel_regex)
+    print("\n".join(line for line in text.splitlines() if line.startswith("launched")))
+    (out / f"{name}_ncu.txt").write_text(text)
+    return [{m: float(row[names.index(m)].replace(",", "")) for m in metrics if m in names} for row in rows]
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)

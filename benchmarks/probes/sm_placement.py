@@ -26,17 +26,13 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-
-
-@triton.jit
-def _smid(dummy):
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dummy], dtype=tl.int32, is_pure=False, pack=1)
+from probe_jit import smid
 
 
 @triton.jit
 def _where(out_ptr):
     pid = tl.program_id(0)
-    tl.store(out_ptr + pid, _smid(pid))
+    tl.store(out_ptr + pid, smid(pid))
 
 
 def dispatch(sizes=(52, 98, 132, 264, 1056)) -> dict:
