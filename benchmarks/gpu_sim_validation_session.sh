@@ -23,6 +23,14 @@ SW=swizzle=identity,colmajor,scatter,grouped,hilbert,morton
 COMMON=(profiler=ncu profiler.repeats=3 profiler.simulate=true compare.max_time_s=0.2 compare.min_rounds=10
         experiment=simval "$@")
 STAGE=${STAGE:-igemm}
+# Every cell stage first records this node's own L2 layout (about 70 s): which partition each SM
+# reads through is per chip (benchmarks/README.md, probe 5), so the cells can be re-simulated with
+# their own chip's map (target keys sm_partition, sm_dispatch from OUT/layout/*.json).
+if [ "$STAGE" != probes ] && [ "${LAYOUT:-1}" = 1 ]; then
+  (cd "$REPO/benchmarks/probes" && python3 sm_placement.py "$OUT/layout" && python3 l2_partition_map.py "$OUT/layout") \
+    > "$OUT/layout.log" 2>&1
+  tail -4 "$OUT/layout.log" | cut -c1-200 | tee -a "$OUT/summary.txt"
+fi
 if [ "$STAGE" = igemm ]; then
   run simval_igemm_resnet 330 kernel=igemm "$SW" shape=resnet 'shape.select=[l02,l03,l07,l12,l13,l17]' "${COMMON[@]}"
   cp /tmp/swb-simval.db "$OUT/simval.db"

@@ -493,6 +493,18 @@ def load_target(name: str) -> dict:
     return yaml.safe_load((ROOT / "conf" / "target" / f"{name}.yaml").read_text())
 
 
+def with_layout(target: dict, layout: Path) -> dict:
+    """``target`` with one chip's measured L2 layout: ``sm_partition`` from
+    ``layout/l2_partition_map.json`` (benchmarks/probes/l2_partition_map.py) and ``sm_dispatch``
+    from ``layout/sm_placement.json`` (sm_placement.py), as a validation session records them."""
+    pmap = json.loads((layout / "l2_partition_map.json").read_text())
+    place = json.loads((layout / "sm_placement.json").read_text())
+    if pmap.get("disagree"):
+        raise SystemExit(f"{layout}: the partition map's two sweeps disagree on SMs {pmap['disagree']}")
+    return {**target, "sm_partition": pmap["sm_partition"],
+            "sm_dispatch": {int(k): v for k, v in place["dispatch"].items()}}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--uri", nargs="+", help="MLflow store(s), e.g. sqlite:////tmp/session.db")
@@ -514,6 +526,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sign-min", type=float, default=1.0, help="|delta| (points) a sign is judged from")
     ap.add_argument("--sign-pred-min", type=float, default=PRED_SIGN_MIN,
                     help="a predicted |delta| (points) below this predicts no effect: a wrong sign")
+    ap.add_argument("--layout", type=Path, default=None,
+                    help="simulate with one chip's measured L2 layout: the directory a validation session "
+                         "writes as OUT/layout (l2_partition_map.json, sm_placement.json)")
     ap.add_argument("--validate", action="store_true",
                     help="fit nothing: every cell is held out and predicted at the one point given (one "
                          "value per axis): a re-validation on cells no fit has seen")
@@ -556,6 +571,8 @@ def main(argv: list[str] | None = None) -> None:
           f"held out {sorted(s for s, h in halves.items() if h == 'holdout')}")
 
     target = load_target(target_name)
+    if args.layout is not None:
+        target = with_layout(target, args.layout)
     simulate = Simulator(target)
     if args.fractions is None:
         own = (target.get("sim_calibration") or {}).get("l2_capacity_fraction", 1.0)

@@ -206,3 +206,15 @@ def test_pool_reports_the_held_out_cells_of_several_tables(cells, tmp_path, caps
                            "sign_right", "read_sign_right"}
     with pytest.raises(SystemExit):
         cal.main(["--uri", "sqlite:///x.db"])      # --out missing, and no --pool
+
+
+def test_with_layout_reads_a_recorded_chip_map():
+    # The map and dispatch probe 5 recorded on an H100 node become the target's layout keys.
+    from harness.profilers.sim import SimTarget
+
+    layout = _PATH.parent / "results" / "sim_validation_h100" / "probes_2026-11-25" / "partition_map"
+    target = cal.with_layout(cal.load_target("h100"), layout)
+    assert len(target["sm_partition"]) == 132 and sum(target["sm_partition"]) == 66
+    assert sorted(target["sm_dispatch"]) == [52, 98, 132, 264, 1056]
+    sim = SimTarget.from_target(target, occupancy=1)
+    assert sim.partition_of_slot(132)[:20].tolist() == [0] * 16 + [1] * 4     # launch order: 16, 48, 50, 18
