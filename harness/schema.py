@@ -205,8 +205,8 @@ class TargetConfig:
     l2_set_hash: Optional[bool] = None        # simulator: a line's set is a hash of its block (NVIDIA)
     clusters: Optional[int] = None            # simulator: CU clusters the coalescer merges within (GPCs)
     partition_run: Optional[int] = None       # simulator: CUs in a row per L2 partition (0/None: the cluster's)
-    sm_partition: Optional[List[int]] = None  # simulator: the L2 partition of each SM (measured; NVIDIA)
-    sm_dispatch: Optional[Dict[int, List[int]]] = None  # simulator: per grid size, the SM of each first-wave program
+    sm_partition: List[int] = field(default_factory=list)  # simulator: the L2 partition of each SM (measured)
+    sm_dispatch: Dict[int, List[int]] = field(default_factory=dict)  # simulator: grid size -> SM of each program
     mall_bytes: Optional[int] = None
     mall_ways: Optional[int] = None           # simulator: MALL associativity (default 16)
     l2_writes: Optional[str] = None           # simulator: hit (NVIDIA) or allocate (default)

@@ -39,3 +39,36 @@ def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
         assert r.data.tags["sim_validation"].startswith("validated on H100 ncu")
         for name in launches:
             assert f"sim.{name}.l2_hit_rate" in metrics
+
+
+def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_path):
+    # A chip's layout as a user adds it (Hydra's + for keys of an empty mapping): every slot in
+    # partition 1.  The job's logged hit rate is the simulator's with that layout, not without.
+    from pathlib import Path
+
+    import yaml
+
+    from harness.profilers.sim import simulate_job
+    from kernels.problem import ConvShape
+    from swizzles import get_swizzle
+
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["target=h100", "profiler=sim", "shape=tiny", "shape.select=[t1]", "target.sm_partition=[0,1]",
+                     "+target.sm_dispatch={1:[1]}", f"tracking.uri={uri}", "experiment=sim-layout"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("sim-layout")
+    (job,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
+    p, m = job.data.params, job.data.metrics
+    shape = ConvShape(p["shape.name"], **{k: int(p[f"shape.{k}"]) for k in
+                                          ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")})
+    tiles = {k.removeprefix("tile."): int(v) for k, v in p.items() if k.startswith("tile.")}
+    h100 = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "target" / "h100.yaml").read_text())
+    occupancy = int(m["sim.programs_per_cu"])
+
+    def hit(target):
+        return simulate_job("igemm", shape, tiles, get_swizzle("identity"), 1, 8, target, occupancy).hit_rate
+
+    with_layout = hit({**h100, "sm_partition": [0, 1], "sm_dispatch": {1: [1]}})
+    assert m["l2_hit_rate"] == pytest.approx(with_layout)
+    assert with_layout != pytest.approx(hit(h100))
