@@ -12,8 +12,9 @@ Per method: the A/A false-verdict rate (``identity_copy``: the same kernel under
 """
 from __future__ import annotations
 
+import argparse
 import itertools
-import sys
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -29,6 +30,12 @@ def word(verdict: str) -> str:
 
 
 def load(paths: list[str]) -> pd.DataFrame:
+    """The finished job runs of these MLflow SQLite stores (paths of existing files: MLflow
+    would create an empty store for any other name)."""
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        raise SystemExit(f"repro_table: no such MLflow store: {', '.join(missing)} "
+                         "(give the paths of SQLite files a repro sweep wrote)")
     frames = []
     for path in paths:
         mlflow.set_tracking_uri(f"sqlite:///{path}")
@@ -80,4 +87,6 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stores", nargs="+", metavar="STORE_DB", help="MLflow SQLite stores of repro sweeps")
+    main(ap.parse_args().stores)
