@@ -250,24 +250,71 @@ def _signs(d: pd.DataFrame, measured: str, lo: str, hi: str, predicted: str, sig
     return int(right.sum()), int(len(clear)), wrong
 
 
-def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SIGN_MIN) -> dict:
-    """The figures of predicted ``cells`` (points): hit / read / delta MAE and the signs, of
-    all traffic and of the reads alone."""
+#: The share of unfitted cells a prediction's +- band is to cover (:func:`band`).
+BAND_COVERAGE = 0.9
+
+#: Each error figure: (key stem, measured column, predicted column, which cells: all or deltas).
+MEASURES = (("hit_rate", "measured_hit", "pred_hit", "cells"),
+            ("read_hit_rate", "measured_read", "pred_read", "cells"),
+            ("delta", "measured_delta", "pred_delta", "deltas"),
+            ("read_delta", "measured_read_delta", "pred_read_delta", "deltas"))
+
+
+def band(residuals, coverage: float = BAND_COVERAGE) -> float:
+    """The split-conformal half-width of ``coverage`` from the residuals (points) of ``n``
+    cells no fit saw: the ``ceil((n + 1) * coverage)``-th smallest ``|residual|`` (Lei et al.,
+    "Distribution-free predictive inference for regression", 2018).  A new cell exchangeable
+    with them is within prediction +- band with probability >= ``coverage``; ``inf`` when ``n``
+    is too small to say that (fewer than 9 cells at 90 %).  NaNs are dropped."""
+    r = np.abs(np.asarray(residuals, dtype=float))
+    r = np.sort(r[~np.isnan(r)])
+    k = math.ceil((len(r) + 1) * coverage)
+    return math.inf if k > len(r) or len(r) == 0 else float(r[k - 1])
+
+
+def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SIGN_MIN,
+           coverage: float = BAND_COVERAGE) -> dict:
+    """The figures of predicted ``cells`` (points): hit / read / delta MAE, the +- band that
+    covers ``coverage`` of them (:func:`band`), and the signs, of all traffic and of the reads
+    alone."""
     d = cells[_has_delta(cells)]
     right, total, wrong = _signs(d, "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta", sign_min,
                                  pred_min)
-    out = {"n": int(len(cells)), "hit_rate_mae": _mae(cells["measured_hit"], cells["pred_hit"]),
-           "read_hit_rate_mae": _mae(cells["measured_read"], cells["pred_read"]),
-           "delta_n": int(len(d)), "delta_mae": _mae(d["measured_delta"], d["pred_delta"]),
-           "sign_right": right, "sign_total": total, "sign_wrong": wrong,
-           "read_delta_mae": math.nan, "read_sign_right": 0, "read_sign_total": 0, "read_sign_wrong": []}
+    out = {"n": int(len(cells)), "delta_n": int(len(d)), "sign_right": right, "sign_total": total,
+           "sign_wrong": wrong, "read_delta_mae": math.nan, "read_delta_band": math.nan, "read_sign_right": 0,
+           "read_sign_total": 0, "read_sign_wrong": []}
+    for stem, measured, predicted, which in MEASURES:
+        part = cells if which == "cells" else d
+        if measured in part and predicted in part:
+            residual = part[measured].astype(float) - part[predicted].astype(float)
+            out[f"{stem}_mae"] = _mae(part[measured], part[predicted])
+            out[f"{stem}_band"] = band(residual, coverage)
     if "measured_read_delta" in d and "pred_read_delta" in d:
         rd = d[d["measured_read_delta"].notna()]
         right, total, wrong = _signs(rd, "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
                                      "pred_read_delta", sign_min, pred_min)
-        out.update({"read_delta_n": int(len(rd)),
-                    "read_delta_mae": _mae(rd["measured_read_delta"], rd["pred_read_delta"]),
-                    "read_sign_right": right, "read_sign_total": total, "read_sign_wrong": wrong})
+        out.update({"read_delta_n": int(len(rd)), "read_sign_right": right, "read_sign_total": total,
+                    "read_sign_wrong": wrong})
+    return out
+
+
+def covered(cells: pd.DataFrame, bands: Callable[[str], Mapping[str, float | None]]) -> dict:
+    """How many of predicted ``cells`` lie within their prediction +- band, per measure:
+    ``{stem: (inside, cells judged)}``; ``bands(kernel)`` gives a kernel's half-widths by stem
+    (None or inf: no band, the cell is not judged)."""
+    d = cells[_has_delta(cells)]
+    out = {}
+    for stem, measured, predicted, which in MEASURES:
+        part = cells if which == "cells" else d
+        inside = total = 0
+        if measured in part and predicted in part:
+            for kernel, m, p in zip(part["kernel"], part[measured], part[predicted]):
+                half = bands(kernel).get(stem)
+                if half is None or not math.isfinite(half) or pd.isna(m) or pd.isna(p):
+                    continue
+                total += 1
+                inside += int(abs(float(m) - float(p)) <= half)
+        out[stem] = (inside, total)
     return out
 
 
@@ -352,12 +399,12 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction,
     point, fraction = fraction, unpack(fraction)[0]
 
     def table(name: str) -> dict:
-        return {k: round(v[name], 3) for k, v in held.items() if not math.isnan(v[name])}
+        return {k: round(v[name], 3) for k, v in held.items() if math.isfinite(v.get(name, math.nan))}
 
     return {"target": target, "validated_on": validated_on, "l2_capacity_fraction": fraction,
             "cells_fit": int((cells["half"] == "fit").sum()), "cells_holdout": int((cells["half"] == "holdout").sum()),
-            "hit_rate_mae": table("hit_rate_mae"), "delta_mae": table("delta_mae"),
-            "read_hit_rate_mae": table("read_hit_rate_mae"), "read_delta_mae": table("read_delta_mae"),
+            **{f"{stem}_mae": table(f"{stem}_mae") for stem, *_ in MEASURES},
+            "band_coverage": BAND_COVERAGE, **{f"{stem}_band": table(f"{stem}_band") for stem, *_ in MEASURES},
             "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]],
             "read_sign_right": [held["all"]["read_sign_right"], held["all"]["read_sign_total"]],
             **{k: v for k, v in (base or {}).items() if k in POINT_KEYS}, **point_record(point)}
@@ -431,6 +478,37 @@ class Simulator:
 # -----------------------------------------------------------
 # Output
 
+def record_bands(record: Mapping) -> Callable[[str], dict]:
+    """``bands(kernel)``: the half-widths by measure stem of a ``sim_calibration`` record, picked
+    as a job picks them (:func:`harness.profilers.sim.prediction_error`: the kernel family's,
+    else all cells'); empty for a record without bands."""
+    from harness.profilers.sim import prediction_error
+
+    def bands(kernel: str) -> dict:
+        e = prediction_error({"sim_calibration": record}, kernel)
+        if e.coverage is None:
+            return {}
+        return {"hit_rate": e.hit_rate, "delta": e.delta, "read_hit_rate": e.read_hit_rate,
+                "read_delta": e.read_delta}
+    return bands
+
+
+def coverage_text(cov: dict) -> str:
+    """``hit 33/36 (92 %), read ...``: a :func:`covered` result."""
+    names = {"hit_rate": "hit", "read_hit_rate": "read", "delta": "delta", "read_delta": "read delta"}
+    return ", ".join(f"{names[k]} {i}/{n}" + (f" ({100 * i / n:.0f} %)" if n else "") for k, (i, n) in cov.items())
+
+
+def bands_table(summary: dict) -> str:
+    """Markdown table of the held-out half's bands (points) per kernel."""
+    lines = [f"| kernel | cells | {100 * BAND_COVERAGE:.0f} % band: hit | read hit | delta | read delta |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for kernel, e in summary["holdout"].items():
+        lines.append(f"| {kernel} | {e['n']} | " + " | ".join(_fmt(e.get(f"{stem}_band", math.nan))
+                                                           for stem, *_ in MEASURES) + " |")
+    return "\n".join(lines)
+
+
 def _fmt(v: float, spec: str = ".2f") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
@@ -481,6 +559,8 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
             *(["The hit-rate MAE moves < 0.01 point over the grid: these cells do not pin f down.", ""]
               if grid["hit_rate_mae"].max() - grid["hit_rate_mae"].min() < 0.01 else []),
             "## Figures at the fitted fraction", "", figures_table(summary), "",
+            f"Bands: the split-conformal half-width that holds {100 * BAND_COVERAGE:.0f} % of the held-out cells "
+            "(`sim_calibrate.band`).", "", bands_table(summary), "",
             "Sign right: cells with measured |delta| >= the threshold and a CI excluding 0.", ""]
     if wrong:
         text += ["Held-out cells with the wrong sign:", ""] + [f"* {w}" for w in wrong] + [""]
@@ -514,6 +594,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="simulate nothing: print the errors pooled over the held-out cells of these cells.csv "
                          "files (the held-out half of a fit and --validate runs on fresh cells); with --out, "
                          "also write them as OUT/pooled.json (the error keys of a target's sim_calibration)")
+    ap.add_argument("--check", nargs="+", metavar="CELLS_CSV", default=None,
+                    help="with --pool: how many cells of these cells.csv files lie within the pooled bands")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
     ap.add_argument("--fractions", type=float, nargs="+", default=None,
                     help=f"l2_capacity_fraction values to fit (default: {list(FRACTIONS)}; with --validate "
@@ -534,14 +616,26 @@ def main(argv: list[str] | None = None) -> None:
                          "value per axis): a re-validation on cells no fit has seen")
     args = ap.parse_args(argv)
     if args.pool:
-        pooled = pd.concat([pd.read_csv(p) for p in args.pool], ignore_index=True)
-        pooled = pooled[pooled["half"] == "holdout"]
+        frames = {p: pd.read_csv(p) for p in args.pool}
+        frames = {p: f[f["half"] == "holdout"] for p, f in frames.items()}
+        pooled = pd.concat(frames.values(), ignore_index=True)
         print(f"pooled: {len(pooled)} held-out cells of {', '.join(args.pool)}\n")
         summary = summarise(pooled, args.sign_min, args.sign_pred_min)
         print(figures_table(summary))
+        print(f"\n{bands_table(summary)}")
+        record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()
+                  if k.endswith(("_mae", "_band", "sign_right")) or k in ("cells_holdout", "band_coverage")}
+        if len(frames) > 1:   # each file's cells against the bands of the others
+            print(f"\neach file's cells within the {100 * BAND_COVERAGE:.0f} % bands of the other files:")
+            for p, f in frames.items():
+                rest = pd.concat([g for q, g in frames.items() if q != p], ignore_index=True)
+                others = calibration_record(summarise(rest, args.sign_min, args.sign_pred_min), "", "", 1.0, rest)
+                print(f"  {p}: {coverage_text(covered(f, record_bands(others)))}")
+        if args.check:
+            check = pd.concat([pd.read_csv(p) for p in args.check], ignore_index=True)
+            print(f"\n{len(check)} cells of {', '.join(args.check)} within the pooled bands: "
+                  f"{coverage_text(covered(check, record_bands(record)))}")
         if args.out:   # the error keys of a target's sim_calibration record, pooled
-            record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()
-                      if k.endswith("_mae") or k.endswith("sign_right") or k == "cells_holdout"}
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "pooled.json").write_text(json.dumps(record, indent=2) + "\n")
             print(f"\nwrote {args.out}/pooled.json")
@@ -606,6 +700,9 @@ def main(argv: list[str] | None = None) -> None:
     print(figures_table(summary))
     for w in summary["holdout"]["all"]["sign_wrong"]:
         print(f"  held-out wrong sign: {w}")
+    if args.validate and target.get("sim_calibration"):   # a prospective check of the target's own bands
+        print(f"\nwithin the target's bands ({target_name}.yaml): "
+              f"{coverage_text(covered(cells, record_bands(target['sim_calibration'])))}")
 
     record = calibration_record(summary, target_name, f"{device} ncu", fraction, cells,
                                 target.get("sim_calibration"))

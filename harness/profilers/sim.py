@@ -117,31 +117,42 @@ def calibration(target: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class PredictionError:
-    """How far a prediction on a target is off, from the held-out half of its validation
-    (mean absolute errors, % points; None: not measured): the hit rate over all lookups, its
-    difference vs the baseline, and the same two of the reads alone."""
+    """How far a prediction on a target is off, from the cells of its validation that no fit
+    saw (% points; None: not measured): the +- half-width of the hit rate over all lookups, of
+    its difference vs the baseline, and of the same two of the reads alone.  With ``coverage``
+    each is the split-conformal band that held ``coverage`` of those cells (90 %: the truth of
+    9 cells in 10 lies within prediction +- band); without, the mean absolute error (an older
+    record), which about half the cells exceed."""
 
     hit_rate: float | None
     delta: float | None
     read_hit_rate: float | None
     read_delta: float | None
-    validated: str                     # "validated on <device> ncu, N held-out cells" or "not validated ..."
+    validated: str                     # "validated on <device> ncu, N cells not fitted[; ± covers 90 %]" or "not validated ..."
+    coverage: float | None = None      # the share of unfitted cells the +- covers (0.9); None: mean absolute errors
 
 
 def prediction_error(target: Mapping[str, Any], kernel: str) -> PredictionError:
     """The measured errors of a prediction of ``kernel`` on ``target``: the kernel family's
-    own where it was validated, else all cells'; all None for a target never validated."""
+    own where it was validated, else all cells'; the bands (``*_band`` of the target's
+    ``sim_calibration``, with ``band_coverage``) where the record has them, else the mean
+    absolute errors (``*_mae``); all None for a target never validated."""
     cal = calibration(target)
     if not cal.get("hit_rate_mae"):
         return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware")
+    coverage = cal.get("band_coverage")
+    kind = "band" if coverage is not None and cal.get("hit_rate_band") else "mae"
 
-    def pick(key: str) -> float | None:
-        table = cal.get(key) or {}
+    def pick(stem: str) -> float | None:
+        table = cal.get(f"{stem}_{kind}") or {}
         value = table.get(kernel, table.get("all"))
-        return None if value is None else float(value)
+        return None if value is None or not math.isfinite(float(value)) else float(value)
 
-    return PredictionError(pick("hit_rate_mae"), pick("delta_mae"), pick("read_hit_rate_mae"),
-                           pick("read_delta_mae"), f"validated on {cal.get('validated_on', '?')}")
+    validated = f"validated on {cal.get('validated_on', '?')}"
+    if kind == "band":
+        validated += f"; ± covers {100 * float(coverage):.0f} %"
+    return PredictionError(pick("hit_rate"), pick("delta"), pick("read_hit_rate"), pick("read_delta"), validated,
+                           float(coverage) if kind == "band" else None)
 
 
 @dataclass(frozen=True)
@@ -945,6 +956,8 @@ class SimProfiler(Profiler):
                 outcome.metrics["l2_hit_rate_err"] = err.hit_rate
             if err.read_hit_rate is not None:
                 outcome.metrics["l2_read_hit_rate_err"] = err.read_hit_rate
+            if err.coverage is not None:   # the ± are bands that held this share of unfitted cells (%)
+                outcome.metrics["l2_err_coverage"] = 100.0 * err.coverage
             outcome.delta_error, outcome.read_delta_error = err.delta, err.read_delta
             if baseline is not None:   # deterministic: one pair is the exact difference
                 outcome.baseline_reading = baseline.as_reading()

@@ -56,7 +56,7 @@ CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_byt
 RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor_time_ms",
                "ratio_to_vendor", "max_rel_err", "l2_hit_rate", "l2_hit_rate_std", "l2_hits",
                "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate",
-               "paired_rounds", "paired_time_s", "l2_pairs", "l2_hit_rate_err", "pct_of_peak",
+               "paired_rounds", "paired_time_s", "l2_pairs", "l2_hit_rate_err", "l2_err_coverage", "pct_of_peak",
                "pct_of_roofline", "arith_intensity")
 #: The compile stage's figures (harness/pipeline/compile.py): table column -> metric
 #: (registers per thread or VGPRs per lane, bytes, programs per CU / SM, spilled registers).
@@ -366,7 +366,7 @@ TABLE_COLUMNS = [
     "time_ms_median", "time_ms_p20", "time_ms_p80", "baseline_time_ms", "paired_rounds", "paired_time_s",
     "id_run_id", "id_time_ms_median", "id_time_ms_p20", "id_time_ms_p80",
     "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",
-    "l2_hit_rate", "l2_hit_rate_std", "l2_hit_rate_err", "baseline_l2_hit_rate", "id_l2_hit_rate", "id_l2_hit_rate_std",
+    "l2_hit_rate", "l2_hit_rate_std", "l2_hit_rate_err", "l2_err_coverage", "baseline_l2_hit_rate", "id_l2_hit_rate", "id_l2_hit_rate_std",
     "l2_delta_pts", "l2_delta_lo", "l2_delta_hi", "l2_band_pts", "l2_pairs", "l2_source", "l2_verdict",
     "l2_verdict_detail",
     "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms",

@@ -730,3 +730,21 @@ def test_dispatch_gap_starts_the_first_wave_apart():
         replace(two, dispatch_gap=-1.0)
     record = {**H100, "sim_calibration": {"dispatch_gap": 0.01}}
     assert SimTarget.from_target(record).dispatch_gap == 0.01
+
+
+def test_prediction_error_gives_bands_with_their_coverage_else_mean_errors():
+    # A record with bands: the ± are the kernel family's bands (else all cells'), said to cover 90 %.
+    record = {"validated_on": "H100 ncu, 9 cells not fitted", "hit_rate_mae": {"all": 2.0}, "delta_mae": {"all": 1.0},
+              "band_coverage": 0.9, "hit_rate_band": {"all": 5.0, "igemm": 4.0}, "delta_band": {"all": 3.0},
+              "read_hit_rate_band": {"all": float("inf")}}
+    err = sim.prediction_error({"name": "h100", "sim_calibration": record}, "igemm")
+    assert (err.hit_rate, err.delta, err.read_hit_rate, err.coverage) == (4.0, 3.0, None, 0.9)
+    assert err.validated == "validated on H100 ncu, 9 cells not fitted; ± covers 90 %"
+    # An older record (mean absolute errors only): those, and no coverage claimed.
+    old = {k: v for k, v in record.items() if not k.endswith("band") and k != "band_coverage"}
+    err = sim.prediction_error({"name": "h100", "sim_calibration": old}, "igemm")
+    assert (err.hit_rate, err.delta, err.coverage) == (2.0, 1.0, None)
+    assert err.validated == "validated on H100 ncu, 9 cells not fitted"
+    # Never validated: nothing to quote.
+    err = sim.prediction_error({"name": "mi300x"}, "igemm")
+    assert err.hit_rate is None and err.validated == "not validated on mi300x hardware"

@@ -203,7 +203,16 @@ def test_pool_reports_the_held_out_cells_of_several_tables(cells, tmp_path, caps
     assert record["cells_holdout"] == 12
     assert record["hit_rate_mae"]["all"] == pytest.approx(round((4 * 2.375 + 4 * 2.375) / 12, 3))
     assert set(record) == {"cells_holdout", "hit_rate_mae", "delta_mae", "read_hit_rate_mae", "read_delta_mae",
-                           "sign_right", "read_sign_right"}
+                           "sign_right", "read_sign_right", "band_coverage", "hit_rate_band", "delta_band",
+                           "read_hit_rate_band", "read_delta_band"}
+    # 12 cells: ceil(13 * 0.9) = 12, the largest |error| (direct/d/grouped at f = 0.5: 80.5 vs 75)
+    assert record["band_coverage"] == 0.9 and record["hit_rate_band"]["all"] == pytest.approx(5.5)
+    # Each file against the bands of the other (8 cells: too few for a 90 % band, nothing judged);
+    # then the second file as a check of the pooled bands (the largest error: every cell inside).
+    cal.main(["--pool", str(first), str(second), "--check", str(second)])
+    out = capsys.readouterr().out
+    assert f"  {first}: hit 0/0, read 0/0" in out
+    assert f"8 cells of {second} within the pooled bands: hit 8/8 (100 %)" in out
     with pytest.raises(SystemExit):
         cal.main(["--uri", "sqlite:///x.db"])      # --out missing, and no --pool
 
@@ -218,3 +227,36 @@ def test_with_layout_reads_a_recorded_chip_map():
     assert sorted(target["sm_dispatch"]) == [52, 98, 132, 264, 1056]
     sim = SimTarget.from_target(target, occupancy=1)
     assert sim.partition_of_slot(132)[:20].tolist() == [0] * 16 + [1] * 4     # launch order: 16, 48, 50, 18
+
+
+def test_band_is_the_split_conformal_quantile_of_the_absolute_errors():
+    # n = 9 at 90 %: the ceil(10 * 0.9) = 9th smallest |error|, whatever the signs; NaNs dropped.
+    assert cal.band([1, -2, 3, -4, 5, -6, 7, -8, 9, math.nan]) == 9.0
+    # n = 19: the 18th smallest of 1..19
+    assert cal.band(range(1, 20)) == 18.0
+    assert cal.band(range(1, 20), coverage=0.5) == 10.0
+    # too few cells to promise 90 %: no band
+    assert cal.band([0.5] * 8) == math.inf and cal.band([]) == math.inf
+
+
+def test_covered_counts_cells_within_their_kernels_band():
+    cells = pd.DataFrame([_cell("igemm", "a", "grouped", 50.0, 60.0, delta=1.0, lo=0.5, hi=1.5),
+                          _cell("igemm", "b", "grouped", 70.0, 80.0, delta=-3.0, lo=-4.0, hi=-2.0),
+                          _cell("direct", "c", "grouped", 90.0, 91.0, delta=0.0, lo=-1.0, hi=1.0)])
+    cells = cells.assign(pred_hit=[52.0, 75.0, 90.5], pred_read=[60.0, 80.0, 99.0],
+                         pred_delta=[1.5, 0.0, 0.0], measured_read_delta=math.nan, pred_read_delta=math.nan)
+    bands = {"igemm": {"hit_rate": 2.0, "delta": 2.0, "read_hit_rate": 1.0},
+             "direct": {"hit_rate": 1.0, "delta": math.inf}}
+    got = cal.covered(cells, lambda k: bands[k])
+    # hits: 2 <= 2 in, 5 > 2 out, 0.5 <= 1 in; reads: direct has no band; deltas: 0.5 in, 3 out, direct unjudged
+    assert got == {"hit_rate": (2, 3), "read_hit_rate": (2, 2), "delta": (1, 2), "read_delta": (0, 0)}
+    assert cal.coverage_text(got).startswith("hit 2/3 (67 %), read 2/2 (100 %), delta 1/2 (50 %)")
+
+
+def test_record_bands_pick_the_family_then_all_as_a_job_does():
+    record = {"hit_rate_mae": {"all": 2.0}, "band_coverage": 0.9,
+              "hit_rate_band": {"all": 5.0, "igemm": 4.0}, "delta_band": {"all": 3.0}}
+    bands = cal.record_bands(record)
+    assert bands("igemm")["hit_rate"] == 4.0 and bands("direct")["hit_rate"] == 5.0
+    assert bands("igemm")["delta"] == 3.0 and bands("igemm")["read_hit_rate"] is None
+    assert cal.record_bands({"hit_rate_mae": {"all": 2.0}})("igemm") == {}   # an older record: MAEs, no bands
