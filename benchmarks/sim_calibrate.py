@@ -493,6 +493,34 @@ def record_bands(record: Mapping) -> Callable[[str], dict]:
     return bands
 
 
+def verdicts(cells: pd.DataFrame, bands: Callable[[str], Mapping[str, float | None]]) -> dict:
+    """The simulator's all-traffic verdicts on predicted ``cells`` against the measured ones: a
+    prediction claims ``higher`` / ``lower`` when its delta clears its band (what a job's L2
+    verdict does); ncu's claim is its CI excluding 0.  ``{claimed, confirmed, opposite,
+    unconfirmed}``: claims the measurement confirms, contradicts (CI on the other side of 0),
+    or cannot (CI spans 0); ``missed``: measured effects the simulator did not claim."""
+    d = cells[_has_delta(cells)]
+    out = dict.fromkeys(("claimed", "confirmed", "opposite", "unconfirmed", "missed", "measured"), 0)
+    for kernel, pred, lo, hi in zip(d["kernel"], d["pred_delta"], d["delta_ci_lo"], d["delta_ci_hi"]):
+        half = bands(kernel).get("delta")
+        if half is None or pd.isna(pred) or pd.isna(lo) or pd.isna(hi):
+            continue
+        claim = 1 if pred - half > 0 else -1 if pred + half < 0 else 0
+        truth = 1 if lo > 0 else -1 if hi < 0 else 0
+        out["measured"] += int(truth != 0)
+        out["missed"] += int(truth != 0 and claim == 0)
+        if claim:
+            out["claimed"] += 1
+            out["confirmed" if truth == claim else "opposite" if truth == -claim else "unconfirmed"] += 1
+    return out
+
+
+def verdicts_text(v: dict) -> str:
+    """``3 claimed: 3 confirmed, 0 opposite, 0 unconfirmed; 5 of 8 measured effects missed``."""
+    return (f"{v['claimed']} claimed: {v['confirmed']} confirmed, {v['opposite']} opposite, "
+            f"{v['unconfirmed']} unconfirmed; {v['missed']} of {v['measured']} measured effects not claimed")
+
+
 def coverage_text(cov: dict) -> str:
     """``hit 33/36 (92 %), read ...``: a :func:`covered` result."""
     names = {"hit_rate": "hit", "read_hit_rate": "read", "delta": "delta", "read_delta": "read delta"}
@@ -635,6 +663,7 @@ def main(argv: list[str] | None = None) -> None:
             check = pd.concat([pd.read_csv(p) for p in args.check], ignore_index=True)
             print(f"\n{len(check)} cells of {', '.join(args.check)} within the pooled bands: "
                   f"{coverage_text(covered(check, record_bands(record)))}")
+            print(f"verdicts on the pooled bands: {verdicts_text(verdicts(check, record_bands(record)))}")
         if args.out:   # the error keys of a target's sim_calibration record, pooled
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "pooled.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -701,8 +730,9 @@ def main(argv: list[str] | None = None) -> None:
     for w in summary["holdout"]["all"]["sign_wrong"]:
         print(f"  held-out wrong sign: {w}")
     if args.validate and target.get("sim_calibration"):   # a prospective check of the target's own bands
-        print(f"\nwithin the target's bands ({target_name}.yaml): "
-              f"{coverage_text(covered(cells, record_bands(target['sim_calibration'])))}")
+        bands = record_bands(target["sim_calibration"])
+        print(f"\nwithin the target's bands ({target_name}.yaml): {coverage_text(covered(cells, bands))}")
+        print(f"verdicts on those bands: {verdicts_text(verdicts(cells, bands))}")
 
     record = calibration_record(summary, target_name, f"{device} ncu", fraction, cells,
                                 target.get("sim_calibration"))
