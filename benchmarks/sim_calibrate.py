@@ -478,11 +478,16 @@ class Simulator:
 # -----------------------------------------------------------
 # Output
 
-def record_bands(record: Mapping) -> Callable[[str], dict]:
+def record_bands(record: Mapping, kind: str = "band") -> Callable[[str], dict]:
     """``bands(kernel)``: the half-widths by measure stem of a ``sim_calibration`` record, picked
     as a job picks them (:func:`harness.profilers.sim.prediction_error`: the kernel family's,
-    else all cells'); empty for a record without bands."""
+    else all cells'); empty for a record without bands.  ``kind="mae"``: its mean absolute
+    errors instead, the ± jobs showed before the bands."""
     from harness.profilers.sim import prediction_error
+
+    if kind == "mae":
+        record = {**{k: v for k, v in record.items() if not k.endswith("_band")}, "band_coverage": 0.5,
+                  **{f"{stem}_band": record.get(f"{stem}_mae") for stem, *_ in MEASURES}}
 
     def bands(kernel: str) -> dict:
         e = prediction_error({"sim_calibration": record}, kernel)
@@ -623,7 +628,7 @@ def main(argv: list[str] | None = None) -> None:
                          "files (the held-out half of a fit and --validate runs on fresh cells); with --out, "
                          "also write them as OUT/pooled.json (the error keys of a target's sim_calibration)")
     ap.add_argument("--check", nargs="+", metavar="CELLS_CSV", default=None,
-                    help="with --pool: how many cells of these cells.csv files lie within the pooled bands")
+                    help="with --pool: how many held-out cells of these cells.csv files lie within the pooled bands")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
     ap.add_argument("--fractions", type=float, nargs="+", default=None,
                     help=f"l2_capacity_fraction values to fit (default: {list(FRACTIONS)}; with --validate "
@@ -661,9 +666,11 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  {p}: {coverage_text(covered(f, record_bands(others)))}")
         if args.check:
             check = pd.concat([pd.read_csv(p) for p in args.check], ignore_index=True)
-            print(f"\n{len(check)} cells of {', '.join(args.check)} within the pooled bands: "
-                  f"{coverage_text(covered(check, record_bands(record)))}")
-            print(f"verdicts on the pooled bands: {verdicts_text(verdicts(check, record_bands(record)))}")
+            check = check[check["half"] == "holdout"]
+            for kind, what in (("band", "bands"), ("mae", "mean errors")):
+                print(f"\n{len(check)} cells of {', '.join(args.check)} within the pooled {what}: "
+                      f"{coverage_text(covered(check, record_bands(record, kind)))}")
+                print(f"verdicts on them: {verdicts_text(verdicts(check, record_bands(record, kind)))}")
         if args.out:   # the error keys of a target's sim_calibration record, pooled
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "pooled.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -730,9 +737,10 @@ def main(argv: list[str] | None = None) -> None:
     for w in summary["holdout"]["all"]["sign_wrong"]:
         print(f"  held-out wrong sign: {w}")
     if args.validate and target.get("sim_calibration"):   # a prospective check of the target's own bands
-        bands = record_bands(target["sim_calibration"])
-        print(f"\nwithin the target's bands ({target_name}.yaml): {coverage_text(covered(cells, bands))}")
-        print(f"verdicts on those bands: {verdicts_text(verdicts(cells, bands))}")
+        for kind, what in (("band", "bands"), ("mae", "mean errors (the ± before the bands)")):
+            bands = record_bands(target["sim_calibration"], kind)
+            print(f"\nwithin the target's {what} ({target_name}.yaml): {coverage_text(covered(cells, bands))}")
+            print(f"verdicts on them: {verdicts_text(verdicts(cells, bands))}")
 
     record = calibration_record(summary, target_name, f"{device} ncu", fraction, cells,
                                 target.get("sim_calibration"))
