@@ -219,6 +219,8 @@ def predict(cells: pd.DataFrame, simulate: Simulate, fraction: float) -> pd.Data
     out["pred_baseline_hit"] = [h for h, _ in base]
     out["pred_delta"] = out["pred_hit"] - out["pred_baseline_hit"]
     out["pred_read_delta"] = out["pred_read"] - [r for _, r in base]
+    classes = getattr(simulate, "classes", {})   # the simulator's layer_class of each spec, if it says
+    out["layer_class"] = [classes.get(s, "") for s in cells["spec"]]
     return out
 
 
@@ -298,18 +300,43 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SI
     return out
 
 
-def covered(cells: pd.DataFrame, bands: Callable[[str], Mapping[str, float | None]]) -> dict:
+def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
+    """``{layer class: {"cells": n, stem: band, ...}}`` of predicted ``cells`` with a
+    ``layer_class`` column (:func:`harness.profilers.sim.layer_class`): Mondrian bands, one
+    set per class, each holding ``coverage`` of its own cells; a class with too few cells for a
+    band of some measure leaves that measure out (its cells fall back to the family's band)."""
+    out = {}
+    if "layer_class" not in cells:
+        return out
+    layer = pd.Series(_layer(cells), index=cells.index)
+    for cls, part in cells[layer != ""].groupby(layer[layer != ""]):
+        e = errors(part, coverage=coverage)
+        got = {stem: round(e[f"{stem}_band"], 3) for stem, *_ in MEASURES
+               if math.isfinite(e.get(f"{stem}_band", math.nan))}
+        if got:
+            out[str(cls)] = {"cells": int(len(part)), **got}
+    return out
+
+
+def _layer(cells: pd.DataFrame) -> list[str]:
+    """Each cell's layer class ("" where not known: a cells.csv written before the classes)."""
+    if "layer_class" not in cells:
+        return [""] * len(cells)
+    return ["" if pd.isna(v) else str(v) for v in cells["layer_class"]]
+
+
+def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]]) -> dict:
     """How many of predicted ``cells`` lie within their prediction +- band, per measure:
-    ``{stem: (inside, cells judged)}``; ``bands(kernel)`` gives a kernel's half-widths by stem
-    (None or inf: no band, the cell is not judged)."""
+    ``{stem: (inside, cells judged)}``; ``bands(kernel, layer_class)`` gives a cell's
+    half-widths by stem (None or inf: no band, the cell is not judged)."""
     d = cells[_has_delta(cells)]
     out = {}
     for stem, measured, predicted, which in MEASURES:
         part = cells if which == "cells" else d
         inside = total = 0
         if measured in part and predicted in part:
-            for kernel, m, p in zip(part["kernel"], part[measured], part[predicted]):
-                half = bands(kernel).get(stem)
+            for kernel, layer, m, p in zip(part["kernel"], _layer(part), part[measured], part[predicted]):
+                half = bands(kernel, layer).get(stem)
                 if half is None or not math.isfinite(half) or pd.isna(m) or pd.isna(p):
                     continue
                 total += 1
@@ -405,6 +432,7 @@ def calibration_record(summary: dict, target: str, validated_on: str, fraction,
             "cells_fit": int((cells["half"] == "fit").sum()), "cells_holdout": int((cells["half"] == "holdout").sum()),
             **{f"{stem}_mae": table(f"{stem}_mae") for stem, *_ in MEASURES},
             "band_coverage": BAND_COVERAGE, **{f"{stem}_band": table(f"{stem}_band") for stem, *_ in MEASURES},
+            **({"class_bands": cb} if (cb := class_bands(cells[cells["half"] == "holdout"])) else {}),
             "sign_right": [held["all"]["sign_right"], held["all"]["sign_total"]],
             "read_sign_right": [held["all"]["read_sign_right"], held["all"]["read_sign_total"]],
             **{k: v for k, v in (base or {}).items() if k in POINT_KEYS}, **point_record(point)}
@@ -440,6 +468,7 @@ class Simulator:
     tables: dict = field(default_factory=dict)
     seconds: float = 0.0
     replay_seconds: float = 0.0
+    classes: dict = field(default_factory=dict)   # spec -> its layer_class (harness.profilers.sim)
 
     def __call__(self, spec: SimSpec, fraction: float) -> tuple[float, float]:
         key = (spec, fraction)
@@ -448,6 +477,7 @@ class Simulator:
             try:
                 result = self._run(spec, fraction)
                 self.results[key] = (result.hit_rate, result.read_hit_rate)
+                self.classes[spec] = result.layer_class
                 self.replay_seconds += result.replay_s + sum(r.replay_s for _, r in result.timed_run)
             except (NotImplementedError, ValueError) as exc:
                 print(f"  cannot simulate {spec.kernel}/{dict(spec.shape)['name']}/{spec.swizzle}: {exc}")
@@ -478,19 +508,20 @@ class Simulator:
 # -----------------------------------------------------------
 # Output
 
-def record_bands(record: Mapping, kind: str = "band") -> Callable[[str], dict]:
-    """``bands(kernel)``: the half-widths by measure stem of a ``sim_calibration`` record, picked
-    as a job picks them (:func:`harness.profilers.sim.prediction_error`: the kernel family's,
-    else all cells'); empty for a record without bands.  ``kind="mae"``: its mean absolute
+def record_bands(record: Mapping, kind: str = "band") -> Callable[..., dict]:
+    """``bands(kernel, layer_class="")``: the half-widths by measure stem of a ``sim_calibration``
+    record, picked as a job picks them (:func:`harness.profilers.sim.prediction_error`: the layer
+    class's, else the kernel family's, else all cells'); empty for a record without bands.  ``kind="mae"``: its mean absolute
     errors instead, the ± jobs showed before the bands."""
     from harness.profilers.sim import prediction_error
 
     if kind == "mae":
-        record = {**{k: v for k, v in record.items() if not k.endswith("_band")}, "band_coverage": 0.5,
+        record = {**{k: v for k, v in record.items() if not k.endswith("_band") and k != "class_bands"},
+                  "band_coverage": 0.5,
                   **{f"{stem}_band": record.get(f"{stem}_mae") for stem, *_ in MEASURES}}
 
-    def bands(kernel: str) -> dict:
-        e = prediction_error({"sim_calibration": record}, kernel)
+    def bands(kernel: str, layer: str = "") -> dict:
+        e = prediction_error({"sim_calibration": record}, kernel, layer)
         if e.coverage is None:
             return {}
         return {"hit_rate": e.hit_rate, "delta": e.delta, "read_hit_rate": e.read_hit_rate,
@@ -498,7 +529,7 @@ def record_bands(record: Mapping, kind: str = "band") -> Callable[[str], dict]:
     return bands
 
 
-def verdicts(cells: pd.DataFrame, bands: Callable[[str], Mapping[str, float | None]]) -> dict:
+def verdicts(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]]) -> dict:
     """The simulator's all-traffic verdicts on predicted ``cells`` against the measured ones: a
     prediction claims ``higher`` / ``lower`` when its delta clears its band (what a job's L2
     verdict does); ncu's claim is its CI excluding 0.  ``{claimed, confirmed, opposite,
@@ -506,8 +537,9 @@ def verdicts(cells: pd.DataFrame, bands: Callable[[str], Mapping[str, float | No
     or cannot (CI spans 0); ``missed``: measured effects the simulator did not claim."""
     d = cells[_has_delta(cells)]
     out = dict.fromkeys(("claimed", "confirmed", "opposite", "unconfirmed", "missed", "measured"), 0)
-    for kernel, pred, lo, hi in zip(d["kernel"], d["pred_delta"], d["delta_ci_lo"], d["delta_ci_hi"]):
-        half = bands(kernel).get("delta")
+    for kernel, layer, pred, lo, hi in zip(d["kernel"], _layer(d), d["pred_delta"], d["delta_ci_lo"],
+                                           d["delta_ci_hi"]):
+        half = bands(kernel, layer).get("delta")
         if half is None or pd.isna(pred) or pd.isna(lo) or pd.isna(hi):
             continue
         claim = 1 if pred - half > 0 else -1 if pred + half < 0 else 0
@@ -532,13 +564,17 @@ def coverage_text(cov: dict) -> str:
     return ", ".join(f"{names[k]} {i}/{n}" + (f" ({100 * i / n:.0f} %)" if n else "") for k, (i, n) in cov.items())
 
 
-def bands_table(summary: dict) -> str:
-    """Markdown table of the held-out half's bands (points) per kernel."""
+def bands_table(summary: dict, classes: dict | None = None) -> str:
+    """Markdown table of the held-out half's bands (points) per kernel, and per layer class
+    (:func:`class_bands`)."""
     lines = [f"| kernel | cells | {100 * BAND_COVERAGE:.0f} % band: hit | read hit | delta | read delta |",
              "|---|---:|---:|---:|---:|---:|"]
     for kernel, e in summary["holdout"].items():
         lines.append(f"| {kernel} | {e['n']} | " + " | ".join(_fmt(e.get(f"{stem}_band", math.nan))
                                                            for stem, *_ in MEASURES) + " |")
+    for cls, b in (classes or {}).items():
+        lines.append(f"| class {cls} | {b['cells']} | " + " | ".join(_fmt(b.get(stem, math.nan))
+                                                                   for stem, *_ in MEASURES) + " |")
     return "\n".join(lines)
 
 
@@ -570,7 +606,7 @@ CSV_COLUMNS = ["half", "kernel", "shape", "swizzle", "config", "num_xcds", "grou
                "measured_hit", "measured_hit_std", "measured_read", "measured_delta", "delta_ci_lo",
                "delta_ci_hi", "delta_source", "baseline_measured", "sim_online", "pred_hit", "pred_read",
                "pred_baseline_hit", "pred_delta", "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
-               "pred_read_delta", "run_id"]
+               "pred_read_delta", "layer_class", "run_id"]
 
 
 def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFrame, record: dict,
@@ -593,7 +629,7 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
               if grid["hit_rate_mae"].max() - grid["hit_rate_mae"].min() < 0.01 else []),
             "## Figures at the fitted fraction", "", figures_table(summary), "",
             f"Bands: the split-conformal half-width that holds {100 * BAND_COVERAGE:.0f} % of the held-out cells "
-            "(`sim_calibrate.band`).", "", bands_table(summary), "",
+            "(`sim_calibrate.band`).", "", bands_table(summary, record.get("class_bands")), "",
             "Sign right: cells with measured |delta| >= the threshold and a CI excluding 0.", ""]
     if wrong:
         text += ["Held-out cells with the wrong sign:", ""] + [f"* {w}" for w in wrong] + [""]
@@ -655,9 +691,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"pooled: {len(pooled)} held-out cells of {', '.join(args.pool)}\n")
         summary = summarise(pooled, args.sign_min, args.sign_pred_min)
         print(figures_table(summary))
-        print(f"\n{bands_table(summary)}")
+        if any(_layer(pooled)):   # the figures per layer class
+            layer = pd.Series(_layer(pooled), index=pooled.index)
+            per_class = {"holdout": {f"class {c}": errors(g, args.sign_min, args.sign_pred_min)
+                                     for c, g in pooled[layer != ""].groupby(layer[layer != ""])}}
+            print(f"\n{figures_table(per_class)}")
+        print(f"\n{bands_table(summary, class_bands(pooled))}")
         record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()
-                  if k.endswith(("_mae", "_band", "sign_right")) or k in ("cells_holdout", "band_coverage")}
+                  if k.endswith(("_mae", "_band", "sign_right")) or k in ("cells_holdout", "band_coverage",
+                                                                           "class_bands")}
         if len(frames) > 1:   # each file's cells against the bands of the others
             print(f"\neach file's cells within the {100 * BAND_COVERAGE:.0f} % bands of the other files:")
             for p, f in frames.items():

@@ -132,25 +132,49 @@ class PredictionError:
     coverage: float | None = None      # the share of unfitted cells the +- covers (0.9); None: mean absolute errors
 
 
-def prediction_error(target: Mapping[str, Any], kernel: str) -> PredictionError:
-    """The measured errors of a prediction of ``kernel`` on ``target``: the kernel family's
-    own where it was validated, else all cells'; the bands (``*_band`` of the target's
-    ``sim_calibration``, with ``band_coverage``) where the record has them, else the mean
-    absolute errors (``*_mae``); all None for a target never validated."""
+#: The classes of layer whose simulated figures carry error bands of their own (Mondrian
+#: bands): the validation cells' errors differ by class (benchmarks/README.md, "Bands by layer
+#: class"), so one band for all would be too wide for most layers and too narrow for the rest.
+LAYER_CLASSES = ("regular", "one-wave", "ragged")
+
+
+def layer_class(shape, tiles: Mapping[str, int], num_programs: int, resident: int) -> str:
+    """Which band a job's simulated figures carry: ``ragged`` when the channel count is not a
+    multiple of the K tile (``shape.C % BLOCK_K``: every K loop ends in a partial step and
+    input rows straddle sectors; the model is 10-20 points off there), else ``one-wave`` when
+    every program is resident at once (``num_programs <= resident``, the target's SMs / CUs
+    times the programs each holds: the coalescer's weak spot), else ``regular``.  A kernel
+    without a ``BLOCK_K`` tile is never ragged."""
+    block_k = tiles.get("BLOCK_K")
+    if block_k and shape.C % int(block_k):
+        return "ragged"
+    return "one-wave" if num_programs <= resident else "regular"
+
+
+def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") -> PredictionError:
+    """The measured errors of a prediction of ``kernel`` on ``target`` for a layer of class
+    ``layer`` (:func:`layer_class`): the class's own bands where the record has them
+    (``class_bands``), else the kernel family's, else all cells'; the bands (``*_band`` of the
+    target's ``sim_calibration``, with ``band_coverage``) where the record has them, else the
+    mean absolute errors (``*_mae``); all None for a target never validated."""
     cal = calibration(target)
     if not cal.get("hit_rate_mae"):
         return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware")
     coverage = cal.get("band_coverage")
     kind = "band" if coverage is not None and cal.get("hit_rate_band") else "mae"
+    by_class = (cal.get("class_bands") or {}).get(layer) if kind == "band" else None
 
     def pick(stem: str) -> float | None:
-        table = cal.get(f"{stem}_{kind}") or {}
-        value = table.get(kernel, table.get("all"))
+        if by_class is not None and stem in by_class:
+            value = by_class[stem]
+        else:
+            table = cal.get(f"{stem}_{kind}") or {}
+            value = table.get(kernel, table.get("all"))
         return None if value is None or not math.isfinite(float(value)) else float(value)
 
     validated = f"validated on {cal.get('validated_on', '?')}"
     if kind == "band":
-        validated += f"; ± covers {100 * float(coverage):.0f} %"
+        validated += f"; ± covers {100 * float(coverage):.0f} %" + (f" of {layer} layers" if by_class else "")
     return PredictionError(pick("hit_rate"), pick("delta"), pick("read_hit_rate"), pick("read_delta"), validated,
                            float(coverage) if kind == "band" else None)
 
@@ -431,6 +455,8 @@ class SimResult:
     #: The job's whole timed run, when it is more than this launch: (launch name, result) in
     #: launch order, simulated one after the other with the caches carried over.
     timed_run: tuple[tuple[str, "SimResult"], ...] = ()
+    #: The job's :func:`layer_class` (which error band its figures carry); "" outside a job.
+    layer_class: str = ""
 
     @property
     def accesses(self) -> int:
@@ -888,7 +914,9 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     if not verdict.ok:
         raise ValueError(f"cannot simulate: the remap is {verdict.reason}")
     models = _cached_models(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes)
-    return simulate_run(models, table, sim_target)
+    result = simulate_run(models, table, sim_target)
+    resident = sim_target.slots_per_xcd * sim_target.num_xcds
+    return replace(result, layer_class=layer_class(shape, tiles, result.num_programs, resident))
 
 
 def _table_device() -> str:
@@ -949,7 +977,8 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix="sim."),
                                               "sim.programs_per_cu": float(self._residency(occupancy))})
-            err = prediction_error(self.target, spec.kernel)
+            err = prediction_error(self.target, spec.kernel, result.layer_class)
+            outcome.tags["sim_layer_class"] = result.layer_class
             outcome.tags["sim_validation"] = err.validated
             outcome.metrics["l2_read_hit_rate"] = result.read_hit_rate
             if err.hit_rate is not None:

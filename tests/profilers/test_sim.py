@@ -748,3 +748,47 @@ def test_prediction_error_gives_bands_with_their_coverage_else_mean_errors():
     # Never validated: nothing to quote.
     err = sim.prediction_error({"name": "mi300x"}, "igemm")
     assert err.hit_rate is None and err.validated == "not validated on mi300x hardware"
+
+
+def test_layer_class_ragged_then_one_wave_then_regular():
+    from kernels.problem import ConvShape
+
+    def shape(C):
+        return ConvShape(name="s", N=1, C=C, H=8, W=8, F=64, R=1, S=1, stride=1, padding=0)
+
+    tiles = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
+    # C = 240: the K loop's last step covers 48 of 64 channels, whatever the grid
+    assert sim.layer_class(shape(240), tiles, num_programs=10_000, resident=264) == "ragged"
+    assert sim.layer_class(shape(24), {**tiles, "BLOCK_K": 32}, 10, 264) == "ragged"
+    # a whole K tile: one wave when every program is resident at once
+    assert sim.layer_class(shape(256), tiles, num_programs=264, resident=264) == "one-wave"
+    assert sim.layer_class(shape(256), tiles, num_programs=265, resident=264) == "regular"
+    # a kernel without a K tile is never ragged
+    assert sim.layer_class(shape(240), {"BLOCK_M": 64}, 265, 264) == "regular"
+
+
+def test_a_job_carries_its_layer_class_and_that_classes_band():
+    # simulate_job classes the job from its grid and the target's residency; prediction_error
+    # then takes that class's bands, and the family's (or all cells') for a class without them.
+    from kernels.problem import ConvShape
+    from swizzles import get_swizzle
+
+    target = {"name": "t", "num_xcds": 1, "compute_units": 4, "l2_bytes": 65536, "l2_ways": 4,
+              "l2_line_bytes": 128, "l2_domains": 1, "occupancy": 1}
+    tiles = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}
+    small = ConvShape(name="s", N=1, C=16, H=4, W=4, F=16, R=1, S=1, stride=1, padding=0)    # 1 program
+    wide = ConvShape(name="w", N=1, C=16, H=8, W=8, F=32, R=1, S=1, stride=1, padding=0)     # 8 programs
+    ragged = ConvShape(name="r", N=1, C=24, H=8, W=8, F=32, R=1, S=1, stride=1, padding=0)
+    got = [sim.simulate_job("igemm", s, tiles, get_swizzle("identity"), 1, 8, target).layer_class
+           for s in (small, wide, ragged)]
+    assert got == ["one-wave", "regular", "ragged"]
+    record = {"validated_on": "X ncu", "hit_rate_mae": {"all": 2.0}, "band_coverage": 0.9,
+              "hit_rate_band": {"all": 5.0}, "delta_band": {"all": 4.0},
+              "class_bands": {"regular": {"cells": 20, "hit_rate": 3.0, "delta": 2.0}, "ragged": {"cells": 9, "hit_rate": 20.0}}}
+    t = {"name": "t", "sim_calibration": record}
+    regular = sim.prediction_error(t, "igemm", "regular")
+    assert (regular.hit_rate, regular.delta) == (3.0, 2.0)
+    assert regular.validated == "validated on X ncu; ± covers 90 % of regular layers"
+    assert (sim.prediction_error(t, "igemm", "ragged").hit_rate, sim.prediction_error(t, "igemm", "ragged").delta) == (20.0, 4.0)
+    assert sim.prediction_error(t, "igemm", "one-wave").hit_rate == 5.0     # no bands of its own
+    assert sim.prediction_error(t, "igemm").validated == "validated on X ncu; ± covers 90 %"

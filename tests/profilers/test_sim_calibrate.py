@@ -247,7 +247,7 @@ def test_covered_counts_cells_within_their_kernels_band():
                          pred_delta=[1.5, 0.0, 0.0], measured_read_delta=math.nan, pred_read_delta=math.nan)
     bands = {"igemm": {"hit_rate": 2.0, "delta": 2.0, "read_hit_rate": 1.0},
              "direct": {"hit_rate": 1.0, "delta": math.inf}}
-    got = cal.covered(cells, lambda k: bands[k])
+    got = cal.covered(cells, lambda k, layer="": bands[k])
     # hits: 2 <= 2 in, 5 > 2 out, 0.5 <= 1 in; reads: direct has no band; deltas: 0.5 in, 3 out, direct unjudged
     assert got == {"hit_rate": (2, 3), "read_hit_rate": (2, 2), "delta": (1, 2), "read_delta": (0, 0)}
     assert cal.coverage_text(got).startswith("hit 2/3 (67 %), read 2/2 (100 %), delta 1/2 (50 %)")
@@ -260,3 +260,29 @@ def test_record_bands_pick_the_family_then_all_as_a_job_does():
     assert bands("igemm")["hit_rate"] == 4.0 and bands("direct")["hit_rate"] == 5.0
     assert bands("igemm")["delta"] == 3.0 and bands("igemm")["read_hit_rate"] is None
     assert cal.record_bands({"hit_rate_mae": {"all": 2.0}})("igemm") == {}   # an older record: MAEs, no bands
+
+
+def test_class_bands_are_kept_apart_and_cells_take_their_classes_band():
+    # 9 regular cells off by 1..9 points and 9 ragged ones off by 10..90: one band each (the
+    # 9th smallest of 9 at 90 %), where one band for all (the 18th of 18) would be 90 for every cell.
+    rows = []
+    for i in range(1, 10):
+        rows.append({**_cell("igemm", f"r{i}", "identity", 50.0, 50.0), "pred_hit": 50.0 + i, "pred_read": 50.0,
+                     "layer_class": "regular"})
+        rows.append({**_cell("igemm", f"g{i}", "identity", 50.0, 50.0), "pred_hit": 50.0 - 10 * i, "pred_read": 50.0,
+                     "layer_class": "ragged"})
+    cells = pd.DataFrame(rows).assign(pred_delta=math.nan, measured_read_delta=math.nan, pred_read_delta=math.nan)
+    got = cal.class_bands(cells)
+    assert got["regular"]["cells"] == 9 and got["regular"]["hit_rate"] == 9.0
+    assert got["ragged"]["hit_rate"] == 90.0
+    assert "delta" not in got["regular"]          # no cell with a delta: no delta band
+    assert cal.band((cells["pred_hit"] - cells["measured_hit"])) == 90.0
+    record = {"hit_rate_mae": {"all": 1.0}, "band_coverage": 0.9, "hit_rate_band": {"all": 90.0}, "class_bands": got}
+    bands = cal.record_bands(record)
+    assert bands("igemm", "regular")["hit_rate"] == 9.0 and bands("igemm", "one-wave")["hit_rate"] == 90.0
+    # every cell inside its own class's band
+    assert cal.covered(cells, bands)["hit_rate"] == (18, 18)
+    # a cell of another class, 10 points off: outside the regular band, inside the all-cells one
+    other = cells.iloc[[0]].assign(pred_hit=60.0, layer_class="regular")
+    assert cal.covered(other, bands)["hit_rate"] == (0, 1)
+    assert cal.covered(other.assign(layer_class="one-wave"), bands)["hit_rate"] == (1, 1)

@@ -20,11 +20,13 @@ def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
                     cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[job")]
-    assert lines and all("(sim, validated on H100 ncu" in line and "; ± covers 90 %)" in line and ", reads " in line
+    assert lines and all("(sim, validated on H100 ncu" in line and "; ± covers 90 % of " in line and ", reads " in line
                          for line in lines), lines
     import yaml
     from pathlib import Path
-    cal = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/target/h100.yaml").read_text())["sim_calibration"]
+
+    from harness.profilers.sim import LAYER_CLASSES, prediction_error
+    target = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/target/h100.yaml").read_text())
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("sim-cli")
     jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
@@ -38,17 +40,24 @@ def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
         assert "sim.l2_read_hit_rate" in metrics and metrics["sim.l2_write_lookups"] > 0
         # h100 is calibrated: the reads' rate and both errors are logged, merged reads counted
         assert metrics["l2_read_hit_rate"] == metrics["sim.l2_read_hit_rate"]
-        # the ± are igemm_fast's 90 % bands, and a simulated delta's interval is its band around it
-        assert metrics["l2_hit_rate_err"] == cal["hit_rate_band"]["igemm_fast"]
-        assert metrics["l2_read_hit_rate_err"] == cal["read_hit_rate_band"]["igemm_fast"]
+        # the ± are the 90 % bands of the job's layer class, and a simulated delta's interval is
+        # its band around it
+        layer = r.data.tags["sim_layer_class"]
+        assert layer in LAYER_CLASSES
+        err = prediction_error(target, "igemm_fast", layer)
+        assert metrics["l2_hit_rate_err"] == err.hit_rate and metrics["l2_read_hit_rate_err"] == err.read_hit_rate
         assert metrics["l2_err_coverage"] == 90.0
         if "l2_delta_pts" in metrics:
             half = (metrics["l2_delta_ci_hi"] - metrics["l2_delta_ci_lo"]) / 2
-            assert half == pytest.approx(cal["delta_band"]["igemm_fast"])
+            assert half == pytest.approx(err.delta)
         assert "sim.l2_merged_reads" in metrics
         assert r.data.tags["sim_validation"].startswith("validated on H100 ncu")
         for name in launches:
             assert f"sim.{name}.l2_hit_rate" in metrics
+    # The sweep's report says what the simulated ± is
+    pages = list((tmp_path / "reports" / "sim-cli").glob("*/index.html"))
+    assert len(pages) == 1
+    assert "(sim, 90 % band)" in pages[0].read_text()
 
 
 def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_path):
