@@ -138,17 +138,18 @@ class PredictionError:
 LAYER_CLASSES = ("regular", "one-wave", "ragged")
 
 
-def layer_class(shape, tiles: Mapping[str, int], num_programs: int, resident: int) -> str:
+def layer_class(shape, tiles: Mapping[str, int], num_work: int, resident: int) -> str:
     """Which band a job's simulated figures carry: ``ragged`` when the channel count is not a
     multiple of the K tile (``shape.C % BLOCK_K``: every K loop ends in a partial step and
-    input rows straddle sectors; the model is 10-20 points off there), else ``one-wave`` when
-    every program is resident at once (``num_programs <= resident``, the target's SMs / CUs
-    times the programs each holds: the coalescer's weak spot), else ``regular``.  A kernel
-    without a ``BLOCK_K`` tile is never ragged."""
+    input rows straddle sectors; the model is 10-20 points off on some such layers), else
+    ``one-wave`` when every work item (a tile, or a split of one) is in flight at once
+    (``num_work <= resident``, the target's SMs / CUs times the programs each holds: the
+    coalescer's weak spot; a persistent grid that walks more tiles than that is not one wave),
+    else ``regular``.  A kernel without a ``BLOCK_K`` tile is never ragged."""
     block_k = tiles.get("BLOCK_K")
     if block_k and shape.C % int(block_k):
         return "ragged"
-    return "one-wave" if num_programs <= resident else "regular"
+    return "one-wave" if num_work <= resident else "regular"
 
 
 def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") -> PredictionError:
@@ -916,7 +917,8 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     models = _cached_models(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes)
     result = simulate_run(models, table, sim_target)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
-    return replace(result, layer_class=layer_class(shape, tiles, result.num_programs, resident))
+    num_work = next(m for m in models if m.profiled).schedule.num_work
+    return replace(result, layer_class=layer_class(shape, tiles, num_work, resident))
 
 
 def _table_device() -> str:

@@ -758,11 +758,11 @@ def test_layer_class_ragged_then_one_wave_then_regular():
 
     tiles = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
     # C = 240: the K loop's last step covers 48 of 64 channels, whatever the grid
-    assert sim.layer_class(shape(240), tiles, num_programs=10_000, resident=264) == "ragged"
+    assert sim.layer_class(shape(240), tiles, num_work=10_000, resident=264) == "ragged"
     assert sim.layer_class(shape(24), {**tiles, "BLOCK_K": 32}, 10, 264) == "ragged"
     # a whole K tile: one wave when every program is resident at once
-    assert sim.layer_class(shape(256), tiles, num_programs=264, resident=264) == "one-wave"
-    assert sim.layer_class(shape(256), tiles, num_programs=265, resident=264) == "regular"
+    assert sim.layer_class(shape(256), tiles, num_work=264, resident=264) == "one-wave"
+    assert sim.layer_class(shape(256), tiles, num_work=265, resident=264) == "regular"
     # a kernel without a K tile is never ragged
     assert sim.layer_class(shape(240), {"BLOCK_M": 64}, 265, 264) == "regular"
 
@@ -782,6 +782,11 @@ def test_a_job_carries_its_layer_class_and_that_classes_band():
     got = [sim.simulate_job("igemm", s, tiles, get_swizzle("identity"), 1, 8, target).layer_class
            for s in (small, wide, ragged)]
     assert got == ["one-wave", "regular", "ragged"]
+    # A persistent grid of 4 programs (one per SM) walking 8 tiles is not one wave
+    fast = {**tiles, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 1, "TMA": 0, "TMA_STORE": 0, "FOLD": 0,
+            "SPLIT_SUM": 0}
+    persistent = sim.simulate_job("igemm_fast", wide, fast, get_swizzle("identity"), 1, 8, target)
+    assert persistent.num_programs == 4 and persistent.layer_class == "regular"
     record = {"validated_on": "X ncu", "hit_rate_mae": {"all": 2.0}, "band_coverage": 0.9,
               "hit_rate_band": {"all": 5.0}, "delta_band": {"all": 4.0},
               "class_bands": {"regular": {"cells": 20, "hit_rate": 3.0, "delta": 2.0}, "ragged": {"cells": 9, "hit_rate": 20.0}}}
