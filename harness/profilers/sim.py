@@ -135,20 +135,22 @@ class PredictionError:
 #: The classes of layer whose simulated figures carry error bands of their own (Mondrian
 #: bands): the validation cells' errors differ by class (benchmarks/README.md, "Bands by layer
 #: class"), so one band for all would be too wide for most layers and too narrow for the rest.
-LAYER_CLASSES = ("regular", "one-wave", "ragged")
+LAYER_CLASSES = ("regular", "one-wave", "misaligned")
 
 
-def layer_class(shape, tiles: Mapping[str, int], num_work: int, resident: int) -> str:
-    """Which band a job's simulated figures carry: ``ragged`` when the channel count is not a
-    multiple of the K tile (``shape.C % BLOCK_K``: every K loop ends in a partial step and
-    input rows straddle sectors; the model is 10-20 points off on some such layers), else
-    ``one-wave`` when every work item (a tile, or a split of one) is in flight at once
-    (``num_work <= resident``, the target's SMs / CUs times the programs each holds: the
-    coalescer's weak spot; a persistent grid that walks more tiles than that is not one wave),
-    else ``regular``.  A kernel without a ``BLOCK_K`` tile is never ragged."""
-    block_k = tiles.get("BLOCK_K")
-    if block_k and shape.C % int(block_k):
-        return "ragged"
+def layer_class(shape, line_bytes: int, num_work: int, resident: int) -> str:
+    """Which band a job's simulated figures carry: ``misaligned`` when a pixel's channels or a
+    pixel's filters are not a whole number of the L2's lines (``C`` or ``F`` elements times the
+    element size, against ``line_bytes``: NVIDIA's 32 B sector), so rows straddle lines (the
+    model is 10-20 points off on such layers: C = 3, 24, 37; F = 24, 40, 45), else ``one-wave``
+    when every work item (a tile, or a split of one) is in flight at once (``num_work <=
+    resident``, the target's SMs / CUs times the programs each holds: the coalescer's weak
+    spot; a persistent grid that walks more tiles than that is not one wave), else ``regular``."""
+    from kernels.access import element_bytes
+
+    row = element_bytes(shape)
+    if (shape.C * row) % line_bytes or (shape.F * row) % line_bytes:
+        return "misaligned"
     return "one-wave" if num_work <= resident else "regular"
 
 
@@ -918,7 +920,7 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     result = simulate_run(models, table, sim_target)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
     num_work = next(m for m in models if m.profiled).schedule.num_work
-    return replace(result, layer_class=layer_class(shape, tiles, num_work, resident))
+    return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, num_work, resident))
 
 
 def _table_device() -> str:

@@ -750,21 +750,22 @@ def test_prediction_error_gives_bands_with_their_coverage_else_mean_errors():
     assert err.hit_rate is None and err.validated == "not validated on mi300x hardware"
 
 
-def test_layer_class_ragged_then_one_wave_then_regular():
+def test_layer_class_misaligned_then_one_wave_then_regular():
     from kernels.problem import ConvShape
 
-    def shape(C):
-        return ConvShape(name="s", N=1, C=C, H=8, W=8, F=64, R=1, S=1, stride=1, padding=0)
+    def shape(C, F=64, dtype="float16"):
+        return ConvShape(name="s", N=1, C=C, H=8, W=8, F=F, R=1, S=1, stride=1, padding=0, dtype=dtype)
 
-    tiles = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
-    # C = 240: the K loop's last step covers 48 of 64 channels, whatever the grid
-    assert sim.layer_class(shape(240), tiles, num_work=10_000, resident=264) == "ragged"
-    assert sim.layer_class(shape(24), {**tiles, "BLOCK_K": 32}, 10, 264) == "ragged"
-    # a whole K tile: one wave when every program is resident at once
-    assert sim.layer_class(shape(256), tiles, num_work=264, resident=264) == "one-wave"
-    assert sim.layer_class(shape(256), tiles, num_work=265, resident=264) == "regular"
-    # a kernel without a K tile is never ragged
-    assert sim.layer_class(shape(240), {"BLOCK_M": 64}, 265, 264) == "regular"
+    # 24 fp16 channels = 48 B: a pixel's row straddles 32 B sectors, whatever the grid; so do 40 filters
+    assert sim.layer_class(shape(24), 32, num_work=10_000, resident=264) == "misaligned"
+    assert sim.layer_class(shape(256, F=40), 32, 10, 264) == "misaligned"
+    # 96 channels = 192 B, six whole sectors (a partial K step, but aligned rows): not misaligned
+    assert sim.layer_class(shape(96), 32, 10_000, 264) == "regular"
+    # ... but 192 B is not a whole number of MI300X's 128 B lines
+    assert sim.layer_class(shape(96), 128, 10_000, 264) == "misaligned"
+    # aligned: one wave when every work item is in flight at once
+    assert sim.layer_class(shape(256), 32, num_work=264, resident=264) == "one-wave"
+    assert sim.layer_class(shape(256), 32, num_work=265, resident=264) == "regular"
 
 
 def test_a_job_carries_its_layer_class_and_that_classes_band():
@@ -774,14 +775,14 @@ def test_a_job_carries_its_layer_class_and_that_classes_band():
     from swizzles import get_swizzle
 
     target = {"name": "t", "num_xcds": 1, "compute_units": 4, "l2_bytes": 65536, "l2_ways": 4,
-              "l2_line_bytes": 128, "l2_domains": 1, "occupancy": 1}
+              "l2_line_bytes": 32, "l2_domains": 1, "occupancy": 1}
     tiles = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}
     small = ConvShape(name="s", N=1, C=16, H=4, W=4, F=16, R=1, S=1, stride=1, padding=0)    # 1 program
     wide = ConvShape(name="w", N=1, C=16, H=8, W=8, F=32, R=1, S=1, stride=1, padding=0)     # 8 programs
-    ragged = ConvShape(name="r", N=1, C=24, H=8, W=8, F=32, R=1, S=1, stride=1, padding=0)
+    misaligned = ConvShape(name="r", N=1, C=24, H=8, W=8, F=32, R=1, S=1, stride=1, padding=0)   # 48 B rows
     got = [sim.simulate_job("igemm", s, tiles, get_swizzle("identity"), 1, 8, target).layer_class
-           for s in (small, wide, ragged)]
-    assert got == ["one-wave", "regular", "ragged"]
+           for s in (small, wide, misaligned)]
+    assert got == ["one-wave", "regular", "misaligned"]
     # A persistent grid of 4 programs (one per SM) walking 8 tiles is not one wave
     fast = {**tiles, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 1, "TMA": 0, "TMA_STORE": 0, "FOLD": 0,
             "SPLIT_SUM": 0}
@@ -789,11 +790,11 @@ def test_a_job_carries_its_layer_class_and_that_classes_band():
     assert persistent.num_programs == 4 and persistent.layer_class == "regular"
     record = {"validated_on": "X ncu", "hit_rate_mae": {"all": 2.0}, "band_coverage": 0.9,
               "hit_rate_band": {"all": 5.0}, "delta_band": {"all": 4.0},
-              "class_bands": {"regular": {"cells": 20, "hit_rate": 3.0, "delta": 2.0}, "ragged": {"cells": 9, "hit_rate": 20.0}}}
+              "class_bands": {"regular": {"cells": 20, "hit_rate": 3.0, "delta": 2.0}, "misaligned": {"cells": 9, "hit_rate": 20.0}}}
     t = {"name": "t", "sim_calibration": record}
     regular = sim.prediction_error(t, "igemm", "regular")
     assert (regular.hit_rate, regular.delta) == (3.0, 2.0)
     assert regular.validated == "validated on X ncu; ± covers 90 % of regular layers"
-    assert (sim.prediction_error(t, "igemm", "ragged").hit_rate, sim.prediction_error(t, "igemm", "ragged").delta) == (20.0, 4.0)
+    assert (sim.prediction_error(t, "igemm", "misaligned").hit_rate, sim.prediction_error(t, "igemm", "misaligned").delta) == (20.0, 4.0)
     assert sim.prediction_error(t, "igemm", "one-wave").hit_rate == 5.0     # no bands of its own
     assert sim.prediction_error(t, "igemm").validated == "validated on X ncu; ± covers 90 %"

@@ -263,18 +263,18 @@ def test_record_bands_pick_the_family_then_all_as_a_job_does():
 
 
 def test_class_bands_are_kept_apart_and_cells_take_their_classes_band():
-    # 9 regular cells off by 1..9 points and 9 ragged ones off by 10..90: one band each (the
+    # 9 regular cells off by 1..9 points and 9 misaligned ones off by 10..90: one band each (the
     # 9th smallest of 9 at 90 %), where one band for all (the 18th of 18) would be 90 for every cell.
     rows = []
     for i in range(1, 10):
         rows.append({**_cell("igemm", f"r{i}", "identity", 50.0, 50.0), "pred_hit": 50.0 + i, "pred_read": 50.0,
                      "layer_class": "regular"})
         rows.append({**_cell("igemm", f"g{i}", "identity", 50.0, 50.0), "pred_hit": 50.0 - 10 * i, "pred_read": 50.0,
-                     "layer_class": "ragged"})
+                     "layer_class": "misaligned"})
     cells = pd.DataFrame(rows).assign(pred_delta=math.nan, measured_read_delta=math.nan, pred_read_delta=math.nan)
     got = cal.class_bands(cells)
     assert got["regular"]["cells"] == 9 and got["regular"]["hit_rate"] == 9.0
-    assert got["ragged"]["hit_rate"] == 90.0
+    assert got["misaligned"]["hit_rate"] == 90.0
     assert "delta" not in got["regular"]          # no cell with a delta: no delta band
     assert cal.band((cells["pred_hit"] - cells["measured_hit"])) == 90.0
     record = {"hit_rate_mae": {"all": 1.0}, "band_coverage": 0.9, "hit_rate_band": {"all": 90.0}, "class_bands": got}
