@@ -306,10 +306,7 @@ def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
     set per class, each holding ``coverage`` of its own cells; a class with too few cells for a
     band of some measure leaves that measure out (its cells fall back to the family's band)."""
     out = {}
-    if "layer_class" not in cells:
-        return out
-    layer = pd.Series(_layer(cells), index=cells.index)
-    for cls, part in cells[layer != ""].groupby(layer[layer != ""]):
+    for cls, part in by_class(cells):
         e = errors(part, coverage=coverage)
         got = {stem: round(e[f"{stem}_band"], 3) for stem, *_ in MEASURES
                if math.isfinite(e.get(f"{stem}_band", math.nan))}
@@ -323,6 +320,13 @@ def _layer(cells: pd.DataFrame) -> list[str]:
     if "layer_class" not in cells:
         return [""] * len(cells)
     return ["" if pd.isna(v) else str(v) for v in cells["layer_class"]]
+
+
+def by_class(cells: pd.DataFrame):
+    """``(layer class, its cells)`` for each class ``cells`` name (none for cells without one)."""
+    layer = pd.Series(_layer(cells), index=cells.index)
+    known = layer != ""
+    return cells[known].groupby(layer[known])
 
 
 def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]]) -> dict:
@@ -511,18 +515,17 @@ class Simulator:
 def record_bands(record: Mapping, kind: str = "band") -> Callable[..., dict]:
     """``bands(kernel, layer_class="")``: the half-widths by measure stem of a ``sim_calibration``
     record, picked as a job picks them (:func:`harness.profilers.sim.prediction_error`: the layer
-    class's, else the kernel family's, else all cells'); empty for a record without bands.  ``kind="mae"``: its mean absolute
-    errors instead, the ± jobs showed before the bands."""
+    class's, else the kernel family's, else all cells'); empty for a record without bands.
+    ``kind="mae"``: its mean absolute errors instead, the ± jobs showed before the bands."""
     from harness.profilers.sim import prediction_error
 
-    if kind == "mae":
-        record = {**{k: v for k, v in record.items() if not k.endswith("_band") and k != "class_bands"},
-                  "band_coverage": 0.5,
-                  **{f"{stem}_band": record.get(f"{stem}_mae") for stem, *_ in MEASURES}}
+    if kind == "mae":   # the record as it was before bands: prediction_error then gives its MAEs
+        record = {k: v for k, v in record.items()
+                  if not k.endswith("_band") and k not in ("band_coverage", "class_bands")}
 
     def bands(kernel: str, layer: str = "") -> dict:
         e = prediction_error({"sim_calibration": record}, kernel, layer)
-        if e.coverage is None:
+        if (e.coverage is None) != (kind == "mae"):   # the record has no figures of that kind
             return {}
         return {"hit_rate": e.hit_rate, "delta": e.delta, "read_hit_rate": e.read_hit_rate,
                 "read_delta": e.read_delta}
@@ -692,9 +695,8 @@ def main(argv: list[str] | None = None) -> None:
         summary = summarise(pooled, args.sign_min, args.sign_pred_min)
         print(figures_table(summary))
         if any(_layer(pooled)):   # the figures per layer class
-            layer = pd.Series(_layer(pooled), index=pooled.index)
             per_class = {"holdout": {f"class {c}": errors(g, args.sign_min, args.sign_pred_min)
-                                     for c, g in pooled[layer != ""].groupby(layer[layer != ""])}}
+                                     for c, g in by_class(pooled)}}
             print(f"\n{figures_table(per_class)}")
         print(f"\n{bands_table(summary, class_bands(pooled))}")
         record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()

@@ -79,7 +79,7 @@ import numpy as np
 from harness.profilers.wrapped import Profiler
 from harness.profilers.base import L2Reading
 from harness.profilers.sim_cache import HAVE_NUMBA, CacheGeometry, jit, lru_access, lru_insert_last, tag_dtype
-from kernels.access import AccessModel, LaunchModel
+from kernels.access import AccessModel, LaunchModel, element_bytes
 
 #: Workgroups resident per CU when neither the caller nor the target says: a big
 #: implicit-GEMM tile (128 x 128 x 64 fp16, 8 warps) leaves room for about two.
@@ -146,8 +146,6 @@ def layer_class(shape, line_bytes: int, num_work: int, resident: int) -> str:
     when every work item (a tile, or a split of one) is in flight at once (``num_work <=
     resident``, the target's SMs / CUs times the programs each holds: the coalescer's weak
     spot; a persistent grid that walks more tiles than that is not one wave), else ``regular``."""
-    from kernels.access import element_bytes
-
     row = element_bytes(shape)
     if (shape.C * row) % line_bytes or (shape.F * row) % line_bytes:
         return "misaligned"
