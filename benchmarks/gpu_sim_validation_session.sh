@@ -3,7 +3,7 @@
 # by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
 # target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
 # the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
-#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|probes bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|probes|lookups bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
 # STAGE=fresh: cells on six ResNet-50 layers no calibration has seen (a re-validation set);
 # STAGE=fresh2: the four layers left (l01, l18, l20, l22), measured after the set hash was added.
 # STAGE=unseen: igemm on the layers of conf/shape/unseen.yaml (other networks, other batch sizes),
@@ -14,6 +14,8 @@
 # STAGE=unseen3: igemm on conf/shape/unseen3.yaml, after the misaligned-row class's bands were fixed.
 # STAGE=fast_tma: igemm_fast (tuned) on four 1x1 stride-1 layers, whose input it loads by TMA:
 # cells to fit the TMA operands' merge window on (the held-out l02 / l12 are such cells).
+# STAGE=lookups: the L2 lookup probe (run_l2_lookups.py) on the cells the model gets wrong:
+#   one-column l05, igemm_fast's TMA config on l12, and layers whose output rows straddle sectors.
 # STAGE=probes: the probes of benchmarks/probes: where programs run and which L2 partition each
 # SM reads through (sm_placement.py), and the L2 lookups of igemm_fast's TMA loads (TMA=1 vs 0).
 # Cells: identity + 5 orders (the colmajor and scatter controls, grouped, and the hilbert and
@@ -32,7 +34,7 @@ STAGE=${STAGE:-igemm}
 # Every cell stage first records this node's own L2 layout (about 70 s): which partition each SM
 # reads through is per chip (benchmarks/README.md, probe 5), so the cells can be re-simulated with
 # their own chip's map (target keys sm_partition, sm_dispatch from OUT/layout/*.json).
-if [ "$STAGE" != probes ] && [ "${LAYOUT:-1}" = 1 ]; then
+if [ "$STAGE" != probes ] && [ "$STAGE" != lookups ] && [ "${LAYOUT:-1}" = 1 ]; then
   (cd "$REPO/benchmarks/probes" && python3 sm_placement.py "$OUT/layout" && python3 l2_partition_map.py "$OUT/layout") \
     > "$OUT/layout.log" 2>&1
   tail -4 "$OUT/layout.log" | cut -c1-200 | tee -a "$OUT/summary.txt"
@@ -53,6 +55,14 @@ elif [ "$STAGE" = probes ]; then
     "l02@igemm_fast@$L02,TMA=0,$END/w4/s2:identity,scatter" "l12@igemm_fast@$L12,TMA=1,$END/w4/s3:identity,colmajor" \
     "l12@igemm_fast@$L12,TMA=0,$END/w4/s3:identity,colmajor" 2>&1 | tee "$OUT/tma_lookups.log"
   tar czf "$OUT/probes.tar.gz" -C "$OUT" tma sm_placement.json && rm -rf "$OUT/tma"
+  exit 0
+elif [ "$STAGE" = lookups ]; then
+  cd "$REPO"
+  L12=BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,SPLIT_K=1,PACK_K=0,NCHW_IN=0,PERSISTENT=0,TMA=1,TMA_STORE=0,FOLD=0,SPLIT_SUM=0
+  python3 benchmarks/probes/run_l2_lookups.py "$OUT/lookups" l05:identity,scatter \
+    "l12@igemm_fast@$L12/w4/s3:identity,colmajor,scatter" unseen3/effb0b2:identity,scatter \
+    unseen3/shfl58:identity unseen3/mbv3x:identity 2>&1 | tee "$OUT/lookups.log"
+  tar czf "$OUT/lookups.tar.gz" -C "$OUT" lookups && rm -rf "$OUT/lookups"
   exit 0
 elif [ "$STAGE" = fresh ]; then
   run simval_igemm_fresh 400 kernel=igemm "$SW" shape=resnet 'shape.select=[l04,l06,l08,l11,l14,l16]' "${COMMON[@]}"

@@ -86,7 +86,7 @@ def main() -> None:
     started = time.perf_counter()
     for shape in shapes:
         t0 = time.perf_counter()
-        models = kernel.launch_models(shape, tiles, target.line_bytes)
+        models = kernel.launch_models(shape, tiles, target.line_bytes, target.request_bytes)
         build_s += time.perf_counter() - t0
         grid = kernel.tile_grid(shape, tiles)
         for label, name, group_size in SWIZZLE_CONFIGS:

@@ -203,6 +203,7 @@ class TargetConfig:
     l2_domains: Optional[int] = None
     l2_partitions: Optional[int] = None       # simulator: partitions of each L2 domain (NVIDIA: 2)
     l2_set_hash: Optional[bool] = None        # simulator: a line's set is a hash of its block (NVIDIA)
+    l2_request_bytes: Optional[int] = None    # simulator: the L1's request size, bytes (NVIDIA: 128)
     clusters: Optional[int] = None            # simulator: CU clusters the coalescer merges within (GPCs)
     partition_run: Optional[int] = None       # simulator: CUs in a row per L2 partition (0/None: the cluster's)
     sm_partition: List[int] = field(default_factory=list)  # simulator: the L2 partition of each SM (measured)

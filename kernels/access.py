@@ -143,16 +143,19 @@ class LoadPlan:
         return [np.unique(np.concatenate([steps[k] for steps in per_operand]))
                 for k in range(self.num_steps)]
 
-    def access_model(self, line_bytes: int) -> "AccessModel":
-        """The distinct ``line_bytes`` cache lines of every (operand row, step), packed."""
-        counts, lines, first_row = [], [], []
+    def access_model(self, line_bytes: int, request_bytes: int = 0) -> "AccessModel":
+        """The distinct ``line_bytes`` cache lines of every (operand row, step), packed; with
+        ``request_bytes`` (> ``line_bytes``), which of them open a run's second request
+        (:attr:`AccessModel.split_heads`)."""
+        counts, lines, heads, first_row = [], [], [], []
         next_row = 0
         for op in self.operands:
             first_row.append(next_row)
             next_row += op.num_rows
-            c, l = _operand_lines(op, self.num_steps, line_bytes)
+            c, l, h = _operand_lines(op, self.num_steps, line_bytes, request_bytes=request_bytes)
             counts.append(c)
             lines.append(l)
+            heads.append(h)
         offsets = np.zeros(next_row * self.num_steps + 1, dtype=np.int64)
         np.cumsum(np.concatenate(counts), out=offsets[1:])
         tile_rows = np.stack([op.row_of_tile + base for op, base in zip(self.operands, first_row)], axis=1)
@@ -160,7 +163,8 @@ class LoadPlan:
                            operand_names=tuple(op.name for op in self.operands),
                            operand_bulk=tuple(op.bulk for op in self.operands),
                            tile_rows=np.ascontiguousarray(tile_rows, dtype=np.int64),
-                           offsets=offsets, lines=np.concatenate(lines).astype(np.int64, copy=False))
+                           offsets=offsets, lines=np.concatenate(lines).astype(np.int64, copy=False),
+                           split_heads=np.concatenate(heads) if request_bytes > line_bytes else None)
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,11 @@ class AccessModel:
     offsets: np.ndarray     # (num_global_rows * num_steps + 1,) int64
     lines: np.ndarray       # (total row-step lines,) int64
     operand_bulk: tuple[bool, ...] = ()   # per operand: loaded by a tensor descriptor (TMA); () none
+    #: Parallel to ``lines`` (None: not modelled): the line is the first past a 128 B boundary
+    #: that one of the step's runs crosses, so the L1 sends it in a second request.  ncu's L2
+    #: read-lookup counters count one more hit for such a request when it misses (an H100:
+    #: benchmarks/README.md, "Requests split at 128 B").
+    split_heads: np.ndarray | None = None
 
     @property
     def num_tiles(self) -> int:
@@ -210,20 +219,27 @@ class AccessModel:
         return int(self.row_accesses()[self.tile_rows].sum())
 
 
-def _operand_lines(op: OperandLoads, num_steps: int, line_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+def _operand_lines(op: OperandLoads, num_steps: int, line_bytes: int, per_run: bool = False,
+                   request_bytes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Distinct lines of every (row, step) of one operand table: counts ``(num_rows *
-    num_steps,)`` and the lines, row-major.  Rows are processed in chunks that keep the
-    scratch arrays bounded (a run spans one or two lines in the common cases: hence the 2)."""
+    num_steps,)``, the lines, row-major, and with ``request_bytes`` each line's split-head
+    flag (:func:`_split_heads`; else None).  ``per_run``: see :func:`_distinct_lines`.  Rows
+    are processed in chunks that keep the scratch arrays bounded (a run spans one or two
+    lines in the common cases: hence the 2)."""
     width = 2 * op.runs_per_step * num_steps
     chunk = max(1, _CHUNK_ELEMENTS // max(1, width))
     counts, lines = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    heads = [np.zeros(0, dtype=np.bool_)]
     for lo in range(0, op.num_rows, chunk):
         rows = np.arange(lo, min(op.num_rows, lo + chunk), dtype=np.int64)
         start, length = op.runs(rows)
-        c, l = _distinct_lines(start, length, line_bytes)
+        c, l = _distinct_lines(start, length, line_bytes, per_run)
         counts.append(c)
         lines.append(l)
-    return np.concatenate(counts), np.concatenate(lines)
+        if request_bytes > line_bytes:
+            heads.append(_split_heads(start, length, line_bytes, request_bytes, c, l))
+    split = np.concatenate(heads) if request_bytes > line_bytes else None
+    return np.concatenate(counts), np.concatenate(lines), split
 
 
 def _run_elements(start: np.ndarray, length: np.ndarray, elem_bytes: int) -> list[np.ndarray]:
@@ -242,11 +258,14 @@ def _run_elements(start: np.ndarray, length: np.ndarray, elem_bytes: int) -> lis
     return out
 
 
-def _distinct_lines(start: np.ndarray, length: np.ndarray, line_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+def _distinct_lines(start: np.ndarray, length: np.ndarray, line_bytes: int,
+                    per_run: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Distinct lines per (row, step) of a block of runs.
 
     ``start``/``length`` are ``(rows, steps, runs)``.  Returns ``counts``
     (``rows * steps``,) and the lines of every (row, step) in order, each group sorted.
+    ``per_run``: distinct within each run only, a line two runs touch is listed twice (a
+    store of each output row is its own request).
     """
     groups = start.shape[0] * start.shape[1]
     start = start.reshape(groups, -1)
@@ -260,8 +279,30 @@ def _distinct_lines(start: np.ndarray, length: np.ndarray, line_bytes: int) -> t
     # Sorting each group puts duplicates side by side and the switched-off runs last.
     cand.sort(axis=1)
     keep = cand != _SENTINEL
-    keep[:, 1:] &= cand[:, 1:] != cand[:, :-1]
+    if not per_run:
+        keep[:, 1:] &= cand[:, 1:] != cand[:, :-1]
     return keep.sum(axis=1), cand[keep]
+
+
+def _split_heads(start: np.ndarray, length: np.ndarray, line_bytes: int, request_bytes: int,
+                 counts: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    """For each line of ``_distinct_lines(start, length, line_bytes)`` (``counts``, ``lines``),
+    whether it opens the second request of a run that crosses a ``request_bytes`` boundary:
+    the first line past the boundary.  (An L1 sends one request per 128 B line a warp's
+    access touches; see :attr:`AccessModel.split_heads`.)"""
+    groups = start.shape[0] * start.shape[1]
+    start = start.reshape(groups, -1)
+    length = length.reshape(groups, -1)
+    crosses = (length > 0) & (start // request_bytes != (start + length - 1) // request_bytes)
+    head = ((start // request_bytes + 1) * request_bytes) // line_bytes
+    group = np.broadcast_to(np.arange(groups, dtype=np.int64)[:, None], start.shape)
+    heads = group[crosses] * _KEY_SPAN + head[crosses]
+    keys = np.repeat(np.arange(groups, dtype=np.int64), counts) * _KEY_SPAN + lines
+    return np.isin(keys, heads)
+
+
+#: Line ids stay below this in a key ``group * _KEY_SPAN + line`` (2^36 lines of 32 B: 2 TB).
+_KEY_SPAN = np.int64(1) << 36
 
 
 def step_grid(*extents: int) -> list[np.ndarray]:
@@ -347,11 +388,13 @@ class Epilogue:
             out.append((write, np.unique(_run_elements(start[0], length[0], elem_bytes)[0])))
         return out
 
-    def access_list(self, line_bytes: int) -> "AccessList":
-        """The distinct lines of every key's parts, in part order (each part's sorted)."""
+    def access_list(self, line_bytes: int, row_stores: bool = False) -> "AccessList":
+        """The distinct lines of every key's parts, in part order (each part's sorted).
+        ``row_stores``: a writing part's lines are distinct per run (an output row) only,
+        each row's store its own request (:func:`_distinct_lines`)."""
         keys, lines, writes = [], [], []
         for op, write in self.parts:
-            counts, part_lines = _operand_lines(op, 1, line_bytes)
+            counts, part_lines, _ = _operand_lines(op, 1, line_bytes, per_run=row_stores and write)
             row_offsets = np.zeros(op.num_rows + 1, dtype=np.int64)
             np.cumsum(counts, out=row_offsets[1:])
             rows = np.asarray(op.row_of_tile, dtype=np.int64)
@@ -412,13 +455,18 @@ class LaunchPlan:
     swizzled: bool = True
     profiled: bool = True
 
-    def access_model(self, line_bytes: int) -> "LaunchModel":
+    def access_model(self, line_bytes: int, request_bytes: int = 0) -> "LaunchModel":
+        """The plan in ``line_bytes`` lines.  ``request_bytes`` (NVIDIA: 128): the L1's request
+        size, which marks the loads' split heads (:attr:`AccessModel.split_heads`) and makes
+        every output row's store its own request (:meth:`Epilogue.access_list`)."""
         s = self.schedule
+        rows = request_bytes > 0
         return LaunchModel(
-            name=self.name, schedule=s, loads=self.loads.access_model(line_bytes),
-            epilogue=(self.epilogue.access_list(line_bytes) if self.epilogue is not None
+            name=self.name, schedule=s, loads=self.loads.access_model(line_bytes, request_bytes),
+            epilogue=(self.epilogue.access_list(line_bytes, rows) if self.epilogue is not None
                       else AccessList.empty(s.num_work)),
-            last=self.last.access_list(line_bytes) if self.last is not None else AccessList.empty(s.num_tiles),
+            last=(self.last.access_list(line_bytes, rows) if self.last is not None
+                  else AccessList.empty(s.num_tiles)),
             swizzled=self.swizzled, profiled=self.profiled)
 
 

@@ -203,6 +203,8 @@ class ConvKernel(ABC):
         return (LaunchPlan("conv", Schedule(loads.num_tiles, loads.num_steps), loads,
                            epilogue=self.store_plan(shape, tiles, elem_bytes)),)
 
-    def launch_models(self, shape: ConvShape, tiles: Mapping[str, int], line_bytes: int) -> tuple[LaunchModel, ...]:
-        """:meth:`launch_plans` in ``line_bytes``-byte cache lines: what ``profiler=sim`` replays."""
-        return tuple(plan.access_model(line_bytes) for plan in self.launch_plans(shape, tiles))
+    def launch_models(self, shape: ConvShape, tiles: Mapping[str, int], line_bytes: int,
+                      request_bytes: int = 0) -> tuple[LaunchModel, ...]:
+        """:meth:`launch_plans` in ``line_bytes``-byte cache lines: what ``profiler=sim`` replays
+        (``request_bytes``: see :meth:`kernels.access.LaunchPlan.access_model`)."""
+        return tuple(plan.access_model(line_bytes, request_bytes) for plan in self.launch_plans(shape, tiles))

@@ -10,7 +10,8 @@ partition fabric.
 
     ncu --csv --metrics <list> -k regex:igemm python benchmarks/probes/l2_lookups.py l12 identity colmajor
 
-A layer may name its kernel and config: ``l02@igemm_fast@BLOCK_M=64,BLOCK_N=64,...,TMA=1/w4/s2``
+A layer is a ResNet-50 preset name (``l12``) or ``preset/name`` of another preset under
+``conf/shape/`` (``unseen3/effb0b2``).  It may name its kernel and config: ``l02@igemm_fast@BLOCK_M=64,BLOCK_N=64,...,TMA=1/w4/s2``
 (the config as ``benchmarks/sim_calibrate.py``'s cells.csv writes it); the default is igemm
 with 128 x 128 x 64 tiles, 8 warps, 3 stages.
 """
@@ -38,7 +39,8 @@ def parse_config(text: str) -> tuple[dict[str, int], LaunchConfig]:
 def main(argv: list[str]) -> None:
     spec, orders = argv[0], argv[1:]
     layer, kernel_name, config = (spec.split("@") + [None, None])[:3]
-    preset = yaml.safe_load(open("conf/shape/resnet.yaml"))["shapes"]
+    preset_name, _, layer = layer.rpartition("/")
+    preset = yaml.safe_load(open(f"conf/shape/{preset_name or 'resnet'}.yaml"))["shapes"]
     row = next(s for s in preset if s["name"] == layer)
     shape = ConvShape(**{k: v for k, v in row.items() if k not in ("layer", "name")}, name=layer)
     kernel = get_kernel(kernel_name or "igemm")

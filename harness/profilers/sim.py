@@ -211,6 +211,12 @@ class SimTarget:
     #: The L2 set of a line is a hash of its 128 B block (NVIDIA; target key ``l2_set_hash``)
     #: rather than its number modulo the sets, so strided streams spread over every set.
     set_hash: bool = False
+    #: The L1's request size, bytes (NVIDIA: 128, target key ``l2_request_bytes``; 0: not
+    #: modelled).  A load's run that crosses a multiple of it is two requests, and ncu's read
+    #: lookup counters count one more hit for the second when its first line misses; a store of
+    #: each output row is its own request, so a sector two rows share is looked up twice.  Both
+    #: measured on an H100 (benchmarks/README.md, "Requests split at 128 B").
+    request_bytes: int = 0
     #: Partitions of each L2 domain (NVIDIA H100 / H200: 2, joined by a fabric): ``l2`` is one
     #: partition's geometry.  A line's home partition is a hash of its address; a program reads
     #: through the partition of its cluster (GPC), and a miss there of a line homed in the other is
@@ -393,6 +399,7 @@ class SimTarget:
             step_jitter=float(calibration(target).get("step_jitter", STEP_JITTER)),
             dispatch_gap=float(calibration(target).get("dispatch_gap", 0.0)),
             set_hash=bool(target.get("l2_set_hash", False)),
+            request_bytes=int(target.get("l2_request_bytes") or 0),
         )
 
 
@@ -634,7 +641,7 @@ def _lookup(line, lset, write, x, dom, part, partitions, block_lines, l2_tags, l
 
 
 @jit
-def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, line_sets, num_steps,
+def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, line_sets, split_heads, num_steps,
             epi_offsets, epi_lines, epi_sets, epi_writes, last_offsets, last_lines, last_sets, last_writes,
             num_xcds, slots, domain_of_xcd, partition_of_slot, merge_of_slot, partitions, block_lines, l2_tags,
             l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, op_window,
@@ -709,6 +716,8 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                                     hits += 1
                             else:
                                 misses += 1
+                                if split_heads[i]:     # a split request: ncu counts one more hit
+                                    hits += 1
                                 _read_miss(line, line_sets[i], x, dom, part, partitions, block_lines, l2_tags,
                                            l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts)
                     counts[x, 0] += hits
@@ -817,8 +826,10 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     line_sets, epi_sets, last_sets = (set_index(a, target.l2.num_sets, block_lines, target.set_hash).astype(np.int32)
                                       for a in (loads.lines, launch.epilogue.lines, launch.last.lines))
     started = time.perf_counter()
+    split_heads = (loads.split_heads if loads.split_heads is not None
+                   else np.zeros(len(loads.lines), dtype=np.bool_))
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
-            lines, line_sets, loads.num_steps, launch.epilogue.offsets, epi_lines, epi_sets, launch.epilogue.writes,
+            lines, line_sets, split_heads, loads.num_steps, launch.epilogue.offsets, epi_lines, epi_sets, launch.epilogue.writes,
             launch.last.offsets, last_lines, last_sets, launch.last.writes, target.num_xcds, target.slots_per_xcd,
             domain_of_xcd, target.partition_of_slot(num_programs), target.merge_of_slot(num_programs),
             target.l2_partitions, block_lines,
@@ -884,9 +895,10 @@ def simulate_run(models, table: np.ndarray, target: SimTarget) -> SimResult:
 # The entry point the harness calls for one job.
 
 @functools.lru_cache(maxsize=4)
-def _cached_models(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes: int) -> tuple[LaunchModel, ...]:
+def _cached_models(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes: int,
+                   request_bytes: int = 0) -> tuple[LaunchModel, ...]:
     # A sweep simulates the same (kernel, shape, tiles) under several swizzles.
-    return kernel.launch_models(shape, dict(tiles), line_bytes)
+    return kernel.launch_models(shape, dict(tiles), line_bytes, request_bytes)
 
 
 def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: int, group_size: int,
@@ -914,7 +926,8 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     verdict = check_permutation(np.asarray(table))
     if not verdict.ok:
         raise ValueError(f"cannot simulate: the remap is {verdict.reason}")
-    models = _cached_models(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes)
+    models = _cached_models(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes,
+                            sim_target.request_bytes)
     result = simulate_run(models, table, sim_target)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
     num_work = next(m for m in models if m.profiled).schedule.num_work

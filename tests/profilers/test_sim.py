@@ -798,3 +798,49 @@ def test_a_job_carries_its_layer_class_and_that_classes_band():
     assert (sim.prediction_error(t, "igemm", "misaligned").hit_rate, sim.prediction_error(t, "igemm", "misaligned").delta) == (20.0, 4.0)
     assert sim.prediction_error(t, "igemm", "one-wave").hit_rate == 5.0     # no bands of its own
     assert sim.prediction_error(t, "igemm").validated == "validated on X ncu; ± covers 90 %"
+
+
+# -----------------------------------------------------------
+# Requests of 128 B (NVIDIA's L1): split loads, stores per output row.
+
+def test_a_run_across_128_bytes_opens_a_second_request_at_the_boundary():
+    from kernels.access import _distinct_lines, _split_heads
+
+    # One group, three runs: bytes 96..191 (sectors 3, 4, 5: crosses 128 at sector 4),
+    # 256..383 (sectors 8-11, one aligned line) and 300..331 (sectors 9, 10: crosses nothing).
+    start = np.array([[[96, 256, 300]]], dtype=np.int64)
+    length = np.array([[[96, 128, 32]]], dtype=np.int64)
+    counts, lines = _distinct_lines(start, length, 32)
+    assert counts.tolist() == [7] and lines.tolist() == [3, 4, 5, 8, 9, 10, 11]
+    heads = _split_heads(start, length, 32, 128, counts, lines)
+    assert heads.tolist() == [False, True, False, False, False, False, False]
+
+
+def test_a_split_request_counts_one_more_hit_when_its_line_misses():
+    # Tile 0 reads sectors 3, 4, 5 (a run from byte 96 to 191, split at 128: sector 4 opens the
+    # second request); tile 1 reads them again.  Cold: 3 misses and the split's extra hit;
+    # then 3 hits and no extra (the split head hit).
+    from dataclasses import replace
+
+    model = synthetic([[[3, 4, 5]], [[3, 4, 5]]], line=32)
+    model = replace(model, split_heads=np.array([False, True, False] * 2))
+    result = simulate_l2(model, np.arange(2), machine(line=32))
+    assert (result.read_hits, result.read_misses) == (1 + 3, 3)
+    plain = simulate_l2(replace(model, split_heads=None), np.arange(2), machine(line=32))
+    assert (plain.read_hits, plain.read_misses) == (3, 3)
+
+
+def test_each_output_rows_store_is_its_own_request():
+    # F = 24 fp16: a 48 B output row; rows share sectors (row 1 starts at byte 48, inside
+    # sector 1).  With 128 B requests each row's store looks up its own 2 sectors: 2 per row,
+    # against 48 / 32 = 1.5 distinct sectors per row.  Everything fits: 1 tile column.
+    shape = ConvShape("f24", N=2, C=16, H=9, W=9, F=24, R=1, S=1, stride=1, padding=0)
+    tiles = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}
+    target = {**BIG, "l2_line_bytes": 32, "l2_writes": "hit", "l2_request_bytes": 128}
+    rows = 2 * 9 * 9
+    per_row = simulate_job("igemm", shape, tiles, SWIZZLES["identity"], 1, 8, target)
+    distinct = simulate_job("igemm", shape, tiles, SWIZZLES["identity"], 1, 8, {**target, "l2_request_bytes": 0})
+    assert per_row.write_hits + per_row.write_misses == 2 * rows
+    assert distinct.write_hits + distinct.write_misses == rows * 48 // 32
+    # The loads' runs of 32 B (16 channels) sit inside 128 B: no split, the same reads.
+    assert (per_row.read_hits, per_row.read_misses) == (distinct.read_hits, distinct.read_misses)
