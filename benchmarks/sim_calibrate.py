@@ -72,6 +72,7 @@ class SimSpec:
     formula: str | None = None              # swizzle=custom: the formula; swizzle is its label
     swizzle_fn: str | None = None           # a user remap's import path
     kernel_target: str | None = None        # a user kernel class's import path
+    spill_bytes: int = 0                    # bytes one program spills (the compile stage's, on the target)
 
     def with_swizzle(self, name: str, formula: str | None = None) -> "SimSpec":
         from dataclasses import replace
@@ -118,11 +119,17 @@ def cell_of(row: Mapping) -> dict:
     shape = (("name", row["params.shape.name"]), ("dtype", row.get("params.shape.dtype") or "float16"),
              *((k, int(float(row[f"params.shape.{k}"]))) for k in SHAPE_FIELDS))
     occupancy = _get(row, "metrics.compile.programs_per_cu")
+    spills = _get(row, "metrics.compile.spill_bytes_per_program")
+    if spills is None and _get(row, "metrics.compile.spill_bytes") and _get(row, "params.compile.arch"):
+        from harness.pipeline.compile import spill_bytes_per_program   # stores logged before the metric
+
+        spills = spill_bytes_per_program(row["params.compile.arch"], row["metrics.compile.spill_bytes"],
+                                         int(float(row["params.num_warps"])))
     spec = SimSpec(kernel=kernel, shape=shape, tiles=tiles, swizzle=row["params.swizzle"],
                    num_xcds=int(float(row["params.num_xcds"])), group_size=int(float(row["params.group_size"])),
                    occupancy=int(occupancy) if occupancy is not None else None,
                    formula=_get(row, "params.swizzle.formula"), swizzle_fn=_get(row, "params.swizzle.fn"),
-                   kernel_target=_get(row, "params.kernel.target"))
+                   kernel_target=_get(row, "params.kernel.target"), spill_bytes=int(spills or 0))
     baseline = _get(row, "params.compare.baseline") or "identity"
     read = _get(row, "metrics.l2_read_hit_rate")
     if read is None and _get(row, "metrics.l2_hits") is not None and _get(row, "metrics.l2_misses") is not None:
@@ -506,7 +513,8 @@ class Simulator:
             self.tables[tkey] = remap_table(remap, grid.num_pid_m, grid.num_pid_n, spec.num_xcds,
                                             spec.group_size)
         return simulate_job(kernel, shape, dict(spec.tiles), None, spec.num_xcds, spec.group_size,
-                            scaled_target(self.target, fraction), spec.occupancy, table=self.tables[tkey])
+                            scaled_target(self.target, fraction), spec.occupancy, table=self.tables[tkey],
+                            spill_bytes=spec.spill_bytes)
 
 
 # -----------------------------------------------------------

@@ -245,6 +245,14 @@ def _compiled_occupancy(result: JobResult) -> int | None:
     return int(value) if value else None
 
 
+def _compiled_spills(result: JobResult) -> int | None:
+    """Bytes one program of the job's kernel, compiled for its target, spills to local memory
+    or scratch (``compile.spill_bytes_per_program``), for the simulated L2's stores; None
+    without a compile stage."""
+    value = result.metrics.get("compile.spill_bytes_per_program")
+    return int(value) if value else None
+
+
 def _compared(spec: JobSpec, result: JobResult) -> bool:
     """True when the job has a baseline that passed its gates: profile both, in pairs."""
     return (spec.has_baseline and result.tags.get("compare.role") == "candidate"
@@ -259,7 +267,8 @@ def _profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig
     repeats = settings.repeats
     requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats,
                                baseline=spec.baseline_spec().to_dict() if _compared(spec, result) else None,
-                               occupancy=_compiled_occupancy(result))
+                               occupancy=_compiled_occupancy(result),
+                               spill_bytes=_compiled_spills(result))
                 for run_id, spec, result, _ in pending]
     batches = [requests] if settings.batch else [[r] for r in requests]
     outcomes = {}

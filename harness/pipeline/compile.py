@@ -102,7 +102,8 @@ class CompileReport:
         """MLflow metrics of the main kernel (counts, bytes; ``compile.seconds`` in s)."""
         m = self.main
         out = {"compile.seconds": self.seconds, "compile.shared_bytes": m.shared_bytes,
-               "compile.spill_bytes": m.spill_bytes, "compile.spills": m.spills}
+               "compile.spill_bytes": m.spill_bytes, "compile.spills": m.spills,
+               "compile.spill_bytes_per_program": spill_bytes_per_program(self.arch, m.spill_bytes, m.num_warps)}
         if m.sgprs is not None:
             out["compile.sgpr_spills"] = m.sgpr_spills
         for key, value in (("compile.registers", m.registers), ("compile.sgprs", m.sgprs),
@@ -181,6 +182,11 @@ def meta_operands(shape, with_bias: bool, layout: str):
     w = torch.empty((shape.F, shape.C, shape.R, shape.S), dtype=dtype, device="meta")
     bias = torch.empty((shape.F,), dtype=dtype, device="meta") if with_bias else None
     return Operands(x.contiguous(memory_format=INPUT_LAYOUTS[layout]), w, bias)
+
+
+def spill_bytes_per_program(arch: str, spill_bytes: int, num_warps: int) -> int:
+    """Bytes one program spills: ``spill_bytes`` per thread (AMD: per lane) times its threads."""
+    return int(spill_bytes) * int(num_warps) * arch_limits(arch).warp_size
 
 
 def record_job(spec) -> tuple[object, list[Launch]]:

@@ -788,11 +788,12 @@ class CacheState:
 
 
 def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: SimTarget,
-                caches: CacheState | None = None) -> SimResult:
+                caches: CacheState | None = None, spill_bytes: int = 0) -> SimResult:
     """Replay a launch on the machine ``target``: the launch-order tile ``t`` of every work
     item computes tile ``table[t]``; a bare :class:`AccessModel` is a launch of one program
     per tile with loads only.  ``caches``: start from (and leave in) this state instead of
-    cold caches.  The model's line size must equal the L2's."""
+    cold caches.  ``spill_bytes``: bytes each work item stores to local memory (the compiled
+    kernel's register spills, :func:`spill_lookups`).  The model's line size must equal the L2's."""
     launch = model if isinstance(model, LaunchModel) else LaunchModel.loads_only(model)
     loads, schedule = launch.loads, launch.schedule
     if loads.line_bytes != target.line_bytes:
@@ -837,7 +838,23 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
             mall_counts, target.writes_hit, target.store_insert == "lru", op_window, target.step_jitter,
             target.merge_cap, target.dispatch_gap, last)
     replay_s = time.perf_counter() - started
+    counts[:, 2] += spill_lookups(spill_bytes, target) * np.bincount(
+        np.arange(schedule.num_work) % target.num_xcds, minlength=target.num_xcds)
     return _result(launch.name, counts, mall_counts, target, num_programs, replay_s)
+
+
+def spill_lookups(spill_bytes: int, target: SimTarget) -> int:
+    """Write lookups in the L2 of one work item's register spills: ``spill_bytes`` stored to
+    local memory, each line once, all hits, and a line homed in another partition looked up in
+    both (as any store; :func:`_lookup`), so ``1 + (partitions - 1) / partitions`` lookups per
+    line.  Only where stores are hits (NVIDIA: measured, an H100 sends every spilled line to the
+    L2, and reads none back, benchmarks/README.md "Register spills reach the L2"); 0 elsewhere,
+    and the spilled lines take no room in the simulated L2 (not modelled)."""
+    if spill_bytes <= 0 or not target.writes_hit:
+        return 0
+    lines = -(-int(spill_bytes) // target.line_bytes)
+    p = target.l2_partitions
+    return lines + lines * (p - 1) // p
 
 
 def _result(name: str, counts: np.ndarray, mall_counts: np.ndarray, target: SimTarget, num_programs: int,
@@ -870,7 +887,7 @@ def _result(name: str, counts: np.ndarray, mall_counts: np.ndarray, target: SimT
         fabric_misses=int(counts[:, 6].sum()))
 
 
-def simulate_run(models, table: np.ndarray, target: SimTarget) -> SimResult:
+def simulate_run(models, table: np.ndarray, target: SimTarget, spill_bytes: int = 0) -> SimResult:
     """Simulate a job's timed run, ``models`` (:meth:`kernels.base.ConvKernel.launch_models`).
 
     The result is the ``profiled`` launch (the conv) replayed from cold caches, as the
@@ -883,11 +900,12 @@ def simulate_run(models, table: np.ndarray, target: SimTarget) -> SimResult:
         return table if m.swizzled else np.arange(m.schedule.num_tiles, dtype=np.int64)
 
     profiled = next(m for m in models if m.profiled)
-    alone = simulate_l2(profiled, table_of(profiled), target)
+    alone = simulate_l2(profiled, table_of(profiled), target, spill_bytes=spill_bytes)
     if len(models) == 1:
         return alone
     caches = CacheState.cold(target, tag_dtype(max(m.max_line for m in models)))
-    run = tuple((m.name, simulate_l2(m, table_of(m), target, caches)) for m in models)
+    run = tuple((m.name, simulate_l2(m, table_of(m), target, caches, spill_bytes if m.profiled else 0))
+                for m in models)
     return replace(alone, timed_run=run)
 
 
@@ -903,7 +921,8 @@ def _cached_models(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes
 
 def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: int, group_size: int,
                  target: Mapping[str, Any], occupancy: int | None = None, *,
-                 table: np.ndarray | None = None, line_bytes: int | None = None) -> SimResult:
+                 table: np.ndarray | None = None, line_bytes: int | None = None,
+                 spill_bytes: int = 0) -> SimResult:
     """Simulate one job's launch on the target's L2.
 
     ``kernel`` is a :class:`kernels.base.ConvKernel` or its name; ``num_xcds`` and
@@ -912,6 +931,8 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     unless given as ``table``; a table that is not a permutation is rejected with
     ``ValueError`` (such a job fails its gate before any profiler runs).  ``occupancy``
     and ``line_bytes`` override the target record (see :meth:`SimTarget.from_target`).
+    ``spill_bytes``: bytes one program of the compiled kernel stores to local memory per work
+    item (its threads times the compiler's spill bytes per thread; :func:`spill_lookups`).
     """
     from kernels import get_kernel
     from swizzles.permutation import check_permutation, remap_table
@@ -928,7 +949,7 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
         raise ValueError(f"cannot simulate: the remap is {verdict.reason}")
     models = _cached_models(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes,
                             sim_target.request_bytes)
-    result = simulate_run(models, table, sim_target)
+    result = simulate_run(models, table, sim_target, spill_bytes)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
     num_work = next(m for m in models if m.profiled).schedule.num_work
     return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, num_work, resident))
@@ -976,8 +997,10 @@ class SimProfiler(Profiler):
             spec = JobSpec.from_dict(req.spec)
             try:
                 occupancy = self.occupancy or getattr(req, "occupancy", None)   # compiled for the target
-                result = self._simulate(spec, occupancy)
-                baseline = (self._simulate(JobSpec.from_dict(req.baseline), occupancy)
+                spills = getattr(req, "spill_bytes", None) or 0                  # ... and its spills
+                result = self._simulate(spec, occupancy, spills)
+                # The baseline's own spills are not known here: it is taken to spill as much.
+                baseline = (self._simulate(JobSpec.from_dict(req.baseline), occupancy, spills)
                             if req.baseline is not None else None)
             except NotImplementedError as exc:   # a kernel with no address model: its message says what to use
                 outcomes[req.key] = ProfileOutcome(None, str(exc))
@@ -1014,10 +1037,12 @@ class SimProfiler(Profiler):
         """Programs per CU the simulation used."""
         return SimTarget.from_target(self.target, occupancy, self.line_bytes).occupancy
 
-    def _simulate(self, spec, occupancy: int | None = None) -> SimResult:
+    def _simulate(self, spec, occupancy: int | None = None, spill_bytes: int = 0) -> SimResult:
         """``occupancy``: programs per CU, from the kernel compiled for the target (the
-        compile stage) when the job has one, else the target's or DEFAULT_OCCUPANCY."""
+        compile stage) when the job has one, else the target's or DEFAULT_OCCUPANCY;
+        ``spill_bytes``: what one program of it spills (bytes), from the same compile."""
         from harness.pipeline.user_code import spec_kernel, spec_remap
 
         return simulate_job(spec_kernel(spec), spec.shape, spec.tiles_dict, spec_remap(spec), spec.num_xcds,
-                            spec.group_size, self.target, occupancy, line_bytes=self.line_bytes)
+                            spec.group_size, self.target, occupancy, line_bytes=self.line_bytes,
+                            spill_bytes=spill_bytes)

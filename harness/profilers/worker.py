@@ -32,6 +32,7 @@ class ProfileRequest:
     repeats: int
     baseline: dict | None = None   # spec of the baseline profiled in pairs with this job
     occupancy: int | None = None   # programs per CU / SM of the compiled kernel (the simulator's residency)
+    spill_bytes: int | None = None  # bytes one program of the compiled kernel spills (the simulator's stores)
 
 
 #: The two arms of a paired request, as named in the schedule.

@@ -334,3 +334,30 @@ def test_the_simulated_l2_takes_its_residency_from_the_compiled_kernel(tmp_path)
     m = run.data.metrics
     assert m["compile.programs_per_cu"] > 2      # a small one-wave kernel: many per CU, not the default 2
     assert m["sim.programs_per_cu"] == m["compile.programs_per_cu"]
+
+
+def test_the_simulated_l2_counts_the_compiled_kernels_spills_as_stores(tmp_path):
+    """profiler=sim on an H100: a config that spills on sm_90 (igemm 128x128 at 8 warps on a
+    C=8 layer, as above) logs its spill bytes per program, and the simulation adds one write
+    lookup per spilled sector and work item (plus the far partition's for half of them)."""
+    from harness.profilers.sim import SimTarget, simulate_job, spill_lookups
+    from swizzles import SWIZZLES
+
+    uri = f"sqlite:///{tmp_path}/store.db"
+    layer = "{name: t1, N: 1, C: 8, H: 8, W: 8, F: 8, R: 3, S: 3, stride: 1, padding: 1}"
+    proc = _harness(["kernel=igemm", "launch.num_warps=8", "target=h100", "profiler=sim", "shape=tiny",
+                     f"shape.shapes=[{layer}]", f"tracking.uri={uri}", "experiment=spill"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run, = _runs(uri, "spill")
+    m = run.data.metrics
+    assert m["compile.spill_bytes"] > 0
+    assert m["compile.spill_bytes_per_program"] == m["compile.spill_bytes"] * 8 * 32
+    target = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "target" / "h100.yaml").read_text())
+    tiny = ConvShape("t1", 1, 8, 8, 8, 8, 3, 3, 1, 1)
+    tiles = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+    plain = simulate_job("igemm", tiny, tiles, SWIZZLES["identity"], 1, 8, target,
+                         int(m["compile.programs_per_cu"]))
+    per_item = spill_lookups(int(m["compile.spill_bytes_per_program"]),
+                             SimTarget.from_target(target, int(m["compile.programs_per_cu"])))
+    assert per_item > 0
+    assert m["sim.l2_write_lookups"] == plain.write_hits + plain.write_misses + per_item * 1   # one tile

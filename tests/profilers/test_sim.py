@@ -844,3 +844,27 @@ def test_each_output_rows_store_is_its_own_request():
     assert distinct.write_hits + distinct.write_misses == rows * 48 // 32
     # The loads' runs of 32 B (16 channels) sit inside 128 B: no split, the same reads.
     assert (per_row.read_hits, per_row.read_misses) == (distinct.read_hits, distinct.read_misses)
+
+
+# -----------------------------------------------------------
+# Register spills: stores to local memory that reach the L2 (NVIDIA).
+
+def test_spilled_lines_are_write_hits_counted_in_both_partitions_when_far():
+    from dataclasses import replace
+
+    nvidia = replace(machine(line=32), writes_hit=True)
+    assert sim.spill_lookups(1000, nvidia) == 32                 # ceil(1000 / 32) lines, one partition
+    assert sim.spill_lookups(1000, replace(nvidia, l2_partitions=2)) == 32 + 16   # half homed far: twice
+    assert sim.spill_lookups(1000, machine(line=32)) == 0        # stores that allocate: not modelled
+    assert sim.spill_lookups(0, nvidia) == 0
+
+
+def test_a_job_that_spills_adds_its_lines_to_every_work_items_stores():
+    # 33 tiles, each spilling 256 threads x 136 B = 34816 B = 1088 sectors, half of them homed
+    # in the far partition: 1632 more write hits per tile; the reads do not change.
+    target = {**BIG, "l2_line_bytes": 32, "l2_writes": "hit", "l2_partitions": 2}
+    plain = simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["identity"], 1, 8, target)
+    spilled = simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["identity"], 1, 8, target, spill_bytes=34816)
+    assert spilled.write_hits - plain.write_hits == 33 * (1088 + 544)
+    assert spilled.write_misses == plain.write_misses
+    assert (spilled.read_hits, spilled.read_misses) == (plain.read_hits, plain.read_misses)
