@@ -848,7 +848,8 @@ def spill_lookups(spill_bytes: int, target: SimTarget) -> int:
     local memory, each line once, all hits, and a line homed in another partition looked up in
     both (as any store; :func:`_lookup`), so ``1 + (partitions - 1) / partitions`` lookups per
     line.  Only where stores are hits (NVIDIA: measured, an H100 sends every spilled line to the
-    L2, and reads none back, benchmarks/README.md "Register spills reach the L2"); 0 elsewhere,
+    L2, and reads none back, benchmarks/README.md "Requests split at 128 B, stores per output row,
+    spills"); 0 elsewhere,
     and the spilled lines take no room in the simulated L2 (not modelled)."""
     if spill_bytes <= 0 or not target.writes_hit:
         return 0
