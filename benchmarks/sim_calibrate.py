@@ -310,15 +310,20 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SI
 def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
     """``{layer class: {"cells": n, stem: band, ...}}`` of predicted ``cells`` with a
     ``layer_class`` column (:func:`harness.profilers.sim.layer_class`): Mondrian bands, one
-    set per class, each holding ``coverage`` of its own cells; a class with too few cells for a
-    band of some measure leaves that measure out (its cells fall back to the family's band)."""
+    set per class, each holding ``coverage`` of its own cells, and one per kernel family and
+    class (key ``"<kernel>/<class>"``) where that family's cells of the class are enough for a
+    band; a group with too few cells for a band of some measure leaves that measure out (its
+    cells fall back to the class's band, then the family's)."""
     out = {}
-    for cls, part in by_class(cells):
+    groups = [(str(cls), part) for cls, part in by_class(cells)]
+    groups += [(f"{kernel}/{cls}", part) for kernel, fam in cells.groupby("kernel")
+               for cls, part in by_class(fam)]
+    for key, part in groups:
         e = errors(part, coverage=coverage)
         got = {stem: round(e[f"{stem}_band"], 3) for stem, *_ in MEASURES
                if math.isfinite(e.get(f"{stem}_band", math.nan))}
         if got:
-            out[str(cls)] = {"cells": int(len(part)), **got}
+            out[key] = {"cells": int(len(part)), **got}
     return out
 
 

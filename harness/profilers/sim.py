@@ -154,8 +154,9 @@ def layer_class(shape, line_bytes: int, num_work: int, resident: int) -> str:
 
 def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") -> PredictionError:
     """The measured errors of a prediction of ``kernel`` on ``target`` for a layer of class
-    ``layer`` (:func:`layer_class`): the class's own bands where the record has them
-    (``class_bands``), else the kernel family's, else all cells'; the bands (``*_band`` of the
+    ``layer`` (:func:`layer_class`), per measure the first the record has: the bands of the
+    kernel family's layers of that class (``class_bands["<kernel>/<class>"]``), of the class
+    (``class_bands[class]``), of the kernel family, of all cells; the bands (``*_band`` of the
     target's ``sim_calibration``, with ``band_coverage``) where the record has them, else the
     mean absolute errors (``*_mae``); all None for a target never validated."""
     cal = calibration(target)
@@ -163,11 +164,14 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") ->
         return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware")
     coverage = cal.get("band_coverage")
     kind = "band" if coverage is not None and cal.get("hit_rate_band") else "mae"
-    by_class = (cal.get("class_bands") or {}).get(layer) if kind == "band" else None
+    classes = (cal.get("class_bands") or {}) if kind == "band" else {}
+    own, by_class = classes.get(f"{kernel}/{layer}"), classes.get(layer)
 
     def pick(stem: str) -> float | None:
-        if by_class is not None and stem in by_class:
-            value = by_class[stem]
+        for group in (own, by_class):
+            if group is not None and stem in group:
+                value = group[stem]
+                break
         else:
             table = cal.get(f"{stem}_{kind}") or {}
             value = table.get(kernel, table.get("all"))
@@ -175,7 +179,8 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") ->
 
     validated = f"validated on {cal.get('validated_on', '?')}"
     if kind == "band":
-        validated += f"; ± covers {100 * float(coverage):.0f} %" + (f" of {layer} layers" if by_class else "")
+        whose = f" of {kernel}'s {layer} layers" if own else f" of {layer} layers" if by_class else ""
+        validated += f"; ± covers {100 * float(coverage):.0f} %{whose}"
     return PredictionError(pick("hit_rate"), pick("delta"), pick("read_hit_rate"), pick("read_delta"), validated,
                            float(coverage) if kind == "band" else None)
 

@@ -798,6 +798,14 @@ def test_a_job_carries_its_layer_class_and_that_classes_band():
     assert (sim.prediction_error(t, "igemm", "misaligned").hit_rate, sim.prediction_error(t, "igemm", "misaligned").delta) == (20.0, 4.0)
     assert sim.prediction_error(t, "igemm", "one-wave").hit_rate == 5.0     # no bands of its own
     assert sim.prediction_error(t, "igemm").validated == "validated on X ncu; ± covers 90 %"
+    # A family's own bands for a class come first, measure by measure, then the class's.
+    record["class_bands"]["igemm_fast/misaligned"] = {"cells": 12, "hit_rate": 30.0, "delta": 6.0}
+    fast_err = sim.prediction_error(t, "igemm_fast", "misaligned")
+    assert (fast_err.hit_rate, fast_err.delta) == (30.0, 6.0)
+    assert fast_err.validated == "validated on X ncu; ± covers 90 % of igemm_fast's misaligned layers"
+    assert sim.prediction_error(t, "igemm", "misaligned").hit_rate == 20.0
+    record["class_bands"]["igemm_fast/misaligned"] = {"cells": 12, "hit_rate": 30.0}   # no delta band of its own
+    assert sim.prediction_error(t, "igemm_fast", "misaligned").delta == 4.0   # neither the class: the family's
 
 
 # -----------------------------------------------------------

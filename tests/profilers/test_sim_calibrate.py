@@ -262,6 +262,25 @@ def test_record_bands_pick_the_family_then_all_as_a_job_does():
     assert cal.record_bands({"hit_rate_mae": {"all": 2.0}})("igemm") == {}   # an older record: MAEs, no bands
 
 
+def test_a_kernel_family_gets_its_own_band_in_a_class_where_it_differs():
+    # 9 misaligned igemm cells off by 1..9 points and 9 misaligned igemm_fast ones off by 10..90:
+    # the class's band over all 18 is 90 (the 18th of 18), each family's its own 9th of 9.
+    rows = []
+    for i in range(1, 10):
+        rows.append({**_cell("igemm", f"a{i}", "identity", 50.0, 50.0), "pred_hit": 50.0 + i, "pred_read": 50.0,
+                     "layer_class": "misaligned"})
+        rows.append({**_cell("igemm_fast", f"b{i}", "identity", 50.0, 50.0), "pred_hit": 50.0 + 10 * i,
+                     "pred_read": 50.0, "layer_class": "misaligned"})
+    cells = pd.DataFrame(rows).assign(pred_delta=math.nan, measured_read_delta=math.nan, pred_read_delta=math.nan)
+    got = cal.class_bands(cells)
+    assert got["misaligned"]["cells"] == 18 and got["misaligned"]["hit_rate"] == 90.0
+    assert got["igemm/misaligned"]["hit_rate"] == 9.0 and got["igemm_fast/misaligned"]["hit_rate"] == 90.0
+    record = {"hit_rate_mae": {"all": 1.0}, "band_coverage": 0.9, "hit_rate_band": {"all": 90.0}, "class_bands": got}
+    bands = cal.record_bands(record)
+    assert bands("igemm", "misaligned")["hit_rate"] == 9.0
+    assert cal.covered(cells, bands)["hit_rate"] == (18, 18)
+
+
 def test_class_bands_are_kept_apart_and_cells_take_their_classes_band():
     # 9 regular cells off by 1..9 points and 9 misaligned ones off by 10..90: one band each (the
     # 9th smallest of 9 at 90 %), where one band for all (the 18th of 18) would be 90 for every cell.
