@@ -84,9 +84,11 @@ def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_pa
     tiles = {k.removeprefix("tile."): int(v) for k, v in p.items() if k.startswith("tile.")}
     h100 = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "target" / "h100.yaml").read_text())
     occupancy = int(m["sim.programs_per_cu"])
+    spills = int(m.get("compile.spill_bytes_per_program", 0))   # the compiled kernel's, as the job's request carries
 
     def hit(target):
-        return simulate_job("igemm", shape, tiles, get_swizzle("identity"), 1, 8, target, occupancy).hit_rate
+        return simulate_job("igemm", shape, tiles, get_swizzle("identity"), 1, 8, target, occupancy,
+                            spill_bytes=spills).hit_rate
 
     with_layout = hit({**h100, "sm_partition": [0, 1], "sm_dispatch": {1: [1]}})
     assert m["l2_hit_rate"] == pytest.approx(with_layout)
