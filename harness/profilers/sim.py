@@ -45,6 +45,11 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   default: ``merge_unit: any`` with ``merge_cap`` (a lookup serves that many requests from
   any SM) and ``dispatch_gap`` (the first wave's starts apart), what the H100 sharing probe
   measured (``benchmarks/probes/l2_sharing.py``).
+* **Requests of 128 B** (NVIDIA: ``l2_request_bytes``).  A load's run across a 128 B boundary
+  is two requests, and ncu counts one more read hit for the second when its line misses; each
+  output row's store is its own request (a sector two rows share is looked up twice).
+* **Register spills** (NVIDIA).  A job's kernel that spills (the compile stage's bytes per
+  program) stores them once per work item: that many more write hits (:func:`spill_lookups`).
 * **Sets** (NVIDIA: ``l2_set_hash``).  A line's set is a hash of its 128 B block
   (:func:`set_index`), not its number modulo the sets, so strided streams use every set.
 * **Timed run.**  A job's run can be several launches (igemm_fast: the fold pass, the
@@ -646,8 +651,8 @@ def _lookup(line, lset, write, x, dom, part, partitions, block_lines, l2_tags, l
 
 
 @jit
-def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, line_sets, split_heads, num_steps,
-            epi_offsets, epi_lines, epi_sets, epi_writes, last_offsets, last_lines, last_sets, last_writes,
+def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, lines, line_sets, split_heads,
+            num_steps, epi_offsets, epi_lines, epi_sets, epi_writes, last_offsets, last_lines, last_sets, last_writes,
             num_xcds, slots, domain_of_xcd, partition_of_slot, merge_of_slot, partitions, block_lines, l2_tags,
             l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, op_window,
             jitter, merge_cap, dispatch_gap, last):
@@ -835,7 +840,8 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     split_heads = (loads.split_heads if loads.split_heads is not None
                    else np.zeros(len(loads.lines), dtype=np.bool_))
     _replay(table, schedule.splits, schedule.steps_per_split, num_programs, loads.tile_rows, loads.offsets,
-            lines, line_sets, split_heads, loads.num_steps, launch.epilogue.offsets, epi_lines, epi_sets, launch.epilogue.writes,
+            lines, line_sets, split_heads, loads.num_steps, launch.epilogue.offsets, epi_lines, epi_sets,
+            launch.epilogue.writes,
             launch.last.offsets, last_lines, last_sets, launch.last.writes, target.num_xcds, target.slots_per_xcd,
             domain_of_xcd, target.partition_of_slot(num_programs), target.merge_of_slot(num_programs),
             target.l2_partitions, block_lines,
@@ -853,9 +859,8 @@ def spill_lookups(spill_bytes: int, target: SimTarget) -> int:
     local memory, each line once, all hits, and a line homed in another partition looked up in
     both (as any store; :func:`_lookup`), so ``1 + (partitions - 1) / partitions`` lookups per
     line.  Only where stores are hits (NVIDIA: measured, an H100 sends every spilled line to the
-    L2, and reads none back, benchmarks/README.md "Requests split at 128 B, stores per output row,
-    spills"); 0 elsewhere,
-    and the spilled lines take no room in the simulated L2 (not modelled)."""
+    L2 and reads none back; benchmarks/README.md, "Requests split at 128 B, stores per output
+    row, spills"); 0 elsewhere.  The spilled lines take no room in the simulated L2."""
     if spill_bytes <= 0 or not target.writes_hit:
         return 0
     lines = -(-int(spill_bytes) // target.line_bytes)
