@@ -527,8 +527,9 @@ class Simulator:
 
 def record_bands(record: Mapping, kind: str = "band") -> Callable[..., dict]:
     """``bands(kernel, layer_class="")``: the half-widths by measure stem of a ``sim_calibration``
-    record, picked as a job picks them (:func:`harness.profilers.sim.prediction_error`: the layer
-    class's, else the kernel family's, else all cells'); empty for a record without bands.
+    record, picked as a job picks them (:func:`harness.profilers.sim.prediction_error`: the kernel
+    family's in the layer class, the class's, the family's, all cells'); empty for a record without
+    bands.
     ``kind="mae"``: its mean absolute errors instead, the ± jobs showed before the bands."""
     from harness.profilers.sim import prediction_error
 

@@ -238,18 +238,11 @@ def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig
     return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
 
 
-def _compiled_occupancy(result: JobResult) -> int | None:
-    """Programs per CU / SM of the job's kernel as compiled for its target (the compile
-    stage's ``compile.programs_per_cu``), for the simulated L2's residency; None without one."""
-    value = result.metrics.get("compile.programs_per_cu")
-    return int(value) if value else None
-
-
-def _compiled_spills(result: JobResult) -> int | None:
-    """Bytes one program of the job's kernel, compiled for its target, spills to local memory
-    or scratch (``compile.spill_bytes_per_program``), for the simulated L2's stores; None
-    without a compile stage."""
-    value = result.metrics.get("compile.spill_bytes_per_program")
+def _compiled(result: JobResult, metric: str) -> int | None:
+    """A figure of the job's kernel as compiled for its target, for the simulated L2: metric
+    ``compile.<metric>`` (``programs_per_cu``: its residency; ``spill_bytes_per_program``: the
+    bytes one program spills, which it stores); None without a compile stage."""
+    value = result.metrics.get(f"compile.{metric}")
     return int(value) if value else None
 
 
@@ -267,8 +260,8 @@ def _profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig
     repeats = settings.repeats
     requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats,
                                baseline=spec.baseline_spec().to_dict() if _compared(spec, result) else None,
-                               occupancy=_compiled_occupancy(result),
-                               spill_bytes=_compiled_spills(result))
+                               occupancy=_compiled(result, "programs_per_cu"),
+                               spill_bytes=_compiled(result, "spill_bytes_per_program"))
                 for run_id, spec, result, _ in pending]
     batches = [requests] if settings.batch else [[r] for r in requests]
     outcomes = {}
