@@ -3,7 +3,7 @@
 # by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
 # target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
 # the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
-#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|probes|lookups bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|probes|lookups|noise bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
 # STAGE=fresh: cells on six ResNet-50 layers no calibration has seen (a re-validation set);
 # STAGE=fresh2: the four layers left (l01, l18, l20, l22), measured after the set hash was added.
 # STAGE=unseen: igemm on the layers of conf/shape/unseen.yaml (other networks, other batch sizes),
@@ -65,6 +65,13 @@ elif [ "$STAGE" = lookups ]; then
     "l12@igemm_fast@$L12/w4/s3:identity,colmajor,scatter" unseen3/effb0b2:identity,scatter \
     unseen3/shfl58:identity unseen3/mbv3x:identity 2>&1 | tee "$OUT/lookups.log"
   tar czf "$OUT/lookups.tar.gz" -C "$OUT" lookups && rm -rf "$OUT/lookups"
+  exit 0
+elif [ "$STAGE" = noise ]; then   # where the all-traffic hit rate's spread comes from: every launch's counters
+  run simval_noise 300 kernel=igemm swizzle=identity,scatter,colmajor shape=resnet 'shape.select=[l23,l19]' \
+    profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 \
+    experiment=simval "$@"
+  (cd "$W" && find . -name ncu.csv -o -name command.txt | tar czf "$OUT/ncu_raw.tar.gz" -T -)
+  cp /tmp/swb-simval.db "$OUT/simval.db"
   exit 0
 elif [ "$STAGE" = fresh ]; then
   run simval_igemm_fresh 400 kernel=igemm "$SW" shape=resnet 'shape.select=[l04,l06,l08,l11,l14,l16]' "${COMMON[@]}"
