@@ -364,7 +364,7 @@ def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]
 #: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order, and
 #: their columns in the fit grid.
 POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window",
-              "merge_cap", "dispatch_gap")
+              "merge_cap", "dispatch_gap", "refill")
 GRID_COLUMNS = {"coalesce_window": "window"}
 #: The unit a summary writes after a calibration key's value.
 UNITS = {"coalesce_window": " K-steps", "cluster_run": " SMs", "tma_window": " K-steps", "dispatch_gap": " K-steps"}
@@ -378,6 +378,7 @@ AXES = {
     "tma_window": ("--tma-windows", float, None, "the merge window of operands loaded by TMA"),
     "merge_cap": ("--merge-caps", int, None, "the most requests one lookup serves (merge unit any; 0: no cap)"),
     "dispatch_gap": ("--dispatch-gaps", float, None, "K-steps between the first wave's programs' starts"),
+    "refill": ("--refills", str, ("order", "clock"), "which free slot a later wave's next program takes"),
 }
 
 

@@ -108,6 +108,8 @@ BLOCK_BYTES = 128
 MERGE_UNITS = ("cluster", "partition", "any")
 #: Where a store's fill goes in its set's LRU order (:attr:`SimTarget.store_insert`).
 STORE_INSERTS = ("mru", "lru")
+#: Which free slot a later wave's next program takes (:attr:`SimTarget.refill`).
+REFILLS = ("order", "clock")
 
 #: Which replay implementation runs: "numba" (compiled) or "python" (interpreted).
 ENGINE = "numba" if HAVE_NUMBA else "python"
@@ -261,6 +263,13 @@ class SimTarget:
     #: read's fill) or ``lru`` (least recently used: the set's next fill evicts it, so an
     #: output written once takes one way of its set rather than displacing inputs).
     store_insert: str = "mru"
+    #: Which free slot (CU) a later wave's next program takes: ``order``, the slots in the order
+    #: the replay finds them free (a wave's programs finish in the same round, so consecutive
+    #: programs land on neighbouring CUs, in one cluster); ``clock``, the slots freed in a round
+    #: in the order their programs finished by the clocks (the dispatcher hands the next
+    #: program to the SM that frees first; with step jitter, consecutive programs of a later wave
+    #: land on CUs far apart).
+    refill: str = "order"
 
     def __post_init__(self) -> None:
         for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains", "l2_partitions", "clusters",
@@ -288,6 +297,8 @@ class SimTarget:
         if self.store_insert not in STORE_INSERTS:
             raise ValueError(f"simulated target: store_insert={self.store_insert!r} is invalid; valid: "
                              + ", ".join(STORE_INSERTS))
+        if self.refill not in REFILLS:
+            raise ValueError(f"simulated target: refill={self.refill!r} is invalid; valid: " + ", ".join(REFILLS))
         if self.clusters > 31:
             raise ValueError(f"simulated target: clusters={self.clusters} > 31 (one bit each in the merge state)")
         if self.bulk_window is not None and not 0 <= self.bulk_window:
@@ -406,6 +417,7 @@ class SimTarget:
             partition_run=int(target.get("partition_run") or 0),
             slot_partitions=_slot_partitions(target, partitions),
             store_insert=str(calibration(target).get("store_insert", "mru")),
+            refill=str(calibration(target).get("refill", "order")),
             step_jitter=float(calibration(target).get("step_jitter", STEP_JITTER)),
             dispatch_gap=float(calibration(target).get("dispatch_gap", 0.0)),
             set_hash=bool(target.get("l2_set_hash", False)),
@@ -655,7 +667,7 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
             num_steps, epi_offsets, epi_lines, epi_sets, epi_writes, last_offsets, last_lines, last_sets, last_writes,
             num_xcds, slots, domain_of_xcd, partition_of_slot, merge_of_slot, partitions, block_lines, l2_tags,
             l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, op_window,
-            jitter, merge_cap, dispatch_gap, last):
+            jitter, merge_cap, dispatch_gap, last, refill_by_clock):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
     for x in range(num_xcds):                                # the first wave, dealt in launch order
@@ -672,6 +684,8 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
     slot_step = np.zeros((num_xcds, slots), dtype=np.int64)
     slot_stop = np.zeros((num_xcds, slots), dtype=np.int64)
     next_pid = np.arange(num_xcds, dtype=np.int64)   # XCD x runs pids x, x + num_xcds, ...
+    freed = np.zeros((num_xcds, slots), dtype=np.int64)     # with refill_by_clock: slots freed this round
+    num_freed = np.zeros(num_xcds, dtype=np.int64)
     active = 0
     for x in range(num_xcds):
         for sl in range(slots):
@@ -754,6 +768,10 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 if work + num_programs < num_work:     # persistent: the program's next item
                     _assign(work + num_programs, x, sl, table, num_tiles, steps_per_split, num_steps,
                             slot_work, slot_tile, slot_step, slot_stop)
+                elif refill_by_clock:                  # finished: the slot waits for the round's end
+                    slot_pid[x, sl] = -1
+                    freed[x, num_freed[x]] = sl
+                    num_freed[x] += 1
                 elif next_pid[x] < num_programs:       # finished: the next program takes the slot
                     pid = next_pid[x]
                     next_pid[x] += num_xcds
@@ -762,6 +780,19 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 else:
                     slot_pid[x, sl] = -1
                     active -= 1
+        for x in range(num_xcds):                      # refill by clock: the slots freed this round,
+            if num_freed[x] == 0:                      # the earliest finished first, take the next pids
+                continue
+            waiting = freed[x, :num_freed[x]]
+            for sl in waiting[np.argsort(slot_t[x, waiting], kind="mergesort")]:
+                if next_pid[x] < num_programs:
+                    pid = next_pid[x]
+                    next_pid[x] += num_xcds
+                    _start(pid, x, sl, table, num_tiles, steps_per_split, num_steps, slot_pid, slot_work,
+                           slot_tile, slot_step, slot_stop)
+                else:
+                    active -= 1
+            num_freed[x] = 0
 
 
 @jit
@@ -847,7 +878,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
             target.l2_partitions, block_lines,
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
             mall_counts, target.writes_hit, target.store_insert == "lru", op_window, target.step_jitter,
-            target.merge_cap, target.dispatch_gap, last)
+            target.merge_cap, target.dispatch_gap, last, target.refill == "clock")
     replay_s = time.perf_counter() - started
     counts[:, 2] += spill_lookups(spill_bytes, target) * np.bincount(
         np.arange(schedule.num_work) % target.num_xcds, minlength=target.num_xcds)

@@ -449,6 +449,27 @@ def test_far_partition_misses_cross_the_fabric():
     assert (flat.read_hits, flat.read_misses, flat.fabric_hits + flat.fabric_misses) == (2, 2, 0)
 
 
+def test_refill_by_clock_gives_the_next_program_the_slot_that_freed_first():
+    # 3 CUs x 1 slot in 3 clusters: clusters 0 and 1 read through partition 0, cluster 2 through
+    # partition 1.  One K step each, lasting 1 + 0.2 u(pid, 0): pid 0 ends at 0.875, pid 1 at
+    # 1.066, pid 2 at 0.856 (the hash in _replay).  pid 3 reads line a (homed in partition 0),
+    # which pid 0 read before it; pids 1 and 2 read lines of their own.
+    from dataclasses import replace
+
+    a, _ = _homed(2)
+    model = launch([[[a]], [[a + 1000]], [[a + 2000]], [[a]]], [[], [], [], []])
+    target = replace(machine(slots=1), cus_per_xcd=3, clusters=3, l2_partitions=2)
+    in_order = simulate_l2(model, np.arange(4), target)
+    by_clock = simulate_l2(model, np.arange(4), replace(target, refill="clock"))
+    # In order, pid 3 takes slot 0 (partition 0) and hits a there.  By clock it takes slot 2,
+    # which freed first (partition 1): a near miss, then a hit at home over the fabric.
+    assert (in_order.read_hits, by_clock.read_hits) == (1, 0)
+    assert by_clock.read_misses == in_order.read_misses + 1
+    assert by_clock.fabric_hits == in_order.fabric_hits + 1
+    with pytest.raises(ValueError, match="refill='first' is invalid; valid: order, clock"):
+        replace(target, refill="first")
+
+
 def test_a_store_to_a_far_home_is_a_write_lookup_in_both_partitions():
     # NVIDIA (writes_hit): pid 0 (partition 0) stores b, homed in partition 1, and a, homed in
     # 0; pid 1 (partition 1) stores b.  The far store passes pid 0's partition on its way over
