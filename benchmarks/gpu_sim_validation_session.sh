@@ -30,8 +30,11 @@ OUT_ARG=$1; shift
 } | tee -a "$OUT/summary.txt"
 DB="sqlite:////tmp/swb-simval.db"
 SW=swizzle=identity,colmajor,scatter,grouped,hilbert,morton
-COMMON=(profiler=ncu profiler.repeats=3 profiler.simulate=true compare.max_time_s=0.2 compare.min_rounds=10
-        experiment=simval "$@")
+# ncu launches per cell (ABBA pairs with identity).  Every stage before STAGE=holdout8 ran with 3;
+# identity's all-traffic counts spread by 2-5 points from launch to launch on small grids
+# (STAGE=noise), so a cell now takes 8 (REPEATS=3 repeats the old stages as they ran).
+COMMON=(profiler=ncu profiler.repeats=${REPEATS:-8} profiler.simulate=true compare.max_time_s=0.2
+        compare.min_rounds=10 experiment=simval "$@")
 STAGE=${STAGE:-igemm}
 # Every cell stage first records this node's own L2 layout (about 70 s): which partition each SM
 # reads through is per chip (benchmarks/README.md, probe 5), so the cells can be re-simulated with

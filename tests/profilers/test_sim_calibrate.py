@@ -305,3 +305,28 @@ def test_class_bands_are_kept_apart_and_cells_take_their_classes_band():
     other = cells.iloc[[0]].assign(pred_hit=60.0, layer_class="regular")
     assert cal.covered(other, bands)["hit_rate"] == (0, 1)
     assert cal.covered(other.assign(layer_class="one-wave"), bands)["hit_rate"] == (1, 1)
+
+
+def test_a_cell_in_its_baselines_own_permutation_is_marked_and_counted():
+    # The remap hashes a run logs tell an order that is its baseline's permutation (colmajor on a
+    # grid of one column): the summary counts such cells and names them among the wrong signs.
+    assert cal._same_permutation({"params.remap.hash": "ab", "params.baseline.remap.hash": "ab"}) is True
+    assert cal._same_permutation({"params.remap.hash": "ab", "params.baseline.remap.hash": "cd"}) is False
+    assert cal._same_permutation({"params.remap.hash": "ab"}) is None          # logged no baseline hash
+    cells = pd.DataFrame([
+        {"kernel": "igemm", "shape": "a", "swizzle": "colmajor", "baseline": "identity", "same_permutation": True,
+         "measured_delta": 1.2, "delta_ci_lo": 0.1, "delta_ci_hi": 2.3, "pred_delta": 0.0,
+         "measured_read_delta": 0.0, "read_delta_ci_lo": -0.1, "read_delta_ci_hi": 0.1},
+        {"kernel": "igemm", "shape": "a", "swizzle": "grouped", "baseline": "identity", "same_permutation": True,
+         "measured_delta": 0.3, "delta_ci_lo": -0.2, "delta_ci_hi": 0.8, "pred_delta": 0.0,
+         "measured_read_delta": 1.5, "read_delta_ci_lo": 1.1, "read_delta_ci_hi": 1.9},
+        {"kernel": "igemm", "shape": "a", "swizzle": "scatter", "baseline": "identity", "same_permutation": False,
+         "measured_delta": 3.0, "delta_ci_lo": 2.0, "delta_ci_hi": 4.0, "pred_delta": 0.0,
+         "measured_read_delta": 3.0, "read_delta_ci_lo": 2.0, "read_delta_ci_hi": 4.0}])
+    assert cal.aa_lines(cells)[0].startswith("A/A cells (the order is the baseline's own permutation): 2; measured "
+                                             "as a clear effect (|delta| >= 1, CI excluding 0): 1 in all traffic, "
+                                             "1 in reads")
+    right, total, wrong = cal._signs(cells, "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta", 1.0)
+    assert (right, total) == (0, 2)
+    assert "the baseline's own permutation" in wrong[0] and "permutation" not in wrong[1]
+    assert cal.aa_lines(cells.drop(columns="same_permutation")) == []
