@@ -76,21 +76,19 @@ def tag_dtype(max_line: int):
 def lru_access(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
     """Access ``line`` in the set whose most recently used way is ``tags[set_base]``;
     return True on a hit.  Either way the line ends up most recently used."""
-    # One walk from the most recently used way both finds the line and shifts the ways it
-    # passes down by one, the line going in front: it ends at the line (a hit; the way it
-    # held takes the line before it), at the first empty way (-1; empty ways come last: a
-    # miss that fills it), or past the last way (a miss; the least recently used line drops
-    # out).  Half the work of a search followed by a shift, the same state after.
-    carried = line
-    for i in range(set_base, set_base + ways):
-        held = tags[i]
-        tags[i] = carried
-        if held == line:
-            return True
-        if held == -1:
-            return False
-        carried = held
-    return False
+    # Find the line; an empty way (-1) ends the search, since empty ways come last.
+    last = set_base + ways - 1
+    i = set_base
+    while i < last and tags[i] != line and tags[i] != -1:
+        i += 1
+    hit = tags[i] == line
+    # Shift the more recently used ways down by one and put the line in front.  On a
+    # miss, i is the first empty way or the least recently used one, which drops out.
+    while i > set_base:
+        tags[i] = tags[i - 1]
+        i -= 1
+    tags[set_base] = line
+    return hit
 
 
 @jit
