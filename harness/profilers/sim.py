@@ -587,7 +587,9 @@ def _rate(hits: int, misses: int) -> float:
 # before the L2 and counted in column 4, not as a lookup.  With ``merge_cap`` > 0 the merge
 # state counts the burst's requests instead: a read merges while fewer than ``merge_cap`` share
 # the burst's lookup, and the next one is a lookup that opens a new burst.  The first wave's
-# clocks start ``dispatch_gap`` apart, in launch order.
+# clocks start ``dispatch_gap`` apart, in launch order.  A finished program's slot goes to the
+# XCD's next program at once (``refill`` order), or, with ``refill`` clock, at the end of the
+# round, the round's freed slots taking the next programs in the order their clocks finished.
 
 @jit
 def _home(line, block_lines, partitions):
