@@ -87,6 +87,12 @@ def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, 
 SAME_ORDER_VERDICT = "same tile order; code cost"
 
 
+#: How the L2 verdict of such a cell reads: a measured difference there comes from the remap's
+#: code (its timing changes which requests merge) or from the counter's noise, never from the
+#: order, which is the same (benchmarks/README.md, "How reproducible is the table itself").
+SAME_ORDER_L2_VERDICT = "same tile order: the swizzle's code, not its order"
+
+
 def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float) -> None:
     """Log a paired speedup and its verdict on ``result``: faster / slower / no difference,
     or, where the job launches its baseline's tile order (tag ``compare.same_order``),
@@ -103,15 +109,20 @@ def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float
 def record_l2(result: JobResult, candidate: list[float], baseline: list[float], min_delta: float,
               source: str, deterministic: bool = False, error: float | None = None) -> PairedEstimate:
     """Log the paired L2 hit-rate difference (candidate - baseline, % points) of
-    ``len(candidate)`` pairs read from ``source`` (``ncu``, ``rocprofv3``, ``sim``).
-    ``deterministic``: the source has no noise (the simulator), so the difference is exact
-    as a prediction of the model; ``error``: the model's measured error of such a difference
+    ``len(candidate)`` pairs read from ``source`` (``ncu``, ``rocprofv3``, ``sim``), with its
+    verdict (``higher`` / ``lower`` / no difference; for a job that launches its baseline's
+    tile order, :data:`SAME_ORDER_L2_VERDICT` and the word after it).  ``deterministic``: the
+    source has no noise (the simulator), so the difference is exact as a prediction of the
+    model; ``error``: the model's measured error of such a difference
     against hardware (% points), which then bounds the interval the verdict is taken on."""
     delta = _difference(candidate, baseline, deterministic, error)
     result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
                                    "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
                                    "l2_pairs": float(delta.n)}))
-    result.tags["l2_verdict"] = l2_verdict(delta, min_delta)
+    verdict = l2_verdict(delta, min_delta)
+    if result.tags.get("compare.same_order") == "true":
+        verdict = f"{SAME_ORDER_L2_VERDICT} ({verdict.split(' (')[0]})"
+    result.tags["l2_verdict"] = verdict
     result.tags["l2_source"] = source
     return delta
 

@@ -52,7 +52,11 @@ def test_every_job_carries_its_baseline_and_paired_l2(tmp_path):
         base = expected_counters(grid, run.info.run_id + "/baseline")["l2_hit_rate"]
         assert m["l2_pairs"] == 3 and m["baseline_l2_hit_rate"] == pytest.approx(base, abs=0.006)
         assert m["l2_delta_pts"] == pytest.approx(cand - base, abs=0.01)
-        assert t["l2_source"] == "ncu" and t["l2_verdict"].split()[0] in ("higher", "lower", "no")
+        word = t["l2_verdict"]
+        if t["compare.same_order"] == "true":    # grouped on a grid this small is identity's order
+            assert word.startswith("same tile order: the swizzle's code, not its order (")
+            word = word.split("(")[1].rstrip(")")
+        assert t["l2_source"] == "ncu" and word.split()[0] in ("higher", "lower", "no")
     assert "vs identity" not in proc.stdout   # no speedup on the CPU
 
 

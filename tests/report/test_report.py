@@ -550,3 +550,36 @@ def test_roofline_figure_draws_ceilings_and_one_arrow_per_cell(tmp_path):
     assert points.loc["xcd", "tflops"] == pytest.approx(125.0) and points.loc["grouped", "tflops"] == pytest.approx(100 / 1.2)
     assert points["base_tflops"].to_list() == pytest.approx([100.0, 100.0])     # identity: 1.0 ms
     assert (points.loc["xcd", "arith_intensity"], points.loc["grouped", "arith_intensity"]) == (100.0, 400.0)
+
+
+def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
+    """A cell in its baseline's own tile order (hilbert on a grid of one column): a measured L2
+    difference there is the swizzle's code or the counter's noise (on an H100, l05's hilbert read
+    +1.56 points, CI excluding 0, in identity's very order).  The job line says so instead of
+    "higher", and the report counts the cell as the same order, not as an effect."""
+    from harness.pipeline.paired import SAME_ORDER_L2_VERDICT, record_l2
+    from harness.pipeline.progress import progress_line
+    from harness.pipeline.result import FINISHED, JobResult
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
+    exp = client.create_experiment("same-l2")
+    sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
+    lines = {}
+    for i, (swizzle, same) in enumerate([("hilbert", "true"), ("scatter", "false")]):
+        result = JobResult(run_name=f"igemm/{swizzle}/resnet-l05/w8", params={"compare.baseline": "identity"},
+                           status=FINISHED)
+        result.tags.update({"compare.role": "candidate", "compare.same_order": same})
+        result.metrics.update({"time_ms_median": 0.0316, "time_ms_p20": 0.0313, "time_ms_p80": 0.0322,
+                               "tflops": 104.0, "vendor_time_ms": 0.0279, "max_rel_err": 3e-4,
+                               "l2_hit_rate": 30.61, "l2_hit_rate_std": 0.3})
+        record_l2(result, [30.9, 30.6, 30.7, 30.8], [29.6, 29.7, 29.5, 29.8], 1.0, "ncu")
+        lines[swizzle] = progress_line("[job 0 | 1/1]", result)
+        _job(client, exp, sweep, 2_000 + i, kernel="igemm", swizzle=swizzle, shape="l05", preset="resnet", warps=8,
+             metrics=result.metrics, extra_tags=result.tags, extra_params={"compare.baseline": "identity"})
+    client.set_terminated(sweep, "FINISHED")
+    assert f"L2 +1.10 pts {SAME_ORDER_L2_VERDICT} (higher)" in lines["hilbert"]
+    assert lines["scatter"].endswith("L2 +1.10 pts higher")
+    out = report.build_report(f"sqlite:///{tmp_path}/s.db", "same-l2", sweep, tmp_path / "r")
+    table = pd.read_csv(out.parent / "table.csv").set_index("swizzle")
+    assert table.loc["hilbert", "l2_verdict"] == report.SAME_ORDER
+    assert table.loc["scatter", "l2_verdict"] == "higher"
