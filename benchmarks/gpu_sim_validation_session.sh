@@ -3,7 +3,7 @@
 # by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
 # target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
 # the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
-#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|probes|lookups|noise|holdout8 bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|probes|lookups|noise|holdout8|holdout8_fast bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
 # STAGE=fresh: cells on six ResNet-50 layers no calibration has seen (a re-validation set);
 # STAGE=fresh2: the four layers left (l01, l18, l20, l22), measured after the set hash was added.
 # STAGE=unseen: igemm on the layers of conf/shape/unseen.yaml (other networks, other batch sizes),
@@ -80,6 +80,9 @@ elif [ "$STAGE" = holdout8 ]; then   # the held-out half's cells again, 8 ABBA p
   R8=(profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 experiment=simval)
   run holdout8_igemm 420 kernel=igemm "$SW" shape=resnet 'shape.select=[l02,l05,l09,l12,l15,l19,l23]' "${R8[@]}"
   run holdout8_odd 200 kernel=igemm swizzle=identity,colmajor shape=holdout 'shape.select=[odd]' "${R8[@]}"
+elif [ "$STAGE" = holdout8_fast ]; then   # its igemm_fast cells, at the configs tune mode chose then (a call of its own:
+  # the igemm and igemm_fast runs together took over 600 s)
+  R8=(profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 experiment=simval)
   run holdout8_fast_l02 200 kernel=igemm_fast swizzle=identity,colmajor,scatter,grouped,hilbert shape=resnet \
     'shape.select=[l02]' kernel.tiles.BLOCK_M=64 kernel.tiles.BLOCK_N=64 kernel.tiles.BLOCK_K=64 kernel.tiles.TMA=1 \
     kernel.num_warps=4 kernel.num_stages=2 "${R8[@]}"
