@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.profilers.ncu import parse_ncu_csv  # noqa: E402
-from harness.profilers.worker import BASELINE, CANDIDATE, ProfileRequest, launch_schedule  # noqa: E402
+from harness.profilers.worker import ProfileRequest, launch_schedule  # noqa: E402
 
 
 def arms(num_launches: int, repeats: int, shapes: list[str]) -> list[tuple[str, str]]:
@@ -31,6 +31,11 @@ def arms(num_launches: int, repeats: int, shapes: list[str]) -> list[tuple[str, 
                          f"for {len(shapes)} shapes ({', '.join(shapes)})")
     requests = [ProfileRequest(key=s, spec={}, repeats=repeats, baseline={} if paired else None) for s in shapes]
     return launch_schedule(requests)
+
+
+def _sd(values) -> str:
+    """Sample standard deviation, or "-" for a single value."""
+    return f"{statistics.stdev(values):.2f}" if len(values) > 1 else "-"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,8 +59,8 @@ def main(argv: list[str] | None = None) -> None:
         print("|---|---|---:|---:|---:|---:|---:|")
         for (shape, arm), values in rates.items():
             hit, read = zip(*values)
-            print(f"| {shape} | {arm} | {len(values)} | {statistics.mean(hit):.2f} | {statistics.stdev(hit):.2f} | "
-                  f"{statistics.mean(read):.2f} | {statistics.stdev(read):.2f} |")
+            print(f"| {shape} | {arm} | {len(values)} | {statistics.mean(hit):.2f} | {_sd(hit)} | "
+                  f"{statistics.mean(read):.2f} | {_sd(read)} |")
         print()
 
 
