@@ -253,6 +253,12 @@ def _has_delta(cells: pd.DataFrame) -> pd.Series:
 PRED_SIGN_MIN = 0.05
 
 
+def _clear(d: pd.DataFrame, measured: str, lo: str, hi: str, sign_min: float) -> pd.Series:
+    """The cells of ``d`` with a clear measured effect: at least ``sign_min`` points, its CI
+    (columns ``lo``, ``hi``) excluding 0."""
+    return (d[measured].abs() >= sign_min) & ((d[lo] > 0) | (d[hi] < 0))
+
+
 def _signs(d: pd.DataFrame, measured: str, lo: str, hi: str, predicted: str, sign_min: float,
            pred_min: float = PRED_SIGN_MIN):
     """(right, total, wrong cells) over the cells of ``d`` whose measured delta is at least
@@ -260,7 +266,7 @@ def _signs(d: pd.DataFrame, measured: str, lo: str, hi: str, predicted: str, sig
     sign and is at least ``pred_min`` points."""
     if measured not in d or lo not in d:
         return 0, 0, []
-    clear = d[(d[measured].abs() >= sign_min) & ((d[lo] > 0) | (d[hi] < 0))]
+    clear = d[_clear(d, measured, lo, hi, sign_min)]
     right = (np.sign(clear[measured]) == np.sign(clear[predicted])) & (clear[predicted].abs() >= pred_min)
     wrong = [f"{r.kernel}/{r.shape}/{r.swizzle}: measured {getattr(r, measured):+.2f}, "
              f"predicted {getattr(r, predicted):+.2f}"
@@ -679,7 +685,7 @@ def aa_lines(cells: pd.DataFrame, sign_min: float = 1.0) -> list[str]:
         return []
 
     def clear(m: str, lo: str, hi: str) -> int:
-        return int(((aa[m].abs() >= sign_min) & ((aa[lo] > 0) | (aa[hi] < 0))).sum()) if lo in aa else 0
+        return int(_clear(aa, m, lo, hi, sign_min).sum()) if lo in aa else 0
 
     return [f"A/A cells (the order is the baseline's own permutation): {len(aa)}; measured as a clear effect "
             f"(|delta| >= {sign_min:g}, CI excluding 0): {clear('measured_delta', 'delta_ci_lo', 'delta_ci_hi')} "
