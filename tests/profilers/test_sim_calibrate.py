@@ -330,3 +330,39 @@ def test_a_cell_in_its_baselines_own_permutation_is_marked_and_counted():
     assert (right, total) == (0, 2)
     assert "the baseline's own permutation" in wrong[0] and "permutation" not in wrong[1]
     assert cal.aa_lines(cells.drop(columns="same_permutation")) == []
+
+
+def test_pooled_deltas_take_every_paired_baseline_launch_of_the_layer(tmp_path):
+    # Layer a: two candidates whose paired identity launches averaged 50 and 54 (so 52 pooled);
+    # layer b: one candidate, its pooled baseline its own.  Hand-counted: grouped 53 - 52 = +1
+    # (paired: +3), xcd 51 - 52 = -1 (paired: -3); the CIs keep their paired half-widths.
+    def paired(shape, swizzle, hit, read, delta, half, read_delta, read_half):
+        return dict(_cell("igemm", shape, swizzle, hit, read, delta, delta - half, delta + half),
+                    measured_read_delta=read_delta, read_delta_ci_lo=read_delta - read_half,
+                    read_delta_ci_hi=read_delta + read_half, delta_source="paired", baseline_measured=hit - delta)
+
+    rows = [dict(_cell("igemm", "a", "identity", 52.5, 40.0), delta_source=None),
+            paired("a", "grouped", 53.0, 41.0, 3.0, 0.5, 2.0, 0.2),     # paired baselines 50 / 39
+            paired("a", "xcd", 51.0, 40.0, -3.0, 0.7, -1.0, 0.4),       # paired baselines 54 / 41
+            paired("b", "grouped", 70.0, 60.0, 1.5, 0.3, 0.5, 0.1),
+            dict(_cell("igemm", "c", "grouped", 80.0, 70.0, 2.0, 1.0, 3.0), delta_source="unpaired")]
+    out = cal.pool_deltas(pd.DataFrame(rows)).set_index(["shape", "swizzle"])
+    assert out.loc[("a", "grouped"), "measured_delta"] == pytest.approx(1.0)
+    assert out.loc[("a", "xcd"), "measured_delta"] == pytest.approx(-1.0)
+    assert out.loc[("a", "xcd"), ["delta_ci_lo", "delta_ci_hi"]].tolist() == pytest.approx([-1.7, -0.3])
+    assert out.loc[("a", "grouped"), "measured_read_delta"] == pytest.approx(1.0)     # 41 - (39 + 41) / 2
+    assert out.loc[("a", "grouped"), ["read_delta_ci_lo", "read_delta_ci_hi"]].tolist() == pytest.approx([0.8, 1.2])
+    assert out.loc[("a", "grouped"), "baseline_measured"] == pytest.approx(52.0)
+    assert out.loc[("a", "grouped"), ["paired_delta", "paired_read_delta"]].tolist() == [3.0, 2.0]
+    assert out.loc[("a", "grouped"), "delta_source"] == "pooled"
+    assert out.loc[("b", "grouped"), "measured_delta"] == pytest.approx(1.5)          # alone in its layer
+    assert out.loc[("c", "grouped"), "measured_delta"] == 2.0                          # not paired: as it was
+    assert out.loc[("c", "grouped"), "delta_source"] == "unpaired"
+    assert math.isnan(out.loc[("a", "identity"), "measured_delta"])
+    # Pooling twice changes nothing; a pooled table asked for paired deltas says how to get them.
+    again = cal.pool_deltas(out.reset_index()).set_index(["shape", "swizzle"])
+    assert again.loc[("a", "grouped"), "measured_delta"] == pytest.approx(1.0)
+    pooled_csv = tmp_path / "cells.csv"
+    out.reset_index().assign(half="holdout").drop(columns=["spec", "baseline_spec"]).to_csv(pooled_csv, index=False)
+    with pytest.raises(SystemExit, match="--delta paired"):
+        cal.main(["--pool", str(pooled_csv), "--delta", "paired"])
