@@ -6,14 +6,21 @@ against each and against both pooled.
 Each ``cells.csv`` is ``sim_calibrate.py``'s (its held-out cells; ``--validate`` holds out
 all).  Cells are matched by kernel, shape and swizzle.  The pooled measurement weights each
 run's delta by its number of ABBA pairs (``--pairs``, default 3 and 8: the original table's
-``profiler.repeats=3`` and ``STAGE=holdout8``'s 8).  Errors are mean absolute, in points; the
+``profiler.repeats=3`` and ``STAGE=holdout8``'s 8).  Deltas are taken as ``sim_calibrate.py``
+takes them (``--delta``: against the pooled baseline launches of the cell's layer and config,
+the default, or against the cell's own paired ones).  Errors are mean absolute, in points; the
 model's prediction is the second file's (the model of the commit that scored it).
 """
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_calibrate import DELTAS, _deltas  # noqa: E402
 
 KEY = ["kernel", "shape", "swizzle"]
 #: (label, measured column, predicted column): the two levels and the two deltas vs identity.
@@ -43,8 +50,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("first")
     ap.add_argument("second")
     ap.add_argument("--pairs", type=int, nargs=2, default=(3, 8), help="ABBA pairs per cell in each run")
+    ap.add_argument("--delta", choices=DELTAS, default="pooled",
+                    help="deltas against the pooled baseline launches of a layer (default) or the paired ones")
     args = ap.parse_args(argv)
-    print(table(pd.read_csv(args.first), pd.read_csv(args.second), tuple(args.pairs)))
+    first, second = (_deltas(pd.read_csv(p), args.delta, p) for p in (args.first, args.second))
+    print(f"deltas: {args.delta}\n")
+    print(table(first, second, tuple(args.pairs)))
 
 
 if __name__ == "__main__":

@@ -215,7 +215,10 @@ def pool_deltas(cells: pd.DataFrame) -> pd.DataFrame:
     cells["paired_delta"] = cells["measured_delta"]
     cells["paired_read_delta"] = cells.get("measured_read_delta", math.nan)
     source = cells["delta_source"] if "delta_source" in cells else pd.Series(None, index=cells.index)
-    paired = (source == "paired") & (cells["swizzle"] != cells["baseline"])
+    paired = source == "paired"
+    if not paired.any():
+        return cells
+    paired &= cells["swizzle"] != cells["baseline"]
     key = ["kernel", "shape", "config", "baseline"]
     for measured, delta, lo, hi in (("measured_hit", "measured_delta", "delta_ci_lo", "delta_ci_hi"),
                                     ("measured_read", "measured_read_delta", "read_delta_ci_lo",
