@@ -35,7 +35,7 @@ select_execution_mode()          # the interpreter, for the remap tables, when t
 
 import yaml  # noqa: E402
 
-from harness.profilers.sim import ENGINE, SimTarget, simulate_l2, simulate_run  # noqa: E402
+from harness.profilers.sim import ENGINE, SimTarget, simulate_l2, simulate_run, table_device  # noqa: E402
 from harness.pipeline.shapes import expand_preset  # noqa: E402
 from kernels import get_kernel  # noqa: E402
 from swizzles import get_swizzle  # noqa: E402
@@ -91,7 +91,8 @@ def main() -> None:
         grid = kernel.tile_grid(shape, tiles)
         for label, name, group_size in SWIZZLE_CONFIGS:
             t0 = time.perf_counter()
-            table = remap_table(get_swizzle(name), grid.num_pid_m, grid.num_pid_n, hardware_xcds, group_size)
+            table = remap_table(get_swizzle(name), grid.num_pid_m, grid.num_pid_n, hardware_xcds, group_size,
+                                device=table_device())
             table_s += time.perf_counter() - t0
             result = simulate_run(models, table, target)
             launches = [result] + [r for _, r in result.timed_run]   # every replay, the timed run's too

@@ -987,7 +987,7 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     grid = kernel.tile_grid(shape, tiles)
     if table is None:
         table = remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n, num_xcds, group_size,
-                            device=_table_device())
+                            device=table_device())
     verdict = check_permutation(np.asarray(table))
     if not verdict.ok:
         raise ValueError(f"cannot simulate: the remap is {verdict.reason}")
@@ -999,7 +999,7 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, num_work, resident))
 
 
-def _table_device() -> str:
+def table_device() -> str:
     """Where the remap-table kernel can run: the CPU under the interpreter, else the GPU."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         return "cpu"
