@@ -781,6 +781,7 @@ def main(argv: list[str] | None = None) -> None:
                          "also write them as OUT/pooled.json (the error keys of a target's sim_calibration)")
     ap.add_argument("--check", nargs="+", metavar="CELLS_CSV", default=None,
                     help="with --pool: how many held-out cells of these cells.csv files lie within the pooled bands")
+    ap.add_argument("--shapes", nargs="+", default=None, help="score only the cells of these shape names")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
     ap.add_argument("--fractions", type=float, nargs="+", default=None,
                     help=f"l2_capacity_fraction values to fit (default: {list(FRACTIONS)}; with --validate "
@@ -847,7 +848,14 @@ def main(argv: list[str] | None = None) -> None:
         frames.append(mlflow.search_runs(search_all_experiments=True,
                                          filter_string="tags.profiler = 'ncu' and attributes.status = 'FINISHED'"))
     runs = pd.concat(frames, ignore_index=True)
-    cells = _deltas(cells_from_runs(runs), args.delta)
+    cells = cells_from_runs(runs)
+    if args.shapes:
+        unknown = sorted(set(args.shapes) - set(cells["shape"]))
+        if unknown:
+            raise SystemExit(f"--shapes {' '.join(unknown)}: no such shape in {' '.join(args.uri)} "
+                             f"(it has {', '.join(sorted(cells['shape'].unique()))})")
+        cells = cells[cells["shape"].isin(args.shapes)].reset_index(drop=True)
+    cells = _deltas(cells, args.delta)
     if cells.empty:
         raise SystemExit(f"no finished ncu job runs in {args.uri}")
     target_name = args.target or runs["params.target"].dropna().mode().iloc[0]

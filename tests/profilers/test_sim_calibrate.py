@@ -366,3 +366,46 @@ def test_pooled_deltas_take_every_paired_baseline_launch_of_the_layer(tmp_path):
     out.reset_index().assign(half="holdout").drop(columns=["spec", "baseline_spec"]).to_csv(pooled_csv, index=False)
     with pytest.raises(SystemExit, match="--delta paired"):
         cal.main(["--pool", str(pooled_csv), "--delta", "paired"])
+
+
+def test_pooled_deltas_through_the_cli_on_a_real_h100_store(tmp_path):
+    """The third held-out measurement's store (H100 ncu, 8 ABBA pairs per cell), one layer, scored
+    as a user scores it: each candidate's delta is its hit rate minus the mean of the identity
+    launches paired with every candidate of the layer, counted here from the store itself."""
+    import lzma
+    import sqlite3
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    db = tmp_path / "simval.db"
+    db.write_bytes(lzma.decompress(
+        (root / "benchmarks/results/sim_validation_h100/simval_holdout8b/simval.db.xz").read_bytes()))
+    con = sqlite3.connect(db)
+    rows = con.execute(
+        "select p.value, m.key, m.value from metrics m join params p on p.run_uuid = m.run_uuid "
+        "join params s on s.run_uuid = m.run_uuid join params k on k.run_uuid = m.run_uuid "
+        "where p.key = 'swizzle' and s.key = 'shape.name' and s.value = 'l05' and k.key = 'kernel' "
+        "and k.value = 'igemm' and m.key in ('l2_hit_rate', 'baseline_l2_hit_rate', 'l2_delta_pts')").fetchall()
+    got = {}
+    for swizzle, key, value in rows:
+        got.setdefault(swizzle, {})[key] = value
+    candidates = {s: m for s, m in got.items() if "baseline_l2_hit_rate" in m}
+    assert len(candidates) == 5                                 # colmajor, grouped, hilbert, morton, scatter
+    pooled_base = sum(m["baseline_l2_hit_rate"] for m in candidates.values()) / 5
+
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, str(root / "benchmarks/sim_calibrate.py"), "--uri", f"sqlite:///{db}",
+                          "--target", "h100", "--out", str(out), "--validate", "--shapes", "l05"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    cells = pd.read_csv(out / "cells.csv").set_index("swizzle")
+    assert len(cells) == 6 and set(cells["shape"]) == {"l05"}
+    for swizzle, m in candidates.items():
+        assert cells.loc[swizzle, "measured_delta"] == pytest.approx(m["l2_hit_rate"] - pooled_base, abs=1e-3)
+        assert cells.loc[swizzle, "paired_delta"] == pytest.approx(m["l2_delta_pts"], abs=1e-3)
+        assert cells.loc[swizzle, "delta_source"] == "pooled"
+    # A layer the store does not hold is named, with the ones it does.
+    bad = subprocess.run([sys.executable, str(root / "benchmarks/sim_calibrate.py"), "--uri", f"sqlite:///{db}",
+                          "--target", "h100", "--out", str(out), "--validate", "--shapes", "l99"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "--shapes l99: no such shape" in bad.stderr and "l05" in bad.stderr
