@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_calibrate import DELTAS, _deltas  # noqa: E402
+from sim_calibrate import DELTAS, take_deltas  # noqa: E402
 
 KEY = ["kernel", "shape", "swizzle"]
 #: (label, measured column, predicted column): the two levels and the two deltas vs identity.
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--delta", choices=DELTAS, default="pooled",
                     help="deltas against the pooled baseline launches of a layer (default) or the paired ones")
     args = ap.parse_args(argv)
-    first, second = (_deltas(pd.read_csv(p), args.delta, p) for p in (args.first, args.second))
+    first, second = (take_deltas(pd.read_csv(p), args.delta, p) for p in (args.first, args.second))
     print(f"deltas: {args.delta}\n")
     print(table(first, second, tuple(args.pairs)))
 

@@ -210,11 +210,11 @@ def pool_deltas(cells: pd.DataFrame) -> pd.DataFrame:
     delta (stores older than the ABBA pairs: already the difference of two cells) and cells
     already pooled are left as they are."""
     cells = cells.copy()
-    if "paired_delta" in cells:
+    source = cells["delta_source"] if "delta_source" in cells else pd.Series(None, index=cells.index)
+    if (source == "pooled").any():
         return cells
     cells["paired_delta"] = cells["measured_delta"]
     cells["paired_read_delta"] = cells.get("measured_read_delta", math.nan)
-    source = cells["delta_source"] if "delta_source" in cells else pd.Series(None, index=cells.index)
     paired = source == "paired"
     if not paired.any():
         return cells
@@ -760,11 +760,11 @@ def with_layout(target: dict, layout: Path) -> dict:
             "sm_dispatch": {int(k): v for k, v in place["dispatch"].items()}}
 
 
-def _deltas(cells: pd.DataFrame, how: str, where: str = "the store") -> pd.DataFrame:
+def take_deltas(cells: pd.DataFrame, how: str, where: str = "the store") -> pd.DataFrame:
     """``cells`` with their deltas taken as ``how`` says (``--delta``)."""
     if how == "pooled":
         return pool_deltas(cells) if not cells.empty else cells
-    if "paired_delta" in cells and (cells.get("delta_source") == "pooled").any():
+    if "delta_source" in cells and (cells["delta_source"] == "pooled").any():
         raise SystemExit(f"{where}: these cells were written with pooled deltas (--delta pooled); "
                          "score the store again with --delta paired for the paired ones")
     return cells
@@ -806,7 +806,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.pool:
         frames = {p: pd.read_csv(p) for p in args.pool}
-        frames = {p: _deltas(f[f["half"] == "holdout"], args.delta, p) for p, f in frames.items()}
+        frames = {p: take_deltas(f[f["half"] == "holdout"], args.delta, p) for p, f in frames.items()}
         pooled = pd.concat(frames.values(), ignore_index=True)
         print(f"pooled: {len(pooled)} held-out cells of {', '.join(args.pool)}\n")
         summary = summarise(pooled, args.sign_min, args.sign_pred_min)
@@ -827,7 +827,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  {p}: {coverage_text(covered(f, record_bands(others)))}")
         if args.check:
             check = pd.concat([pd.read_csv(p) for p in args.check], ignore_index=True)
-            check = _deltas(check[check["half"] == "holdout"], args.delta, " ".join(args.check))
+            check = take_deltas(check[check["half"] == "holdout"], args.delta, " ".join(args.check))
             for kind, what in (("band", "bands"), ("mae", "mean errors")):
                 print(f"\n{len(check)} cells of {', '.join(args.check)} within the pooled {what}: "
                       f"{coverage_text(covered(check, record_bands(record, kind)))}")
@@ -855,7 +855,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--shapes {' '.join(unknown)}: no such shape in {' '.join(args.uri)} "
                              f"(it has {', '.join(sorted(cells['shape'].unique()))})")
         cells = cells[cells["shape"].isin(args.shapes)].reset_index(drop=True)
-    cells = _deltas(cells, args.delta)
+    cells = take_deltas(cells, args.delta)
     if cells.empty:
         raise SystemExit(f"no finished ncu job runs in {args.uri}")
     target_name = args.target or runs["params.target"].dropna().mode().iloc[0]

@@ -359,6 +359,9 @@ def test_pooled_deltas_take_every_paired_baseline_launch_of_the_layer(tmp_path):
     assert out.loc[("c", "grouped"), "measured_delta"] == 2.0                          # not paired: as it was
     assert out.loc[("c", "grouped"), "delta_source"] == "unpaired"
     assert math.isnan(out.loc[("a", "identity"), "measured_delta"])
+    # A table written with paired deltas (its paired_delta column empty) is pooled when read back.
+    written = cal.pool_deltas(pd.DataFrame(rows).assign(paired_delta=math.nan)).set_index(["shape", "swizzle"])
+    assert written.loc[("a", "grouped"), "measured_delta"] == pytest.approx(1.0)
     # Pooling twice changes nothing; a pooled table asked for paired deltas says how to get them.
     again = cal.pool_deltas(out.reset_index()).set_index(["shape", "swizzle"])
     assert again.loc[("a", "grouped"), "measured_delta"] == pytest.approx(1.0)
