@@ -92,7 +92,8 @@ def main(argv: list[str]) -> int:
     for job in argv[1:]:
         layer, orders = job.rsplit(":", 1)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", layer)[:120]
-        names, data, text = ncu_table(["python3", "benchmarks/probes/l2_lookups.py", layer, *orders.split(",")],
+        names, data, text = ncu_table(["python3", "benchmarks/probes/l2_lookups.py", layer,
+                                       *re.split(r",(?![^\[]*\])", orders)],   # not a family label's commas
                                       METRICS, "igemm")
         (out / f"probe_{name}.txt").write_text(text)
         if not names:
