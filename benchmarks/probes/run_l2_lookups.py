@@ -86,14 +86,19 @@ def profile_launches(script: str, out: Path, metrics: list[str], kernel_regex: s
     return [{m: float(row[names.index(m)].replace(",", "")) for m in metrics if m in names} for row in rows]
 
 
+def split_orders(text: str) -> list[str]:
+    """The orders of ``text``, comma-separated, a family label's own commas kept
+    (``identity,hilbert[num_xcds=1,chunk=0,order=3]`` is two orders)."""
+    return re.split(r",(?![^\[]*\])", text)
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     for job in argv[1:]:
         layer, orders = job.rsplit(":", 1)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", layer)[:120]
-        names, data, text = ncu_table(["python3", "benchmarks/probes/l2_lookups.py", layer,
-                                       *re.split(r",(?![^\[]*\])", orders)],   # not a family label's commas
+        names, data, text = ncu_table(["python3", "benchmarks/probes/l2_lookups.py", layer, *split_orders(orders)],
                                       METRICS, "igemm")
         (out / f"probe_{name}.txt").write_text(text)
         if not names:
