@@ -782,6 +782,8 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                 else:
                     slot_pid[x, sl] = -1
                     active -= 1
+        if not refill_by_clock:
+            continue
         for x in range(num_xcds):                      # refill by clock: the slots freed this round,
             if num_freed[x] == 0:                      # the earliest finished first, take the next pids
                 continue
