@@ -54,6 +54,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # remap tables on the CPU
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from harness.profilers.sim import MERGE_UNITS, REFILLS, STORE_INSERTS  # noqa: E402
+
 #: The grid of l2_capacity_fraction tried: half the L2 (every line duplicated) to all of it.
 FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
 
@@ -437,13 +439,13 @@ UNITS = {"coalesce_window": " K-steps", "cluster_run": " SMs", "tma_window": " K
 AXES = {
     "coalesce_window": ("--windows", float, None, "request-coalescer windows (K-steps)"),
     "cluster_run": ("--cluster-runs", int, None, "cluster_run values (slots of one merge unit in a row)"),
-    "merge_unit": ("--merge-units", str, ("cluster", "partition", "any"), "what the coalescer merges within"),
-    "store_insert": ("--store-inserts", str, ("mru", "lru"), "where a store's fill goes in its set's LRU order"),
+    "merge_unit": ("--merge-units", str, MERGE_UNITS, "what the coalescer merges within"),
+    "store_insert": ("--store-inserts", str, STORE_INSERTS, "where a store's fill goes in its set's LRU order"),
     "step_jitter": ("--jitters", float, None, "step jitter (each K-step lasts 1 +- this)"),
     "tma_window": ("--tma-windows", float, None, "the merge window of operands loaded by TMA"),
     "merge_cap": ("--merge-caps", int, None, "the most requests one lookup serves (merge unit any; 0: no cap)"),
     "dispatch_gap": ("--dispatch-gaps", float, None, "K-steps between the first wave's programs' starts"),
-    "refill": ("--refills", str, ("order", "clock"), "which free slot a later wave's next program takes"),
+    "refill": ("--refills", str, REFILLS, "which free slot a later wave's next program takes"),
 }
 
 
