@@ -35,6 +35,8 @@ SW=swizzle=identity,colmajor,scatter,grouped,hilbert,morton
 # (STAGE=noise), so a cell now takes 8 (REPEATS=3 repeats the old stages as they ran).
 COMMON=(profiler=ncu profiler.repeats=${REPEATS:-8} profiler.simulate=true compare.max_time_s=0.2
         compare.min_rounds=10 experiment=simval "$@")
+# The re-measurement stages: 8 pairs, no simulation on the node (the CPU re-simulates).
+R8=(profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 experiment=simval)
 STAGE=${STAGE:-igemm}
 # Every cell stage first records this node's own L2 layout (about 70 s): which partition each SM
 # reads through is per chip (benchmarks/README.md, probe 5), so the cells can be re-simulated with
@@ -71,18 +73,15 @@ elif [ "$STAGE" = lookups ]; then
   exit 0
 elif [ "$STAGE" = noise ]; then   # where the all-traffic hit rate's spread comes from: every launch's counters
   run simval_noise 300 kernel=igemm swizzle=identity,scatter,colmajor shape=resnet 'shape.select=[l23,l19]' \
-    profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 \
-    experiment=simval "$@"
+    "${R8[@]}" "$@"
   (cd "$W" && find . -name ncu.csv -o -name command.txt | tar czf "$OUT/ncu_raw.tar.gz" -T -)
   cp /tmp/swb-simval.db "$OUT/simval.db"
   exit 0
 elif [ "$STAGE" = holdout8 ]; then   # the held-out half's cells again, 8 ABBA pairs each instead of 3 (STAGE=noise)
-  R8=(profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 experiment=simval)
   run holdout8_igemm 420 kernel=igemm "$SW" shape=resnet 'shape.select=[l02,l05,l09,l12,l15,l19,l23]' "${R8[@]}"
   run holdout8_odd 200 kernel=igemm swizzle=identity,colmajor shape=holdout 'shape.select=[odd]' "${R8[@]}"
 elif [ "$STAGE" = holdout8_fast ]; then   # its igemm_fast cells, at the configs tune mode chose then (a call of its own:
   # the igemm and igemm_fast runs together took over 600 s)
-  R8=(profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 experiment=simval)
   run holdout8_fast_l02 200 kernel=igemm_fast swizzle=identity,colmajor,scatter,grouped,hilbert shape=resnet \
     'shape.select=[l02]' kernel.tiles.BLOCK_M=64 kernel.tiles.BLOCK_N=64 kernel.tiles.BLOCK_K=64 kernel.tiles.TMA=1 \
     kernel.num_warps=4 kernel.num_stages=2 "${R8[@]}"
