@@ -216,6 +216,13 @@ class SimTarget:
     #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
     #: programs drift apart as they run and later waves start out of step.
     step_jitter: float = STEP_JITTER
+    #: Extra step jitter (K-steps) of a work item whose tile reads some operand from a block
+    #: that is neither the block nor the next one of the item launched just before it
+    #: (:func:`scattered_items`): programs whose DRAM reads are scattered run less in step than
+    #: neighbours that stream one region (an H100 slows a one-column 1x1 layer by 25 % under
+    #: the scatter order, and merges fewer of its shared reads).  The calibration record's
+    #: ``scatter_jitter``; 0: off.
+    scatter_jitter: float = 0.0
     #: The first wave's programs start this many K-steps apart, in launch order (the block
     #: dispatcher hands out one program every few cycles: about 6 SM cycles on an H100, against
     #: a merge window of about 100, ``benchmarks/probes/l2_sharing.py``); 0: all at once.
@@ -305,6 +312,9 @@ class SimTarget:
             raise ValueError(f"simulated target: bulk_window={self.bulk_window!r} must be >= 0")
         if not 0 <= self.dispatch_gap:
             raise ValueError(f"simulated target: dispatch_gap={self.dispatch_gap!r} must be >= 0 (K-steps)")
+        if not 0 <= self.scatter_jitter or not self.step_jitter + self.scatter_jitter < 1:
+            raise ValueError(f"simulated target: scatter_jitter={self.scatter_jitter!r} must be >= 0, and with "
+                             f"step_jitter={self.step_jitter!r} below 1 (a step must last more than 0)")
         if not 0 <= self.coalesce_window or not 0 <= self.step_jitter < 1:
             raise ValueError(f"simulated target: coalesce_window={self.coalesce_window!r} must be >= 0 and "
                              f"step_jitter={self.step_jitter!r} in [0, 1)")
@@ -419,6 +429,7 @@ class SimTarget:
             store_insert=str(calibration(target).get("store_insert", "mru")),
             refill=str(calibration(target).get("refill", "order")),
             step_jitter=float(calibration(target).get("step_jitter", STEP_JITTER)),
+            scatter_jitter=float(calibration(target).get("scatter_jitter", 0.0)),
             dispatch_gap=float(calibration(target).get("dispatch_gap", 0.0)),
             set_hash=bool(target.get("l2_set_hash", False)),
             request_bytes=int(target.get("l2_request_bytes") or 0),
@@ -578,8 +589,9 @@ def _rate(hits: int, misses: int) -> float:
 # that stores 401 K: lookup_probe/probe_l02.txt).
 #
 # Time: each slot keeps its program's clock, in K-steps.  A step lasts 1 + jitter * u, u in
-# [-1, 1) a fixed hash of (pid, step), and a program that takes a slot starts at the time the
-# slot's last one finished, so programs drift apart and later waves start out of step.  The
+# [-1, 1) a fixed hash of (pid, step), jitter the work item's (``item_jitter``: the step
+# jitter, plus the scatter jitter where the item reads far from its launch-order predecessor),
+# and a program that takes a slot starts at the time the slot's last one finished, so programs drift apart and later waves start out of step.  The
 # order of the replay stays the rounds' (the L2's LRU order); the clocks only decide which
 # reads are merged: with ``window > 0`` a line's requests form bursts (a burst begins with a
 # request more than ``window`` steps, by the clocks, from the current one's first), and a
@@ -613,6 +625,20 @@ def set_index(lines: np.ndarray, l2_sets: int, block_lines: int, set_hash: bool)
     h = ((block & 0xFFFFFFFF) * 2654435761) & 0xFFFFFFFF     # Fibonacci hashing, 32 bits
     h ^= h >> 16
     return (h % groups) * block_lines + (lines - block * block_lines)
+
+
+def scattered_items(table: np.ndarray, tile_rows: np.ndarray) -> np.ndarray:
+    """Per launch-order work item (``len(table)``,) float64: 1.0 where the tile it computes reads
+    some operand from a block (a row of ``tile_rows``: an M block of the input, an N block of
+    the weights) that is neither the one nor the next one the item launched before it reads,
+    else 0.0 (the first item: 0).  Launch order is what the dispatcher runs side by side, so
+    this is a DRAM locality of neighbours: identity jumps once per row of tiles, scatter
+    almost every item."""
+    rows = np.asarray(tile_rows)[np.asarray(table, dtype=np.int64)]
+    out = np.zeros(len(rows), dtype=np.float64)
+    if len(rows) > 1:
+        out[1:] = (np.abs(np.diff(rows, axis=0)) > 1).any(axis=1)
+    return out
 
 
 @jit
@@ -669,7 +695,7 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
             num_steps, epi_offsets, epi_lines, epi_sets, epi_writes, last_offsets, last_lines, last_sets, last_writes,
             num_xcds, slots, domain_of_xcd, partition_of_slot, merge_of_slot, partitions, block_lines, l2_tags,
             l2_sets, l2_ways, mall_tags, mall_sets, mall_ways, counts, mall_counts, writes_hit, stores_last, op_window,
-            jitter, merge_cap, dispatch_gap, last, refill_by_clock):
+            item_jitter, merge_cap, dispatch_gap, last, refill_by_clock):
     num_tiles = len(table)
     slot_t = np.zeros((num_xcds, slots), dtype=np.float64)   # each slot's clock, K-steps
     for x in range(num_xcds):                                # the first wave, dealt in launch order
@@ -750,7 +776,7 @@ def _replay(table, splits, steps_per_split, num_programs, tile_rows, offsets, li
                     counts[x, 1] += misses
                     counts[x, 4] += merged
                     u = ((pid * 2654435761 + step * 40503 + 12345) % 65536) / 32768.0 - 1.0
-                    slot_t[x, sl] = t + 1.0 + jitter * u
+                    slot_t[x, sl] = t + 1.0 + item_jitter[slot_work[x, sl] % num_tiles] * u
                     step += 1
                     slot_step[x, sl] = step
                 if step < slot_stop[x, sl]:
@@ -881,7 +907,8 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
             domain_of_xcd, target.partition_of_slot(num_programs), target.merge_of_slot(num_programs),
             target.l2_partitions, block_lines,
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
-            mall_counts, target.writes_hit, target.store_insert == "lru", op_window, target.step_jitter,
+            mall_counts, target.writes_hit, target.store_insert == "lru", op_window,
+            target.step_jitter + target.scatter_jitter * scattered_items(table, loads.tile_rows),
             target.merge_cap, target.dispatch_gap, last, target.refill == "clock")
     replay_s = time.perf_counter() - started
     counts[:, 2] += spill_lookups(spill_bytes, target) * np.bincount(
