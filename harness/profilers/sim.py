@@ -217,7 +217,7 @@ class SimTarget:
     #: programs drift apart as they run and later waves start out of step.
     step_jitter: float = STEP_JITTER
     #: Extra step jitter (K-steps) of a work item whose tile reads some operand from a block
-    #: that is neither the block nor the next one of the item launched just before it
+    #: that is neither the block nor a neighbour of the one the item launched just before reads
     #: (:func:`scattered_items`): programs whose DRAM reads are scattered run less in step than
     #: neighbours that stream one region (an H100 slows a one-column 1x1 layer by 25 % under
     #: the scatter order, and merges fewer of its shared reads).  The calibration record's
@@ -630,8 +630,8 @@ def set_index(lines: np.ndarray, l2_sets: int, block_lines: int, set_hash: bool)
 def scattered_items(table: np.ndarray, tile_rows: np.ndarray) -> np.ndarray:
     """Per launch-order work item (``len(table)``,) float64: 1.0 where the tile it computes reads
     some operand from a block (a row of ``tile_rows``: an M block of the input, an N block of
-    the weights) that is neither the one nor the next one the item launched before it reads,
-    else 0.0 (the first item: 0).  Launch order is what the dispatcher runs side by side, so
+    the weights) that is neither the one the item launched before it reads nor a neighbour of
+    it (a row number 1 away), else 0.0 (the first item: 0).  Launch order is what the dispatcher runs side by side, so
     this is a DRAM locality of neighbours: identity jumps once per row of tiles, scatter
     almost every item."""
     rows = np.asarray(tile_rows)[np.asarray(table, dtype=np.int64)]

@@ -753,6 +753,41 @@ def test_dispatch_gap_starts_the_first_wave_apart():
     assert SimTarget.from_target(record).dispatch_gap == 0.01
 
 
+def test_scattered_items_marks_a_jump_from_the_predecessors_blocks():
+    from harness.profilers.sim import scattered_items
+
+    # A 2 x 3 grid, operand rows: the input's M block (0, 1), the weights' N block (2, 3, 4).
+    rows = np.array([[m, 2 + n] for m in range(2) for n in range(3)], dtype=np.int64)
+    # Launch order: each item reads the same or a neighbouring block of each operand as the
+    # one before, except where the row of tiles wraps (N block 4 -> 2).
+    assert scattered_items(np.arange(6), rows).tolist() == [0, 0, 0, 1, 0, 0]
+    # Column-major on two rows: M 0 <-> 1 and N + 1, neighbours every time.
+    assert scattered_items(np.array([0, 3, 1, 4, 2, 5]), rows).tolist() == [0] * 6
+    # (1, 4) -> (0, 2): N jumps by 2; (0, 2) -> (1, 3): neighbours.
+    assert scattered_items(np.array([5, 0, 4]), rows).tolist() == [0, 1, 0]
+
+
+def test_scatter_jitter_puts_a_far_reader_out_of_step():
+    # Three programs at once (one cluster, merge window 0.2 steps, no step jitter), tile t
+    # reading its own line 10 + t, then the shared line 7.  In launch order (or with no scatter
+    # jitter) they read 7 together: one miss, two merged.  With tiles 2, 0, 1, pid 1 reads tile
+    # 0 after pid 0's tile 2: a jump, so its first step lasts 1 + 0.9 u (u = 0.3275, its hash)
+    # and it reads 7 at 1.295, outside pid 0's burst: a lookup (a hit) that opens a new burst,
+    # and pid 2's read at 1.0 is outside that one too: another hit.
+    from dataclasses import replace
+
+    model = synthetic([[[10 + t], [7]] for t in range(3)])
+    three = replace(machine(slots=3), coalesce_window=0.2, step_jitter=0.0)
+    for table, jitter in ((np.arange(3), 0.9), (np.array([2, 0, 1]), 0.0)):
+        r = simulate_l2(model, table, replace(three, scatter_jitter=jitter))
+        assert (r.read_hits, r.read_misses, r.merged_reads) == (0, 4, 2)
+    r = simulate_l2(model, np.array([2, 0, 1]), replace(three, scatter_jitter=0.9))
+    assert (r.read_hits, r.read_misses, r.merged_reads) == (2, 4, 0)
+    with pytest.raises(ValueError, match="scatter_jitter=0.9 must be >= 0, and with step_jitter=0.2 below 1"):
+        replace(three, step_jitter=0.2, scatter_jitter=0.9)
+    assert SimTarget.from_target({**H100, "sim_calibration": {"scatter_jitter": 0.3}}).scatter_jitter == 0.3
+
+
 def test_prediction_error_gives_bands_with_their_coverage_else_mean_errors():
     # A record with bands: the ± are the kernel family's bands (else all cells'), said to cover 90 %.
     record = {"validated_on": "H100 ncu, 9 cells not fitted", "hit_rate_mae": {"all": 2.0}, "delta_mae": {"all": 1.0},
