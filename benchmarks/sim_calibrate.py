@@ -54,7 +54,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # remap tables on the CPU
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.profilers.sim import MERGE_UNITS, REFILLS, STORE_INSERTS  # noqa: E402
+from harness.profilers.sim import MERGE_UNITS, ORDER_BLIND, REFILLS, STORE_INSERTS  # noqa: E402
 
 #: The grid of l2_capacity_fraction tried: half the L2 (every line duplicated) to all of it.
 FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
@@ -286,6 +286,8 @@ def predict(cells: pd.DataFrame, simulate: Simulate, fraction: float) -> pd.Data
     out["pred_read_delta"] = out["pred_read"] - [r for _, r in base]
     classes = getattr(simulate, "classes", {})   # the simulator's layer_class of each spec, if it says
     out["layer_class"] = [classes.get(s, "") for s in cells["spec"]]
+    blind = getattr(simulate, "blind", {})       # ... and whether its grid is order-blind
+    out["order_blind"] = [blind.get(s) for s in cells["spec"]]
     return out
 
 
@@ -391,7 +393,22 @@ def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
                if math.isfinite(e.get(f"{stem}_band", math.nan))}
         if got:
             out[key] = {"cells": int(len(part)), **got}
+    blind = cells[_blind(cells)]
+    if len(blind):   # the delta bands of grids the model cannot order, whatever their class
+        e = errors(blind, coverage=coverage)
+        got = {stem: round(e[f"{stem}_band"], 3) for stem in ("delta", "read_delta")
+               if math.isfinite(e.get(f"{stem}_band", math.nan))}
+        if got:
+            out[ORDER_BLIND] = {"cells": int(len(blind)), **got}
     return out
+
+
+def _blind(cells: pd.DataFrame) -> pd.Series:
+    """Whether each cell's grid is order-blind (:func:`harness.profilers.sim.order_blind`;
+    False where a cells.csv written before the column does not say)."""
+    if "order_blind" not in cells:
+        return pd.Series(False, index=cells.index)
+    return cells["order_blind"].map(lambda v: v is True or str(v).lower() == "true")
 
 
 def _layer(cells: pd.DataFrame) -> list[str]:
@@ -410,16 +427,17 @@ def by_class(cells: pd.DataFrame):
 
 def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]]) -> dict:
     """How many of predicted ``cells`` lie within their prediction +- band, per measure:
-    ``{stem: (inside, cells judged)}``; ``bands(kernel, layer_class)`` gives a cell's
-    half-widths by stem (None or inf: no band, the cell is not judged)."""
+    ``{stem: (inside, cells judged)}``; ``bands(kernel, layer_class, order_blind)`` gives a
+    cell's half-widths by stem (None or inf: no band, the cell is not judged)."""
     d = cells[_has_delta(cells)]
     out = {}
     for stem, measured, predicted, which in MEASURES:
         part = cells if which == "cells" else d
         inside = total = 0
         if measured in part and predicted in part:
-            for kernel, layer, m, p in zip(part["kernel"], _layer(part), part[measured], part[predicted]):
-                half = bands(kernel, layer).get(stem)
+            for kernel, layer, blind, m, p in zip(part["kernel"], _layer(part), _blind(part), part[measured],
+                                                  part[predicted]):
+                half = bands(kernel, layer, blind).get(stem)
                 if half is None or not math.isfinite(half) or pd.isna(m) or pd.isna(p):
                     continue
                 total += 1
@@ -556,6 +574,7 @@ class Simulator:
     seconds: float = 0.0
     replay_seconds: float = 0.0
     classes: dict = field(default_factory=dict)   # spec -> its layer_class (harness.profilers.sim)
+    blind: dict = field(default_factory=dict)     # spec -> whether its grid is order_blind (the same)
 
     def __call__(self, spec: SimSpec, fraction: float) -> tuple[float, float]:
         key = (spec, fraction)
@@ -565,6 +584,7 @@ class Simulator:
                 result = self._run(spec, fraction)
                 self.results[key] = (result.hit_rate, result.read_hit_rate)
                 self.classes[spec] = result.layer_class
+                self.blind[spec] = result.order_blind
                 self.replay_seconds += result.replay_s + sum(r.replay_s for _, r in result.timed_run)
             except (NotImplementedError, ValueError) as exc:
                 print(f"  cannot simulate {spec.kernel}/{dict(spec.shape)['name']}/{spec.swizzle}: {exc}")
@@ -597,10 +617,10 @@ class Simulator:
 # Output
 
 def record_bands(record: Mapping, kind: str = "band") -> Callable[..., dict]:
-    """``bands(kernel, layer_class="")``: the half-widths by measure stem of a ``sim_calibration``
-    record, picked as a job picks them (:func:`harness.profilers.sim.prediction_error`: the kernel
-    family's in the layer class, the class's, the family's, all cells'); empty for a record without
-    bands.
+    """``bands(kernel, layer_class="", order_blind=False)``: the half-widths by measure stem of a
+    ``sim_calibration`` record, picked as a job picks them (:func:`harness.profilers.sim.prediction_error`:
+    for the deltas of an order-blind grid those of such grids, else the kernel family's in the layer
+    class, the class's, the family's, all cells'); empty for a record without bands.
     ``kind="mae"``: its mean absolute errors instead, the ± jobs showed before the bands."""
     from harness.profilers.sim import prediction_error
 
@@ -608,8 +628,8 @@ def record_bands(record: Mapping, kind: str = "band") -> Callable[..., dict]:
         record = {k: v for k, v in record.items()
                   if not k.endswith("_band") and k not in ("band_coverage", "class_bands")}
 
-    def bands(kernel: str, layer: str = "") -> dict:
-        e = prediction_error({"sim_calibration": record}, kernel, layer)
+    def bands(kernel: str, layer: str = "", blind: bool = False) -> dict:
+        e = prediction_error({"sim_calibration": record}, kernel, layer, blind)
         if (e.coverage is None) != (kind == "mae"):   # the record has no figures of that kind
             return {}
         return {"hit_rate": e.hit_rate, "delta": e.delta, "read_hit_rate": e.read_hit_rate,
@@ -625,9 +645,9 @@ def verdicts(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None
     or cannot (CI spans 0); ``missed``: measured effects the simulator did not claim."""
     d = cells[_has_delta(cells)]
     out = dict.fromkeys(("claimed", "confirmed", "opposite", "unconfirmed", "missed", "measured"), 0)
-    for kernel, layer, pred, lo, hi in zip(d["kernel"], _layer(d), d["pred_delta"], d["delta_ci_lo"],
-                                           d["delta_ci_hi"]):
-        half = bands(kernel, layer).get("delta")
+    for kernel, layer, blind, pred, lo, hi in zip(d["kernel"], _layer(d), _blind(d), d["pred_delta"],
+                                                  d["delta_ci_lo"], d["delta_ci_hi"]):
+        half = bands(kernel, layer, blind).get("delta")
         if half is None or pd.isna(pred) or pd.isna(lo) or pd.isna(hi):
             continue
         claim = 1 if pred - half > 0 else -1 if pred + half < 0 else 0
@@ -695,7 +715,7 @@ CSV_COLUMNS = ["half", "kernel", "shape", "swizzle", "config", "num_xcds", "grou
                "delta_ci_hi", "delta_source", "baseline_measured", "sim_online", "pred_hit", "pred_read",
                "pred_baseline_hit", "pred_delta", "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
                "pred_read_delta", "layer_class", "run_id", "same_permutation", "paired_delta",
-               "paired_read_delta"]
+               "paired_read_delta", "order_blind"]
 
 
 def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFrame, record: dict,
@@ -816,9 +836,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"pooled: {len(pooled)} held-out cells of {', '.join(args.pool)}\n")
         summary = summarise(pooled, args.sign_min, args.sign_pred_min)
         print(figures_table(summary))
-        if any(_layer(pooled)):   # the figures per layer class
+        if any(_layer(pooled)):   # the figures per layer class, and of the order-blind grids
             per_class = {"holdout": {f"class {c}": errors(g, args.sign_min, args.sign_pred_min)
                                      for c, g in by_class(pooled)}}
+            if _blind(pooled).any():
+                per_class["holdout"][f"{ORDER_BLIND} grids"] = errors(pooled[_blind(pooled)], args.sign_min,
+                                                                      args.sign_pred_min)
             print(f"\n{figures_table(per_class)}")
         print(f"\n{bands_table(summary, class_bands(pooled))}")
         record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()

@@ -159,13 +159,50 @@ def layer_class(shape, line_bytes: int, num_work: int, resident: int) -> str:
     return "one-wave" if num_work <= resident else "regular"
 
 
-def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") -> PredictionError:
+#: The ``class_bands`` key of the delta bands of :func:`order_blind` grids.
+ORDER_BLIND = "order-blind"
+#: What a job on such a grid says of its simulated delta (tag ``sim_order_blind``).
+ORDER_BLIND_NOTE = "order-blind grid: every order reads the same blocks in the model"
+
+
+def order_blind(loads: AccessModel) -> bool:
+    """Whether no order of the tiles can change what the model sees: every operand is either
+    read alike by all tiles (one block for all: the weights of a one-column grid) or by each
+    tile alone (a block of its own that shares no line with another's: the input rows of a
+    1x1 conv).  Every order then has the same hits, misses and merges, up to where addresses
+    fall in sets and partitions, and a simulated delta is about 0; what a GPU measures there
+    is timing the model does not have (scatter on such grids: up to +2.9 points on an H100,
+    higher on 24 of 26 cells; benchmarks/results/sim_calibration/h100_scatter_jitter).  A 3x3
+    conv's input blocks overlap (the halo), so its one-column grid is not blind."""
+    tile_rows = np.asarray(loads.tile_rows)
+    for o in range(tile_rows.shape[1]):
+        rows = tile_rows[:, o]
+        distinct = np.unique(rows)
+        if len(distinct) == 1:
+            continue                     # one block read by every tile
+        if len(distinct) != len(rows):
+            return False                 # some tiles share a block, others do not
+        # each tile its own block: blind only if no line is in two of them
+        starts = loads.offsets[distinct * loads.num_steps]
+        ends = loads.offsets[(distinct + 1) * loads.num_steps]
+        owner = np.repeat(np.arange(len(distinct)), ends - starts)
+        lines = np.concatenate([loads.lines[a:b] for a, b in zip(starts, ends)]) if len(owner) else owner
+        pairs = np.unique(np.stack([lines, owner]), axis=1)
+        if len(np.unique(pairs[0])) != pairs.shape[1]:
+            return False
+    return True
+
+
+def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
+                     blind: bool = False) -> PredictionError:
     """The measured errors of a prediction of ``kernel`` on ``target`` for a layer of class
     ``layer`` (:func:`layer_class`), per measure the first the record has: the bands of the
     kernel family's layers of that class (``class_bands["<kernel>/<class>"]``), of the class
     (``class_bands[class]``), of the kernel family, of all cells; the bands (``*_band`` of the
     target's ``sim_calibration``, with ``band_coverage``) where the record has them, else the
-    mean absolute errors (``*_mae``); all None for a target never validated."""
+    mean absolute errors (``*_mae``); all None for a target never validated.  ``blind``: the
+    job's grid is :func:`order_blind`, and its two delta bands are those of such grids
+    (``class_bands["order-blind"]``) where the record has them."""
     cal = calibration(target)
     if not cal.get("hit_rate_mae"):
         return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware")
@@ -174,8 +211,10 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") ->
     classes = (cal.get("class_bands") or {}) if kind == "band" else {}
     own, by_class = classes.get(f"{kernel}/{layer}"), classes.get(layer)
 
+    blind_bands = classes.get(ORDER_BLIND) if blind else None
+
     def pick(stem: str) -> float | None:
-        for group in (own, by_class):
+        for group in (blind_bands if stem.endswith("delta") else None, own, by_class):
             if group is not None and stem in group:
                 value = group[stem]
                 break
@@ -188,6 +227,8 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "") ->
     if kind == "band":
         whose = f" of {kernel}'s {layer} layers" if own else f" of {layer} layers" if by_class else ""
         validated += f"; ± covers {100 * float(coverage):.0f} %{whose}"
+        if blind_bands is not None:
+            validated += f" (Δ: of {ORDER_BLIND} grids)"
     return PredictionError(pick("hit_rate"), pick("delta"), pick("read_hit_rate"), pick("read_delta"), validated,
                            float(coverage) if kind == "band" else None)
 
@@ -498,6 +539,9 @@ class SimResult:
     timed_run: tuple[tuple[str, "SimResult"], ...] = ()
     #: The job's :func:`layer_class` (which error band its figures carry); "" outside a job.
     layer_class: str = ""
+    #: The job's grid is :func:`order_blind`: every order of its tiles gives the model the
+    #: same traffic, so a simulated delta is about 0 whatever the GPU does (False outside a job).
+    order_blind: bool = False
 
     @property
     def accesses(self) -> int:
@@ -1024,8 +1068,9 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
                             sim_target.request_bytes)
     result = simulate_run(models, table, sim_target, spill_bytes)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
-    num_work = next(m for m in models if m.profiled).schedule.num_work
-    return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, num_work, resident))
+    profiled = next(m for m in models if m.profiled)
+    return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, profiled.schedule.num_work, resident),
+                   order_blind=order_blind(profiled.loads))
 
 
 def table_device() -> str:
@@ -1088,8 +1133,10 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix="sim."),
                                               "sim.programs_per_cu": float(self._residency(occupancy))})
-            err = prediction_error(self.target, spec.kernel, result.layer_class)
+            err = prediction_error(self.target, spec.kernel, result.layer_class, result.order_blind)
             outcome.tags["sim_layer_class"] = result.layer_class
+            if result.order_blind:   # the model cannot tell this grid's orders apart
+                outcome.tags["sim_order_blind"] = ORDER_BLIND_NOTE
             outcome.tags["sim_validation"] = err.validated
             outcome.metrics["l2_read_hit_rate"] = result.read_hit_rate
             if err.hit_rate is not None:

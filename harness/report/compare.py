@@ -49,7 +49,8 @@ CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_st
              "seed": "params.seed", "swizzle": "params.swizzle", "group_size": "params.group_size"}
 #: Tags of a paired run: cell column -> tag.
 CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
-             "same_order": "compare.same_order", "bound": "bound", "question": "compare.question"}
+             "same_order": "compare.same_order", "bound": "bound", "question": "compare.question",
+             "sim_order_blind": "sim_order_blind"}
 #: Params of a run read as numbers: cell column -> param (the roofline's ceilings, TFLOP/s and B/s).
 CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_bytes_per_s": "roofline.dram_bytes_per_s"}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
@@ -368,7 +369,7 @@ TABLE_COLUMNS = [
     "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",
     "l2_hit_rate", "l2_hit_rate_std", "l2_hit_rate_err", "l2_err_coverage", "baseline_l2_hit_rate", "id_l2_hit_rate", "id_l2_hit_rate_std",
     "l2_delta_pts", "l2_delta_lo", "l2_delta_hi", "l2_band_pts", "l2_pairs", "l2_source", "l2_verdict",
-    "l2_verdict_detail",
+    "l2_verdict_detail", "sim_order_blind",
     "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms",
     "ratio_to_vendor", "vendor_time_ms", "tflops", "max_rel_err", "best",
     "compile_arch", "compile_registers", "compile_shared_bytes", "compile_programs_per_cu", "compile_limiter",

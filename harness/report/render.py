@@ -86,8 +86,12 @@ def _delta_l2_text(r: dict) -> str:
     if r["verdict"] == BASELINE or not np.isfinite(r["l2_delta_pts"]):
         return DASH
     if r["comparison"] == PAIRED:
-        return interval(r["l2_delta_pts"], r["l2_delta_lo"], r["l2_delta_hi"], "+.2f")
-    return f"{r['l2_delta_pts']:+.2f} ± {num(r['l2_band_pts'], '.2f')}"
+        text = interval(r["l2_delta_pts"], r["l2_delta_lo"], r["l2_delta_hi"], "+.2f")
+    else:
+        text = f"{r['l2_delta_pts']:+.2f} ± {num(r['l2_band_pts'], '.2f')}"
+    if r.get("sim_order_blind"):   # the simulator cannot tell this grid's orders apart: its note
+        text += f" ({r['sim_order_blind']})"
+    return text
 
 
 # --------------------------------------------------------------------------------------

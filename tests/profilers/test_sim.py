@@ -806,6 +806,28 @@ def test_prediction_error_gives_bands_with_their_coverage_else_mean_errors():
     assert err.hit_rate is None and err.validated == "not validated on mi300x hardware"
 
 
+def test_order_blind_grids_are_those_whose_tiles_are_alike():
+    # One column of a 1x1 conv: every tile reads the one weight block and input rows of its
+    # own (64 B pixels, whole sectors) -- no order changes what the model sees.
+    from kernels.problem import ConvShape
+    from swizzles import get_swizzle
+
+    target = {"name": "t", "num_xcds": 1, "compute_units": 4, "l2_bytes": 65536, "l2_ways": 4,
+              "l2_line_bytes": 32, "l2_domains": 1, "occupancy": 1}
+    tiles = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}
+
+    def job(swizzle, **shape):
+        s = ConvShape(name="s", **{"N": 1, "C": 32, "H": 8, "W": 8, "F": 16, "R": 1, "S": 1, **shape})
+        return sim.simulate_job("igemm", s, tiles, get_swizzle(swizzle), 1, 8, target)
+
+    column = [job(order) for order in ("identity", "scatter", "colmajor")]
+    assert all(r.order_blind for r in column)
+    assert len({(r.hits, r.misses) for r in column}) == 1          # the same traffic in every order
+    assert not job("identity", F=32).order_blind                   # two columns share each input block
+    assert not job("identity", R=3, S=3, padding=1).order_blind    # a 3x3's input blocks overlap (halo)
+    assert job("identity", H=4, W=4, F=64).order_blind             # one row of tiles: one input block
+
+
 def test_layer_class_misaligned_then_one_wave_then_regular():
     from kernels.problem import ConvShape
 
@@ -854,6 +876,12 @@ def test_a_job_carries_its_layer_class_and_that_classes_band():
     assert (sim.prediction_error(t, "igemm", "misaligned").hit_rate, sim.prediction_error(t, "igemm", "misaligned").delta) == (20.0, 4.0)
     assert sim.prediction_error(t, "igemm", "one-wave").hit_rate == 5.0     # no bands of its own
     assert sim.prediction_error(t, "igemm").validated == "validated on X ncu; ± covers 90 %"
+    # An order-blind grid's deltas take the bands of such grids; its levels its class's.
+    record["class_bands"]["order-blind"] = {"cells": 30, "delta": 1.5, "read_delta": 3.5}
+    blind = sim.prediction_error(t, "igemm", "regular", blind=True)
+    assert (blind.hit_rate, blind.delta, blind.read_delta) == (3.0, 1.5, 3.5)
+    assert blind.validated == "validated on X ncu; ± covers 90 % of regular layers (Δ: of order-blind grids)"
+    assert sim.prediction_error(t, "igemm", "regular").delta == 2.0
     # A family's own bands for a class come first, measure by measure, then the class's.
     record["class_bands"]["igemm_fast/misaligned"] = {"cells": 12, "hit_rate": 30.0, "delta": 6.0}
     fast_err = sim.prediction_error(t, "igemm_fast", "misaligned")

@@ -247,7 +247,7 @@ def test_covered_counts_cells_within_their_kernels_band():
                          pred_delta=[1.5, 0.0, 0.0], measured_read_delta=math.nan, pred_read_delta=math.nan)
     bands = {"igemm": {"hit_rate": 2.0, "delta": 2.0, "read_hit_rate": 1.0},
              "direct": {"hit_rate": 1.0, "delta": math.inf}}
-    got = cal.covered(cells, lambda k, layer="": bands[k])
+    got = cal.covered(cells, lambda k, layer="", blind=False: bands[k])
     # hits: 2 <= 2 in, 5 > 2 out, 0.5 <= 1 in; reads: direct has no band; deltas: 0.5 in, 3 out, direct unjudged
     assert got == {"hit_rate": (2, 3), "read_hit_rate": (2, 2), "delta": (1, 2), "read_delta": (0, 0)}
     assert cal.coverage_text(got).startswith("hit 2/3 (67 %), read 2/2 (100 %), delta 1/2 (50 %)")
@@ -279,6 +279,30 @@ def test_a_kernel_family_gets_its_own_band_in_a_class_where_it_differs():
     bands = cal.record_bands(record)
     assert bands("igemm", "misaligned")["hit_rate"] == 9.0
     assert cal.covered(cells, bands)["hit_rate"] == (18, 18)
+
+
+def test_order_blind_grids_get_delta_bands_of_their_own():
+    # 9 regular cells with deltas off by 1..9 points; 9 order-blind ones (scatter on a one-column
+    # grid: predicted 0, measured +0.1 .. +0.9) in the same class.  The order-blind group's delta
+    # band is its own 9th of 9; its cells take it, the others the class's (over all 18).
+    rows = []
+    for i in range(1, 10):
+        rows.append({**_cell("igemm", f"r{i}", "scatter", 50.0, 50.0, delta=float(i), lo=i - 0.5, hi=i + 0.5),
+                     "pred_delta": 0.0, "layer_class": "regular", "order_blind": False})
+        rows.append({**_cell("igemm", f"o{i}", "scatter", 50.0, 50.0, delta=i / 10, lo=0.0, hi=1.0),
+                     "pred_delta": 0.0, "layer_class": "regular", "order_blind": True})
+    cells = pd.DataFrame(rows).assign(pred_hit=50.0, pred_read=50.0, measured_read_delta=math.nan,
+                                      pred_read_delta=math.nan)
+    got = cal.class_bands(cells)
+    assert got["order-blind"] == {"cells": 9, "delta": 0.9}
+    assert got["regular"]["delta"] == 9.0
+    record = {"hit_rate_mae": {"all": 1.0}, "band_coverage": 0.9, "hit_rate_band": {"all": 1.0},
+              "delta_band": {"all": 9.0}, "class_bands": got}
+    bands = cal.record_bands(record)
+    assert bands("igemm", "regular", True)["delta"] == 0.9 and bands("igemm", "regular")["delta"] == 9.0
+    assert cal.covered(cells, bands)["delta"] == (18, 18)
+    # a cells.csv written before the column: no cell is order-blind
+    assert "order-blind" not in cal.class_bands(cells.drop(columns="order_blind"))
 
 
 def test_class_bands_are_kept_apart_and_cells_take_their_classes_band():

@@ -93,3 +93,36 @@ def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_pa
     with_layout = hit({**h100, "sm_partition": [0, 1], "sm_dispatch": {1: [1]}})
     assert m["l2_hit_rate"] == pytest.approx(with_layout)
     assert with_layout != pytest.approx(hit(h100))
+
+
+def test_an_order_blind_grid_says_so_and_takes_the_band_of_such_grids(tmp_path):
+    # One column of a 1x1 conv (16 filters, 32 B pixels): every order reads the same blocks, so
+    # the model gives scatter the identity's traffic.  The job line and the report say so, and
+    # the delta's ± is the band measured on such grids, not the layer class's.
+    from pathlib import Path
+
+    import yaml
+
+    from harness.profilers.sim import ORDER_BLIND_NOTE, prediction_error
+
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["-m", "swizzle=scatter", "profiler=sim", "target=h100", "shape=tiny",
+                     "shape.shapes=[{name:b1,N:4,C:16,H:16,W:16,F:16,R:1,S:1,stride:1,padding:0}]",
+                     f"tracking.uri={uri}", "experiment=sim-blind", f"hydra.sweep.dir={tmp_path}/multirun"],
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("[job")]
+    assert "L2 +0.00 ± " in line and line.endswith(f"({ORDER_BLIND_NOTE})"), line
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("sim-blind")
+    (job,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
+    assert job.data.tags["sim_order_blind"] == ORDER_BLIND_NOTE
+    target = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/target/h100.yaml").read_text())
+    blind = prediction_error(target, "igemm", job.data.tags["sim_layer_class"], blind=True)
+    plain = prediction_error(target, "igemm", job.data.tags["sim_layer_class"])
+    assert blind.delta != plain.delta      # h100.yaml has bands of order-blind grids
+    m = job.data.metrics
+    assert (m["l2_delta_ci_hi"] - m["l2_delta_ci_lo"]) / 2 == pytest.approx(blind.delta)
+    assert f"± {blind.delta:.1f} pts" in line
+    (page,) = (tmp_path / "reports" / "sim-blind").glob("*/index.html")
+    assert ORDER_BLIND_NOTE in page.read_text()
