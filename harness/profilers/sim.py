@@ -175,20 +175,25 @@ def order_blind(loads: AccessModel) -> bool:
     higher on 24 of 26 cells; benchmarks/results/sim_calibration/h100_scatter_jitter).  A 3x3
     conv's input blocks overlap (the halo), so its one-column grid is not blind."""
     tile_rows = np.asarray(loads.tile_rows)
+    steps = loads.num_steps
     for o in range(tile_rows.shape[1]):
-        rows = tile_rows[:, o]
-        distinct = np.unique(rows)
-        if len(distinct) == 1:
+        rows = np.sort(tile_rows[:, o])
+        if rows[0] == rows[-1]:
             continue                     # one block read by every tile
-        if len(distinct) != len(rows):
+        if (rows[1:] == rows[:-1]).any():
             return False                 # some tiles share a block, others do not
-        # each tile its own block: blind only if no line is in two of them
-        starts = loads.offsets[distinct * loads.num_steps]
-        ends = loads.offsets[(distinct + 1) * loads.num_steps]
-        owner = np.repeat(np.arange(len(distinct)), ends - starts)
-        lines = np.concatenate([loads.lines[a:b] for a, b in zip(starts, ends)]) if len(owner) else owner
-        pairs = np.unique(np.stack([lines, owner]), axis=1)
-        if len(np.unique(pairs[0])) != pairs.shape[1]:
+        # each tile a block of its own: blind only if no line is in two of them
+        lo, hi = int(rows[0]), int(rows[-1]) + 1                  # the blocks' global rows, contiguous
+        bounds = loads.offsets[np.arange(lo, hi + 1) * steps]
+        lines = loads.lines[bounds[0]:bounds[-1]]
+        owner = np.repeat(np.arange(lo, hi), np.diff(bounds))
+        if len(rows) != hi - lo:         # rows no tile reads: leave their lines out
+            read = np.zeros(hi - lo, dtype=bool)
+            read[rows - lo] = True
+            lines, owner = lines[read[owner - lo]], owner[read[owner - lo]]
+        order = np.argsort(lines, kind="stable")
+        lines, owner = lines[order], owner[order]
+        if ((lines[1:] == lines[:-1]) & (owner[1:] != owner[:-1])).any():
             return False
     return True
 
@@ -1036,6 +1041,13 @@ def _cached_models(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes
     return kernel.launch_models(shape, dict(tiles), line_bytes, request_bytes)
 
 
+@functools.lru_cache(maxsize=4)
+def _cached_blind(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes: int, request_bytes: int = 0) -> bool:
+    # ... and asks once per (kernel, shape, tiles) whether its grid is order-blind.
+    models = _cached_models(kernel, shape, tiles, line_bytes, request_bytes)
+    return order_blind(next(m for m in models if m.profiled).loads)
+
+
 def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: int, group_size: int,
                  target: Mapping[str, Any], occupancy: int | None = None, *,
                  table: np.ndarray | None = None, line_bytes: int | None = None,
@@ -1068,9 +1080,10 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
                             sim_target.request_bytes)
     result = simulate_run(models, table, sim_target, spill_bytes)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
-    profiled = next(m for m in models if m.profiled)
-    return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, profiled.schedule.num_work, resident),
-                   order_blind=order_blind(profiled.loads))
+    num_work = next(m for m in models if m.profiled).schedule.num_work
+    blind = _cached_blind(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes, sim_target.request_bytes)
+    return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, num_work, resident),
+                   order_blind=blind)
 
 
 def table_device() -> str:
