@@ -640,7 +640,8 @@ def _rate(hits: int, misses: int) -> float:
 # Time: each slot keeps its program's clock, in K-steps.  A step lasts 1 + jitter * u, u in
 # [-1, 1) a fixed hash of (pid, step), jitter the work item's (``item_jitter``: the step
 # jitter, plus the scatter jitter where the item reads far from its launch-order predecessor),
-# and a program that takes a slot starts at the time the slot's last one finished, so programs drift apart and later waves start out of step.  The
+# and a program that takes a slot starts at the time the slot's last one finished, so
+# programs drift apart and later waves start out of step.  The
 # order of the replay stays the rounds' (the L2's LRU order); the clocks only decide which
 # reads are merged: with ``window > 0`` a line's requests form bursts (a burst begins with a
 # request more than ``window`` steps, by the clocks, from the current one's first), and a
@@ -680,9 +681,9 @@ def scattered_items(table: np.ndarray, tile_rows: np.ndarray) -> np.ndarray:
     """Per launch-order work item (``len(table)``,) float64: 1.0 where the tile it computes reads
     some operand from a block (a row of ``tile_rows``: an M block of the input, an N block of
     the weights) that is neither the one the item launched before it reads nor a neighbour of
-    it (a row number 1 away), else 0.0 (the first item: 0).  Launch order is what the dispatcher runs side by side, so
-    this is a DRAM locality of neighbours: identity jumps once per row of tiles, scatter
-    almost every item."""
+    it (a row number 1 away), else 0.0 (the first item: 0).  The dispatcher runs launch-order
+    neighbours side by side, so this is their DRAM locality: identity jumps once per row of
+    tiles, scatter at almost every item."""
     rows = np.asarray(tile_rows)[np.asarray(table, dtype=np.int64)]
     out = np.zeros(len(rows), dtype=np.float64)
     if len(rows) > 1:
