@@ -382,24 +382,22 @@ def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
     set per class, each holding ``coverage`` of its own cells, and one per kernel family and
     class (key ``"<kernel>/<class>"``) where that family's cells of the class are enough for a
     band; a group with too few cells for a band of some measure leaves that measure out (its
-    cells fall back to the class's band, then the family's)."""
-    out = {}
-    groups = [(str(cls), part) for cls, part in by_class(cells)]
-    groups += [(f"{kernel}/{cls}", part) for kernel, fam in cells.groupby("kernel")
+    cells fall back to the class's band, then the family's); and the two delta bands of the
+    order-blind grids, whatever their class (key ``"order-blind"``)."""
+    every = [stem for stem, *_ in MEASURES]
+    groups = [(str(cls), part, every) for cls, part in by_class(cells)]
+    groups += [(f"{kernel}/{cls}", part, every) for kernel, fam in cells.groupby("kernel")
                for cls, part in by_class(fam)]
-    for key, part in groups:
+    blind = _blind(cells)
+    if blind.any():
+        groups.append((ORDER_BLIND, cells[blind], ["delta", "read_delta"]))
+    out = {}
+    for key, part, stems in groups:
         e = errors(part, coverage=coverage)
-        got = {stem: round(e[f"{stem}_band"], 3) for stem, *_ in MEASURES
+        got = {stem: round(e[f"{stem}_band"], 3) for stem in stems
                if math.isfinite(e.get(f"{stem}_band", math.nan))}
         if got:
             out[key] = {"cells": int(len(part)), **got}
-    blind = cells[_blind(cells)]
-    if len(blind):   # the delta bands of grids the model cannot order, whatever their class
-        e = errors(blind, coverage=coverage)
-        got = {stem: round(e[f"{stem}_band"], 3) for stem in ("delta", "read_delta")
-               if math.isfinite(e.get(f"{stem}_band", math.nan))}
-        if got:
-            out[ORDER_BLIND] = {"cells": int(len(blind)), **got}
     return out
 
 
@@ -408,7 +406,7 @@ def _blind(cells: pd.DataFrame) -> pd.Series:
     False where a cells.csv written before the column does not say)."""
     if "order_blind" not in cells:
         return pd.Series(False, index=cells.index)
-    return cells["order_blind"].map(lambda v: v is True or str(v).lower() == "true")
+    return cells["order_blind"].astype(str).str.lower() == "true"   # bool, or text read back from a CSV
 
 
 def _layer(cells: pd.DataFrame) -> list[str]:
@@ -839,9 +837,9 @@ def main(argv: list[str] | None = None) -> None:
         if any(_layer(pooled)):   # the figures per layer class, and of the order-blind grids
             per_class = {"holdout": {f"class {c}": errors(g, args.sign_min, args.sign_pred_min)
                                      for c, g in by_class(pooled)}}
-            if _blind(pooled).any():
-                per_class["holdout"][f"{ORDER_BLIND} grids"] = errors(pooled[_blind(pooled)], args.sign_min,
-                                                                      args.sign_pred_min)
+            blind = _blind(pooled)
+            if blind.any():
+                per_class["holdout"][f"{ORDER_BLIND} grids"] = errors(pooled[blind], args.sign_min, args.sign_pred_min)
             print(f"\n{figures_table(per_class)}")
         print(f"\n{bands_table(summary, class_bands(pooled))}")
         record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()

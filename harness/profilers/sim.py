@@ -947,6 +947,9 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     block_lines = max(1, BLOCK_BYTES // target.line_bytes)
     line_sets, epi_sets, last_sets = (set_index(a, target.l2.num_sets, block_lines, target.set_hash).astype(np.int32)
                                       for a in (loads.lines, launch.epilogue.lines, launch.last.lines))
+    item_jitter = np.full(len(table), target.step_jitter)   # each work item's step jitter, K-steps
+    if target.scatter_jitter:
+        item_jitter += target.scatter_jitter * scattered_items(table, loads.tile_rows)
     started = time.perf_counter()
     split_heads = (loads.split_heads if loads.split_heads is not None
                    else np.zeros(len(loads.lines), dtype=np.bool_))
@@ -957,8 +960,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
             domain_of_xcd, target.partition_of_slot(num_programs), target.merge_of_slot(num_programs),
             target.l2_partitions, block_lines,
             caches.l2_tags, target.l2.num_sets, target.l2.ways, caches.mall_tags, mall_sets, mall_ways, counts,
-            mall_counts, target.writes_hit, target.store_insert == "lru", op_window,
-            target.step_jitter + target.scatter_jitter * scattered_items(table, loads.tile_rows),
+            mall_counts, target.writes_hit, target.store_insert == "lru", op_window, item_jitter,
             target.merge_cap, target.dispatch_gap, last, target.refill == "clock")
     replay_s = time.perf_counter() - started
     counts[:, 2] += spill_lookups(spill_bytes, target) * np.bincount(
@@ -1077,12 +1079,12 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], swizzle_fn, num_xcds: 
     verdict = check_permutation(np.asarray(table))
     if not verdict.ok:
         raise ValueError(f"cannot simulate: the remap is {verdict.reason}")
-    models = _cached_models(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes,
-                            sim_target.request_bytes)
+    key = tuple(sorted(tiles.items()))
+    models = _cached_models(kernel, shape, key, sim_target.line_bytes, sim_target.request_bytes)
     result = simulate_run(models, table, sim_target, spill_bytes)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
     num_work = next(m for m in models if m.profiled).schedule.num_work
-    blind = _cached_blind(kernel, shape, tuple(sorted(tiles.items())), sim_target.line_bytes, sim_target.request_bytes)
+    blind = _cached_blind(kernel, shape, key, sim_target.line_bytes, sim_target.request_bytes)
     return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, num_work, resident),
                    order_blind=blind)
 
