@@ -169,11 +169,12 @@ def order_blind(loads: AccessModel) -> bool:
     """Whether no order of the tiles can change what the model sees: every operand is either
     read alike by all tiles (one block for all: the weights of a one-column grid) or by each
     tile alone (a block of its own that shares no line with another's: the input rows of a
-    1x1 conv).  Every order then has the same hits, misses and merges, up to where addresses
-    fall in sets and partitions, and a simulated delta is about 0; what a GPU measures there
-    is timing the model does not have (scatter on such grids: up to +2.9 points on an H100,
-    higher on 24 of 26 cells; benchmarks/results/sim_calibration/h100_scatter_jitter).  A 3x3
-    conv's input blocks overlap (the halo), so its one-column grid is not blind."""
+    1x1 conv).  Every order then reads the same blocks, and has the same hits, misses and
+    merges up to where addresses fall in sets and partitions and to the clocks'
+    ``scatter_jitter``, so a simulated delta is about 0 (scatter's a little above it); what a
+    GPU measures there is mostly timing (scatter on such grids: up to +2.9 points on an H100,
+    higher on 24 of 26 cells; benchmarks/results/sim_calibration/h100_scatter_jitter_fine).  A
+    3x3 conv's input blocks overlap (the halo), so its one-column grid is not blind."""
     tile_rows = np.asarray(loads.tile_rows)
     steps = loads.num_steps
     for o in range(tile_rows.shape[1]):
@@ -259,8 +260,12 @@ class SimTarget:
     #: model), whose requests the L2 merges more (measured on an H100); None: ``coalesce_window``.
     #: The calibration record's ``tma_window``.
     bulk_window: float | None = None
-    #: Each K-step of a program lasts 1 +- this (uniform, a fixed hash of pid and step), so
-    #: programs drift apart as they run and later waves start out of step.
+    #: Each K-step of a program lasts 1 +- this (a fixed hash of pid and step), so programs
+    #: drift apart as they run and later waves start out of step.  The hash is linear modulo
+    #: 2^16: two programs' steps differ by one of two amounts that average 0, so their drift
+    #: stays bounded (median 0.19 steps apart after 64 steps at 0.2, where independent steps
+    #: would be 0.86 apart) and programs that share lines stay near the merge window; a jitter
+    #: that differs between work items (``scatter_jitter``) breaks that balance.
     step_jitter: float = STEP_JITTER
     #: Extra step jitter (K-steps) of a work item whose tile reads some operand from a block
     #: that is neither the block nor a neighbour of the one the item launched just before reads
