@@ -300,6 +300,17 @@ def _has_delta(cells: pd.DataFrame) -> pd.Series:
     return (cells["swizzle"] != cells["baseline"]) & cells["measured_delta"].notna()
 
 
+def _other_order(cells: pd.DataFrame) -> pd.Series:
+    """Whether each cell's order differs from its baseline's permutation (False only where
+    ``same_permutation`` is True): the cells a delta band is for.  A job on its baseline's own
+    permutation claims nothing (its line says "same tile order"), and its delta is the
+    measurement's noise, which the model predicts as 0 by construction; counted in, such A/A
+    cells (148 of the H100's 346) narrowed the bands of real orders by up to 3.6x."""
+    if "same_permutation" not in cells:
+        return pd.Series(True, index=cells.index)
+    return cells["same_permutation"].astype(str).str.lower() != "true"   # bool, or text read back from a CSV
+
+
 #: A predicted delta smaller than this (points) predicts no effect: on a cell with a clear
 #: measured effect its sign counts as wrong, not as whichever side of 0 the rounding fell on.
 PRED_SIGN_MIN = 0.05
@@ -353,9 +364,10 @@ def band(residuals, coverage: float = BAND_COVERAGE) -> float:
 def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SIGN_MIN,
            coverage: float = BAND_COVERAGE) -> dict:
     """The figures of predicted ``cells`` (points): hit / read / delta MAE, the +- band that
-    covers ``coverage`` of them (:func:`band`), and the signs, of all traffic and of the reads
-    alone."""
+    covers ``coverage`` of them (:func:`band`; a delta band of the cells whose order is not their
+    baseline's, :func:`_other_order`), and the signs, of all traffic and of the reads alone."""
     d = cells[_has_delta(cells)]
+    other = d[_other_order(d)]
     right, total, wrong = _signs(d, "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta", sign_min,
                                  pred_min)
     out = {"n": int(len(cells)), "delta_n": int(len(d)), "sign_right": right, "sign_total": total,
@@ -364,9 +376,9 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SI
     for stem, measured, predicted, which in MEASURES:
         part = cells if which == "cells" else d
         if measured in part and predicted in part:
-            residual = part[measured].astype(float) - part[predicted].astype(float)
+            banded = part if which == "cells" else other
             out[f"{stem}_mae"] = _mae(part[measured], part[predicted])
-            out[f"{stem}_band"] = band(residual, coverage)
+            out[f"{stem}_band"] = band(banded[measured].astype(float) - banded[predicted].astype(float), coverage)
     if "measured_read_delta" in d and "pred_read_delta" in d:
         rd = d[d["measured_read_delta"].notna()]
         right, total, wrong = _signs(rd, "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
@@ -426,8 +438,10 @@ def by_class(cells: pd.DataFrame):
 def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]]) -> dict:
     """How many of predicted ``cells`` lie within their prediction +- band, per measure:
     ``{stem: (inside, cells judged)}``; ``bands(kernel, layer_class, order_blind)`` gives a
-    cell's half-widths by stem (None or inf: no band, the cell is not judged)."""
+    cell's half-widths by stem (None or inf: no band, the cell is not judged).  Deltas are
+    judged on the cells whose order is not their baseline's (:func:`_other_order`)."""
     d = cells[_has_delta(cells)]
+    d = d[_other_order(d)]
     out = {}
     for stem, measured, predicted, which in MEASURES:
         part = cells if which == "cells" else d
@@ -640,8 +654,10 @@ def verdicts(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None
     prediction claims ``higher`` / ``lower`` when its delta clears its band (what a job's L2
     verdict does); ncu's claim is its CI excluding 0.  ``{claimed, confirmed, opposite,
     unconfirmed}``: claims the measurement confirms, contradicts (CI on the other side of 0),
-    or cannot (CI spans 0); ``missed``: measured effects the simulator did not claim."""
+    or cannot (CI spans 0); ``missed``: measured effects the simulator did not claim.  Cells on
+    their baseline's own permutation are left out: a job there claims nothing by design."""
     d = cells[_has_delta(cells)]
+    d = d[_other_order(d)]
     out = dict.fromkeys(("claimed", "confirmed", "opposite", "unconfirmed", "missed", "measured"), 0)
     for kernel, layer, blind, pred, lo, hi in zip(d["kernel"], _layer(d), _blind(d), d["pred_delta"],
                                                   d["delta_ci_lo"], d["delta_ci_hi"]):

@@ -305,6 +305,33 @@ def test_order_blind_grids_get_delta_bands_of_their_own():
     assert "order-blind" not in cal.class_bands(cells.drop(columns="order_blind"))
 
 
+def test_delta_bands_are_those_of_other_orders_not_of_a_and_a_cells():
+    # 9 cells of real orders off by 1..9 points, and 27 A/A cells (the baseline's own permutation:
+    # predicted 0, measured noise of 0.1): counted in, they make the 90 % band the 34th smallest of
+    # 36 (7); it must be that of the other orders (the 9th of 9).
+    rows = []
+    for i in range(1, 10):
+        rows.append({**_cell("igemm", f"r{i}", "scatter", 50.0, 50.0, delta=float(i), lo=i - 0.5, hi=i + 0.5),
+                     "pred_delta": 0.0, "layer_class": "regular", "same_permutation": False})
+    for i in range(1, 28):
+        rows.append({**_cell("igemm", f"a{i}", "colmajor", 50.0, 50.0, delta=0.1, lo=-0.4, hi=0.6),
+                     "pred_delta": 0.0, "layer_class": "regular", "same_permutation": True})
+    cells = pd.DataFrame(rows).assign(pred_hit=50.0, pred_read=50.0, measured_read_delta=math.nan,
+                                      pred_read_delta=math.nan)
+    assert cal.band(cells["measured_delta"]) == 7.0          # what the A/A cells made of it before
+    e = cal.errors(cells)
+    assert e["delta_band"] == 9.0 and e["delta_n"] == 36     # the band of the 9; the MAE keeps all 36
+    assert cal.class_bands(cells)["regular"]["delta"] == 9.0
+    # read back from a CSV the flag is text; a cells.csv without the column bands every cell
+    assert cal.errors(cells.assign(same_permutation=cells["same_permutation"].astype(str)))["delta_band"] == 9.0
+    assert cal.errors(cells.drop(columns="same_permutation"))["delta_band"] == 7.0
+    # coverage and verdicts judge the 9 alone: a job on the baseline's permutation claims nothing
+    bands = cal.record_bands({"hit_rate_mae": {"all": 1.0}, "band_coverage": 0.9, "hit_rate_band": {"all": 1.0},
+                              "delta_band": {"all": 4.5}})
+    assert cal.covered(cells, bands)["delta"] == (4, 9)
+    assert cal.verdicts(cells, bands)["measured"] == 9
+
+
 def test_class_bands_are_kept_apart_and_cells_take_their_classes_band():
     # 9 regular cells off by 1..9 points and 9 misaligned ones off by 10..90: one band each (the
     # 9th smallest of 9 at 90 %), where one band for all (the 18th of 18) would be 90 for every cell.
