@@ -271,9 +271,8 @@ class SimTarget:
     #: that is neither the block nor a neighbour of the one the item launched just before reads
     #: (:func:`scattered_items`): programs whose DRAM reads are scattered run less in step than
     #: neighbours that stream one region (an H100 slows a one-column 1x1 layer by 25 % under
-    #: the scatter order, and merges fewer of its shared reads).  None on a launch whose work items
-    #: all fit the machine at once: every order then runs the same items together.  The
-    #: calibration record's ``scatter_jitter``; 0: off.
+    #: the scatter order, and merges fewer of its shared reads).  The calibration record's
+    #: ``scatter_jitter``; 0: off.
     scatter_jitter: float = 0.0
     #: The first wave's programs start this many K-steps apart, in launch order (the block
     #: dispatcher hands out one program every few cycles: about 6 SM cycles on an H100, against
@@ -954,10 +953,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     line_sets, epi_sets, last_sets = (set_index(a, target.l2.num_sets, block_lines, target.set_hash).astype(np.int32)
                                       for a in (loads.lines, launch.epilogue.lines, launch.last.lines))
     item_jitter = np.full(len(table), target.step_jitter)   # each work item's step jitter, K-steps
-    # Scatter jitter is the DRAM locality of the items that run side by side, which the launch
-    # order decides only when they do not all fit the machine at once (in one wave every order
-    # runs the same items together).
-    if target.scatter_jitter and schedule.num_work > target.num_xcds * target.slots_per_xcd:
+    if target.scatter_jitter:
         item_jitter += target.scatter_jitter * scattered_items(table, loads.tile_rows)
     started = time.perf_counter()
     split_heads = (loads.split_heads if loads.split_heads is not None
