@@ -300,15 +300,22 @@ def _has_delta(cells: pd.DataFrame) -> pd.Series:
     return (cells["swizzle"] != cells["baseline"]) & cells["measured_delta"].notna()
 
 
-def _other_order(cells: pd.DataFrame) -> pd.Series:
-    """Whether each cell's order differs from its baseline's permutation (False only where
-    ``same_permutation`` is True): the cells a delta band is for.  A job on its baseline's own
-    permutation claims nothing (its line says "same tile order"), and its delta is the
-    measurement's noise, which the model predicts as 0 by construction; counted in, such A/A
-    cells (148 of the H100's 346) narrowed the bands of real orders by up to 3.6x."""
-    if "same_permutation" not in cells:
-        return pd.Series(True, index=cells.index)
-    return cells["same_permutation"].astype(str).str.lower() != "true"   # bool, or text read back from a CSV
+def _flag(cells: pd.DataFrame, column: str) -> pd.Series:
+    """A yes/no column of ``cells`` as bools: True where it says True (a bool, or text read back
+    from a CSV), False where it says otherwise, is empty, or is not there (a cells.csv written
+    before the column)."""
+    if column not in cells:
+        return pd.Series(False, index=cells.index)
+    return cells[column].astype(str).str.lower() == "true"
+
+
+def _deltas_of_other_orders(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells with a delta whose order is not their baseline's permutation: the cells a delta
+    band is for.  A job on its baseline's own permutation claims nothing (its line says "same tile
+    order"), and its delta is the measurement's noise, which the model predicts as 0 by
+    construction; counted in, such A/A cells (148 of the H100's 346) narrowed the bands of real
+    orders by up to 3.6x."""
+    return cells[_has_delta(cells) & ~_flag(cells, "same_permutation")]
 
 
 #: A predicted delta smaller than this (points) predicts no effect: on a cell with a clear
@@ -365,9 +372,10 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SI
            coverage: float = BAND_COVERAGE) -> dict:
     """The figures of predicted ``cells`` (points): hit / read / delta MAE, the +- band that
     covers ``coverage`` of them (:func:`band`; a delta band of the cells whose order is not their
-    baseline's, :func:`_other_order`), and the signs, of all traffic and of the reads alone."""
+    baseline's, :func:`_deltas_of_other_orders`), and the signs, of all traffic and of the reads
+    alone."""
     d = cells[_has_delta(cells)]
-    other = d[_other_order(d)]
+    other = _deltas_of_other_orders(cells)
     right, total, wrong = _signs(d, "measured_delta", "delta_ci_lo", "delta_ci_hi", "pred_delta", sign_min,
                                  pred_min)
     out = {"n": int(len(cells)), "delta_n": int(len(d)), "sign_right": right, "sign_total": total,
@@ -416,9 +424,7 @@ def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
 def _blind(cells: pd.DataFrame) -> pd.Series:
     """Whether each cell's grid is order-blind (:func:`harness.profilers.sim.order_blind`;
     False where a cells.csv written before the column does not say)."""
-    if "order_blind" not in cells:
-        return pd.Series(False, index=cells.index)
-    return cells["order_blind"].astype(str).str.lower() == "true"   # bool, or text read back from a CSV
+    return _flag(cells, "order_blind")
 
 
 def _layer(cells: pd.DataFrame) -> list[str]:
@@ -439,9 +445,8 @@ def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]
     """How many of predicted ``cells`` lie within their prediction +- band, per measure:
     ``{stem: (inside, cells judged)}``; ``bands(kernel, layer_class, order_blind)`` gives a
     cell's half-widths by stem (None or inf: no band, the cell is not judged).  Deltas are
-    judged on the cells whose order is not their baseline's (:func:`_other_order`)."""
-    d = cells[_has_delta(cells)]
-    d = d[_other_order(d)]
+    judged on the cells whose order is not their baseline's (:func:`_deltas_of_other_orders`)."""
+    d = _deltas_of_other_orders(cells)
     out = {}
     for stem, measured, predicted, which in MEASURES:
         part = cells if which == "cells" else d
@@ -656,8 +661,7 @@ def verdicts(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None
     unconfirmed}``: claims the measurement confirms, contradicts (CI on the other side of 0),
     or cannot (CI spans 0); ``missed``: measured effects the simulator did not claim.  Cells on
     their baseline's own permutation are left out: a job there claims nothing by design."""
-    d = cells[_has_delta(cells)]
-    d = d[_other_order(d)]
+    d = _deltas_of_other_orders(cells)
     out = dict.fromkeys(("claimed", "confirmed", "opposite", "unconfirmed", "missed", "measured"), 0)
     for kernel, layer, blind, pred, lo, hi in zip(d["kernel"], _layer(d), _blind(d), d["pred_delta"],
                                                   d["delta_ci_lo"], d["delta_ci_hi"]):
@@ -768,7 +772,7 @@ def aa_lines(cells: pd.DataFrame, sign_min: float = 1.0) -> list[str]:
     never its order; the simulator, which models orders, predicts 0.  Empty when no cell is one."""
     if "same_permutation" not in cells:
         return []
-    aa = cells[(cells["same_permutation"] == True) & (cells["swizzle"] != cells["baseline"])]   # noqa: E712
+    aa = cells[_flag(cells, "same_permutation") & (cells["swizzle"] != cells["baseline"])]
     if aa.empty:
         return []
 

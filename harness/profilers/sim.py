@@ -549,8 +549,8 @@ class SimResult:
     timed_run: tuple[tuple[str, "SimResult"], ...] = ()
     #: The job's :func:`layer_class` (which error band its figures carry); "" outside a job.
     layer_class: str = ""
-    #: The job's grid is :func:`order_blind`: every order of its tiles gives the model the
-    #: same traffic, so a simulated delta is about 0 whatever the GPU does (False outside a job).
+    #: The job's grid is :func:`order_blind`: every order of its tiles reads the same blocks in
+    #: the model, so a simulated delta is about 0 whatever the GPU does (False outside a job).
     order_blind: bool = False
 
     @property
