@@ -5,8 +5,8 @@
 # harness's own five metrics, then the harness's job (its ncu worker, 8 ABBA pairs with identity).
 #   . benchmarks/gpu_setup.sh && bash benchmarks/probes/probe_vs_harness.sh OUT PRESET/LAYER ORDER
 set -uo pipefail
-OUT=$1; LAYER=$2; ORDER=$3
-mkdir -p "$OUT"; cd "$(dirname "$0")/../.."
+LAYER=$2; ORDER=$3
+OUT=$(mkdir -p "$1" && cd "$1" && pwd); cd "$(dirname "$0")/../.."
 M=$(python3 -c "from harness.profilers.ncu import NCU_METRICS; print(','.join(NCU_METRICS))")
 ncu --csv --page raw --metrics "$M" --cache-control all --clock-control base --print-units base -k regex:igemm \
   python3 benchmarks/probes/l2_lookups.py "$LAYER" identity "$ORDER" identity "$ORDER" identity "$ORDER" identity "$ORDER" \
