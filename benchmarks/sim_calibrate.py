@@ -466,11 +466,11 @@ def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]
 #: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order, and
 #: their columns in the fit grid.
 POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window",
-              "merge_cap", "dispatch_gap", "refill", "scatter_jitter")
+              "merge_cap", "dispatch_gap", "refill", "scatter_jitter", "partition_run")
 GRID_COLUMNS = {"coalesce_window": "window"}
 #: The unit a summary writes after a calibration key's value.
 UNITS = {"coalesce_window": " K-steps", "cluster_run": " SMs", "tma_window": " K-steps", "dispatch_gap": " K-steps",
-         "scatter_jitter": " K-steps"}
+         "scatter_jitter": " K-steps", "partition_run": " SMs"}
 #: The command line's axis of each calibration key: flag, value type, valid values, what it is.
 AXES = {
     "coalesce_window": ("--windows", float, None, "request-coalescer windows (K-steps)"),
@@ -484,6 +484,8 @@ AXES = {
     "refill": ("--refills", str, REFILLS, "which free slot a later wave's next program takes"),
     "scatter_jitter": ("--scatter-jitters", float, None,
                        "extra step jitter of a work item that reads far from its launch-order predecessor"),
+    "partition_run": ("--partition-runs", int, None,
+                      "first-wave SMs in a row that read through one L2 partition (0: each cluster's partition)"),
 }
 
 

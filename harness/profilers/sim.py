@@ -475,7 +475,8 @@ class SimTarget:
             cluster_run=int(calibration(target).get("cluster_run", 1)),
             merge_unit=str(calibration(target).get("merge_unit", "cluster")),
             merge_cap=int(calibration(target).get("merge_cap", 0)),
-            partition_run=int(target.get("partition_run") or 0),
+            # A calibration record may set it (a fit of the measured dispatch), over the target key.
+            partition_run=int(calibration(target).get("partition_run", target.get("partition_run") or 0)),
             slot_partitions=_slot_partitions(target, partitions),
             store_insert=str(calibration(target).get("store_insert", "mru")),
             refill=str(calibration(target).get("refill", "order")),

@@ -384,6 +384,9 @@ def test_partition_run_sets_the_partition_of_each_slot():
     assert run8[:16].tolist() == [0] * 8 + [1] * 8 and run8[132] == 0
     assert (replace(target, partition_run=8, merge_unit="partition").merge_of_slot() == run8).all()
     assert SimTarget.from_target({**H100, "partition_run": 8}).partition_run == 8
+    # a calibration record's partition_run (a fitted point) wins over the target key
+    assert SimTarget.from_target({**H100, "partition_run": 8,
+                                  "sim_calibration": {"partition_run": 0}}).partition_run == 0
     with pytest.raises(ValueError, match="partition_run=-1 must be a whole number >= 0"):
         replace(target, partition_run=-1)
 
