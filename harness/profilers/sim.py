@@ -309,7 +309,9 @@ class SimTarget:
     #: Which partition each CU reads through, in the order the first wave fills them: 0, the
     #: partition of its cluster (``g * l2_partitions // clusters``); ``k`` > 0, CU ``c`` reads
     #: through partition ``(c // k) % l2_partitions`` (H100, measured: the dispatcher deals SM
-    #: pairs round-robin over 8 GPCs, 4 GPCs per partition, so 8 in a row share one).
+    #: pairs round-robin over 8 GPCs, 4 GPCs per partition, so 8 in a row share one).  The
+    #: target key ``partition_run``, or the calibration record's when it sets one (a fitted
+    #: point; fitted on the H100 and not kept: results/sim_calibration/h100_partition_run).
     partition_run: int = 0
     #: The measured layout (NVIDIA, target keys ``sm_partition`` and ``sm_dispatch``): for each
     #: grid size measured, the L2 partition of each first-wave program in launch order (the
@@ -475,7 +477,6 @@ class SimTarget:
             cluster_run=int(calibration(target).get("cluster_run", 1)),
             merge_unit=str(calibration(target).get("merge_unit", "cluster")),
             merge_cap=int(calibration(target).get("merge_cap", 0)),
-            # A calibration record may set it (a fit of the measured dispatch), over the target key.
             partition_run=int(calibration(target).get("partition_run", target.get("partition_run") or 0)),
             slot_partitions=_slot_partitions(target, partitions),
             store_insert=str(calibration(target).get("store_insert", "mru")),

@@ -181,6 +181,10 @@ def test_points_set_their_keys_over_the_targets_own_record():
     assert out["sim_calibration"] == {"coalesce_window": 0.25, "cluster_run": 17, "merge_unit": "partition"}
     assert cal.point_record((1.0, None, 2)) == {"cluster_run": 2}
     assert cal.unpack(0.75) == (0.75,) + (None,) * len(cal.POINT_KEYS)
+    # partition_run, the last key: a point that sets it writes it into the record the simulator reads
+    point = (1.0,) + (None,) * (len(cal.POINT_KEYS) - 1) + (8,)
+    assert cal.point_record(point) == {"partition_run": 8}
+    assert cal.scaled_target(target, point)["sim_calibration"]["partition_run"] == 8
 
 
 def test_pool_reports_the_held_out_cells_of_several_tables(cells, tmp_path, capsys):
