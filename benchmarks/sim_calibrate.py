@@ -772,8 +772,6 @@ def aa_lines(cells: pd.DataFrame, sign_min: float = 1.0) -> list[str]:
     (|delta| >= ``sign_min`` points, CI excluding 0), all traffic and reads.  Such an effect is
     the measurement's noise or the swizzle's code (its instructions change the kernel's timing),
     never its order; the simulator, which models orders, predicts 0.  Empty when no cell is one."""
-    if "same_permutation" not in cells:
-        return []
     aa = cells[_flag(cells, "same_permutation") & (cells["swizzle"] != cells["baseline"])]
     if aa.empty:
         return []
