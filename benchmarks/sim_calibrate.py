@@ -155,6 +155,10 @@ def cell_of(row: Mapping) -> dict:
         "sim_online": _get(row, "metrics.sim_l2_hit_rate"), "device": _get(row, "tags.device"),
         "run_id": row.get("run_id"), "spec": spec, "baseline_spec": spec.with_swizzle(*_baseline_of(baseline)),
         "same_permutation": _same_permutation(row),
+        # The read lookups' counts (sectors, means over the repeats) and the bytes DRAM served:
+        # what the hit rates are made of (:func:`count_errors`).
+        "measured_read_hits": _get(row, "metrics.l2_hits"), "measured_read_misses": _get(row, "metrics.l2_misses"),
+        "measured_dram_bytes": _get(row, "metrics.dram_read_bytes"),
     }
 
 
@@ -288,7 +292,68 @@ def predict(cells: pd.DataFrame, simulate: Simulate, fraction: float) -> pd.Data
     out["layer_class"] = [classes.get(s, "") for s in cells["spec"]]
     blind = getattr(simulate, "blind", {})       # ... and whether its grid is order-blind
     out["order_blind"] = [blind.get(s) for s in cells["spec"]]
+    counts = getattr(simulate, "counts", {})     # ... and its read lookups' counts, if it keeps them
+    if counts:
+        hits, misses, merged = (np.array([counts.get((s, fraction), (math.nan,) * 3)[i] for s in cells["spec"]],
+                                         dtype=float) for i in range(3))
+        out["pred_read_lookups"], out["pred_read_misses"], out["pred_read_requests"] = (
+            hits + misses, misses, hits + misses + merged)
     return out
+
+
+def count_errors(cells: pd.DataFrame) -> dict:
+    """What the hit rates are made of, on the cells with counts on both sides: the median and the
+    mean absolute relative error (%) of the read lookups and of the read misses (ncu's tex read
+    lookups vs the simulator's), and the measured and modelled misses per 32 B sector DRAM served
+    (medians).  A hit rate can come out right from lookups and misses both wrong; the counts say
+    which of the coalescer (lookups) and the partitions and capacity (misses) is off.  Empty when
+    no cell has both."""
+    need = ["measured_read_hits", "measured_read_misses", "pred_read_lookups", "pred_read_misses"]
+    if any(c not in cells for c in need):
+        return {}
+    c = cells.dropna(subset=need)
+    c = c[(c["measured_read_misses"] > 0) & (c["pred_read_misses"] > 0)]
+    if c.empty:
+        return {}
+    lookups = c["measured_read_hits"].astype(float) + c["measured_read_misses"].astype(float)
+    rel = {"lookups": 100.0 * (c["pred_read_lookups"].astype(float) / lookups - 1.0),
+           "misses": 100.0 * (c["pred_read_misses"].astype(float) / c["measured_read_misses"].astype(float) - 1.0)}
+    out = {"n": int(len(c))}
+    for key, r in rel.items():
+        out[f"{key}_err_median"] = float(r.median())
+        out[f"{key}_err_mae"] = float(r.abs().mean())
+    if "measured_dram_bytes" in c:
+        dram = c["measured_dram_bytes"].astype(float) / 32.0
+        ok = dram > 0
+        if ok.any():
+            out["miss_per_dram_measured"] = float((c.loc[ok, "measured_read_misses"].astype(float) / dram[ok]).median())
+            out["miss_per_dram_pred"] = float((c.loc[ok, "pred_read_misses"].astype(float) / dram[ok]).median())
+    return out
+
+
+def count_groups(cells: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The groups :func:`counts_table` shows: all cells, then each kernel and each layer class."""
+    groups = {"all": cells}
+    groups.update({f"kernel {k}": g for k, g in cells.groupby("kernel")})
+    if "layer_class" in cells:
+        groups.update({f"class {k}": g for k, g in cells.groupby("layer_class") if k})
+    return groups
+
+
+def counts_table(groups: Mapping[str, pd.DataFrame]) -> str:
+    """Markdown table of :func:`count_errors` per group of cells (empty string: no counts)."""
+    rows = {name: count_errors(g) for name, g in groups.items()}
+    rows = {k: v for k, v in rows.items() if v}
+    if not rows:
+        return ""
+    lines = ["| cells | n | lookups: median / mean abs. error (%) | misses: median / mean abs. error (%) "
+             "| misses per DRAM sector: measured / model |", "|---|---:|---:|---:|---:|"]
+    for name, e in rows.items():
+        ratio = (f"{e['miss_per_dram_measured']:.2f} / {e['miss_per_dram_pred']:.2f}"
+                 if "miss_per_dram_measured" in e else "-")
+        lines.append(f"| {name} | {e['n']} | {e['lookups_err_median']:+.1f} / {e['lookups_err_mae']:.1f} | "
+                     f"{e['misses_err_median']:+.1f} / {e['misses_err_mae']:.1f} | {ratio} |")
+    return "\n".join(lines)
 
 
 def _mae(a: pd.Series, b: pd.Series) -> float:
@@ -592,6 +657,7 @@ class Simulator:
     tables: dict = field(default_factory=dict)
     seconds: float = 0.0
     replay_seconds: float = 0.0
+    counts: dict = field(default_factory=dict)    # (spec, f) -> (read hits, read misses, merged reads), sectors
     classes: dict = field(default_factory=dict)   # spec -> its layer_class (harness.profilers.sim)
     blind: dict = field(default_factory=dict)     # spec -> whether its grid is order_blind (the same)
 
@@ -602,6 +668,7 @@ class Simulator:
             try:
                 result = self._run(spec, fraction)
                 self.results[key] = (result.hit_rate, result.read_hit_rate)
+                self.counts[key] = (result.read_hits, result.read_misses, result.merged_reads)
                 self.classes[spec] = result.layer_class
                 self.blind[spec] = result.order_blind
                 self.replay_seconds += result.replay_s + sum(r.replay_s for _, r in result.timed_run)
@@ -735,7 +802,8 @@ CSV_COLUMNS = ["half", "kernel", "shape", "swizzle", "config", "num_xcds", "grou
                "delta_ci_hi", "delta_source", "baseline_measured", "sim_online", "pred_hit", "pred_read",
                "pred_baseline_hit", "pred_delta", "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
                "pred_read_delta", "layer_class", "run_id", "same_permutation", "paired_delta",
-               "paired_read_delta", "order_blind"]
+               "paired_read_delta", "order_blind", "measured_read_hits", "measured_read_misses",
+               "measured_dram_bytes", "pred_read_lookups", "pred_read_misses", "pred_read_requests"]
 
 
 def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFrame, record: dict,
@@ -760,6 +828,11 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
             f"Bands: the split-conformal half-width that holds {100 * BAND_COVERAGE:.0f} % of the held-out cells "
             "(`sim_calibrate.band`).", "", bands_table(summary, record.get("class_bands")), "",
             "Sign right: cells with measured |delta| >= the threshold and a CI excluding 0.", ""]
+    if counts := counts_table(count_groups(cells)):
+        text += ["## What the read hit rates are made of", "",
+                 "The simulator's read lookups and read misses against ncu's tex-unit read lookups "
+                 "(`sim_calibrate.count_errors`): relative errors in %, model over measured; misses per "
+                 "32 B sector DRAM served, medians.", "", counts, ""]
     if wrong:
         text += ["Held-out cells with the wrong sign:", ""] + [f"* {w}" for w in wrong] + [""]
     text += aa_lines(cells)
@@ -862,6 +935,8 @@ def main(argv: list[str] | None = None) -> None:
                 per_class["holdout"][f"{ORDER_BLIND} grids"] = errors(pooled[blind], args.sign_min, args.sign_pred_min)
             print(f"\n{figures_table(per_class)}")
         print(f"\n{bands_table(summary, class_bands(pooled))}")
+        if counts := counts_table(count_groups(pooled)):
+            print(f"\nwhat the read hit rates are made of (model over measured, %):\n{counts}")
         record = {k: v for k, v in calibration_record(summary, "", "", 1.0, pooled).items()
                   if k.endswith(("_mae", "_band", "sign_right")) or k in ("cells_holdout", "band_coverage",
                                                                            "class_bands")}
@@ -948,6 +1023,8 @@ def main(argv: list[str] | None = None) -> None:
         print("  (the hit-rate MAE moves < 0.01 point over the grid: these cells do not pin f down)")
     print()
     print(figures_table(summary))
+    if counts := counts_table(count_groups(cells)):
+        print(f"\nwhat the read hit rates are made of (model over measured, %):\n{counts}")
     for w in summary["holdout"]["all"]["sign_wrong"]:
         print(f"  held-out wrong sign: {w}")
     if args.validate and target.get("sim_calibration"):   # a prospective check of the target's own bands
