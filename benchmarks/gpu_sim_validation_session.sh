@@ -3,7 +3,7 @@
 # by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
 # target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
 # the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
-#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|unseen5|unseen6|unseen7|unseen7_fast|unseen7_repeat|unseen8|unseen8_fast|unseen9|unseen9_fast|probes|lookups|noise|holdout8|holdout8_fast bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|unseen5|unseen6|unseen7|unseen7_fast|unseen7_repeat|unseen8|unseen8_fast|unseen9|unseen9_fast|unseen10|probes|lookups|noise|holdout8|holdout8_fast bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
 # STAGE=fresh: cells on six ResNet-50 layers no calibration has seen (a re-validation set);
 # STAGE=fresh2: the four layers left (l01, l18, l20, l22), measured after the set hash was added.
 # STAGE=unseen: igemm on the layers of conf/shape/unseen.yaml (other networks, other batch sizes),
@@ -27,6 +27,8 @@
 #   prospective check of the partition-run fit (results/sim_calibration/h100_partition_run/PLAN.md).
 # STAGE=unseen9 / unseen9_fast: igemm / igemm_fast tuned on conf/shape/unseen9.yaml (three grids
 #   under 68 programs), 8 pairs: the prospective check of results/sim_calibration/h100_partition_17.
+# STAGE=unseen10: igemm on conf/shape/unseen10.yaml (four grids of several waves), 8 pairs: the
+#   prospective check of results/sim_calibration/h100_partition_merge.
 # STAGE=fast_tma: igemm_fast (tuned) on four 1x1 stride-1 layers, whose input it loads by TMA:
 # cells to fit the TMA operands' merge window on (the held-out l02 / l12 are such cells).
 # STAGE=lookups: the L2 lookup probe (run_l2_lookups.py) on the cells the model gets wrong:
@@ -139,6 +141,8 @@ elif [ "$STAGE" = unseen9 ]; then   # after the partition-17 fit was planned (8 
   run simval_igemm_unseen9 480 kernel=igemm "$SW" shape=unseen9 "${R8[@]}"
 elif [ "$STAGE" = unseen9_fast ]; then
   run simval_fast_unseen9 560 kernel=igemm_fast tune=fastest tune.cache_dir=/tmp/swb-tunecache "$SW" shape=unseen9 "${R8[@]}"
+elif [ "$STAGE" = unseen10 ]; then   # after the partition-merge fit was planned (8 pairs): its prospective check
+  run simval_igemm_unseen10 540 kernel=igemm "$SW" shape=unseen10 "${R8[@]}"
 elif [ "$STAGE" = reads ]; then   # more ResNet-50 layers, logged with the paired read-only deltas
   run simval_igemm_reads 480 kernel=igemm "$SW" shape=resnet 'shape.select=[l05,l09,l10,l15,l21,l23]' "${COMMON[@]}"
 else
