@@ -41,6 +41,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -858,6 +859,67 @@ def aa_lines(cells: pd.DataFrame, sign_min: float = 1.0) -> list[str]:
             "(noise, or the swizzle's code: not its order).", ""]
 
 
+def _flow(value) -> str:
+    """A record value as one line of YAML flow style, numbers rounded to 2 decimals (as the
+    target files keep them); a key that YAML would read otherwise (``igemm/one-wave``) quoted."""
+    if isinstance(value, dict):
+        def key(k: str) -> str:
+            return k if k.replace("_", "").replace("-", "").isalnum() else f'"{k}"'
+        return "{" + ", ".join(f"{key(k)}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, float):
+        return repr(round(value, 2)) if math.isfinite(value) else ".inf"
+    return str(value)
+
+
+#: The keys of a target's ``sim_calibration`` record that a pool sets (``--write-target``).
+POOLED_KEYS = ("hit_rate_mae", "delta_mae", "read_hit_rate_mae", "read_delta_mae", "band_coverage",
+               "hit_rate_band", "delta_band", "read_hit_rate_band", "read_delta_band")
+
+
+def write_pooled_keys(text: str, record: Mapping, validated_on: str | None = None) -> str:
+    """``text`` (a ``conf/target/*.yaml``) with the error keys of its ``sim_calibration`` record
+    replaced by a pool's (:data:`POOLED_KEYS`, each line of ``class_bands``, and with
+    ``validated_on`` that line), in place: the comments and every other line stay as they are.
+    A class the record has and the file lacks is added after the file's last class line, a class
+    the file has and the record lacks is left alone.  ``ValueError`` when a key to replace is not
+    in the file: the record's keys are written where the file has them, not guessed at."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("sim_calibration:")), None)
+    if start is None:
+        raise ValueError("the target file has no sim_calibration record to write the pooled errors into")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith((" ", "#"))),
+               len(lines))
+
+    def where(pattern: str, lo: int, hi: int) -> int | None:
+        return next((i for i in range(lo, hi) if re.match(pattern, lines[i])), None)
+
+    updates = {k: record[k] for k in POOLED_KEYS if k in record}
+    if validated_on is not None:
+        updates["validated_on"] = validated_on
+    for k, v in updates.items():
+        i = where(rf"  {k}:", start, end)
+        if i is None:
+            raise ValueError(f"sim_calibration has no {k} line to replace")
+        lines[i] = f"  {k}: {_flow(v)}"
+    classes = record.get("class_bands") or {}
+    if classes:
+        head = where(r"  class_bands:", start, end)
+        if head is None:
+            raise ValueError("sim_calibration has no class_bands block to replace")
+        stop = next((i for i in range(head + 1, end) if lines[i].strip() and not lines[i].startswith("    ")), end)
+        last = head
+        for name, bands in classes.items():
+            i = where(rf'    "?{re.escape(name)}"?:', head + 1, stop)
+            line = f"    {_flow({name: bands})[1:-1]}"
+            if i is None:
+                lines.insert(last + 1, line)
+                stop += 1
+                last += 1
+            else:
+                lines[i], last = line, max(last, i)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
 def load_target(name: str) -> dict:
     import yaml
 
@@ -895,6 +957,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="simulate nothing: print the errors pooled over the held-out cells of these cells.csv "
                          "files (the held-out half of a fit and --validate runs on fresh cells); with --out, "
                          "also write them as OUT/pooled.json (the error keys of a target's sim_calibration)")
+    ap.add_argument("--write-target", type=Path, default=None, metavar="TARGET_YAML",
+                    help="with --pool: write the pooled errors and bands into this target file's sim_calibration "
+                         "record, in place (comments kept), with --validated-on as its validated_on line")
+    ap.add_argument("--validated-on", default=None, help="with --write-target: the record's validated_on text")
     ap.add_argument("--check", nargs="+", metavar="CELLS_CSV", default=None,
                     help="with --pool: how many held-out cells of these cells.csv files lie within the pooled bands")
     ap.add_argument("--shapes", nargs="+", default=None, help="score only the cells of these shape names")
@@ -920,6 +986,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="fit nothing: every cell is held out and predicted at the one point given (one "
                          "value per axis): a re-validation on cells no fit has seen")
     args = ap.parse_args(argv)
+    if (args.write_target or args.validated_on) and not args.pool:
+        ap.error("--write-target and --validated-on go with --pool (they write a pool's errors into a target file)")
     if args.pool:
         frames = {p: pd.read_csv(p) for p in args.pool}
         frames = {p: take_deltas(f[f["half"] == "holdout"], args.delta, p) for p, f in frames.items()}
@@ -957,6 +1025,13 @@ def main(argv: list[str] | None = None) -> None:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "pooled.json").write_text(json.dumps(record, indent=2) + "\n")
             print(f"\nwrote {args.out}/pooled.json")
+        if args.write_target:
+            try:
+                text = write_pooled_keys(args.write_target.read_text(), record, args.validated_on)
+            except (OSError, ValueError) as exc:
+                raise SystemExit(f"--write-target {args.write_target}: {exc}") from exc
+            args.write_target.write_text(text)
+            print(f"wrote the pooled errors into {args.write_target}")
         return
     if not args.uri or not args.out:
         ap.error("--uri and --out are required (unless --pool)")

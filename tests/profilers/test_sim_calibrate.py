@@ -462,8 +462,107 @@ def test_pooled_deltas_through_the_cli_on_a_real_h100_store(tmp_path):
         assert cells.loc[swizzle, "measured_delta"] == pytest.approx(m["l2_hit_rate"] - pooled_base, abs=1e-3)
         assert cells.loc[swizzle, "paired_delta"] == pytest.approx(m["l2_delta_pts"], abs=1e-3)
         assert cells.loc[swizzle, "delta_source"] == "pooled"
+    # What the read hit rates are made of: ncu's tex read lookups and the model's, per cell.
+    for swizzle, row in cells.iterrows():
+        hits, misses = (con.execute(
+            "select m.value from metrics m join params p on p.run_uuid = m.run_uuid join params s on "
+            "s.run_uuid = m.run_uuid join params k on k.run_uuid = m.run_uuid where p.key = 'swizzle' and "
+            "p.value = ? and s.key = 'shape.name' and s.value = 'l05' and k.key = 'kernel' and k.value = 'igemm' "
+            "and m.key = ?", (swizzle, key)).fetchone()[0] for key in ("l2_hits", "l2_misses"))
+        assert row["measured_read_hits"] == pytest.approx(hits) and row["measured_read_misses"] == pytest.approx(misses)
+        # the model's lookups and misses give its read hit rate; it merged some requests (lookups < requests)
+        assert 100 * (1 - row["pred_read_misses"] / row["pred_read_lookups"]) == pytest.approx(row["pred_read"], abs=1e-3)
+        assert row["pred_read_requests"] > row["pred_read_lookups"] > row["pred_read_misses"] > 0
+    assert "## What the read hit rates are made of" in (out / "summary.md").read_text()
     # A layer the store does not hold is named, with the ones it does.
     bad = subprocess.run([sys.executable, str(root / "benchmarks/sim_calibrate.py"), "--uri", f"sqlite:///{db}",
                           "--target", "h100", "--out", str(out), "--validate", "--shapes", "l99"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "--shapes l99: no such shape" in bad.stderr and "l05" in bad.stderr
+
+
+def test_count_errors_by_hand():
+    # Two cells: the model looks up 10 % more than ncu and misses 20 % fewer, then the same
+    # lookups and 20 % more misses; DRAM served 100 sectors (3200 B) each.
+    c = pd.DataFrame({"measured_read_hits": [900.0, 400.0], "measured_read_misses": [100.0, 100.0],
+                      "measured_dram_bytes": [3200.0, 3200.0], "pred_read_lookups": [1100.0, 500.0],
+                      "pred_read_misses": [80.0, 120.0]})
+    e = cal.count_errors(c)
+    assert e["n"] == 2
+    assert e["lookups_err_median"] == pytest.approx(5.0) and e["lookups_err_mae"] == pytest.approx(5.0)
+    assert e["misses_err_median"] == pytest.approx(0.0) and e["misses_err_mae"] == pytest.approx(20.0)
+    assert e["miss_per_dram_measured"] == pytest.approx(1.0) and e["miss_per_dram_pred"] == pytest.approx(1.0)
+    table = cal.counts_table({"all": c})
+    assert "| all | 2 | +5.0 / 5.0 | +0.0 / 20.0 | 1.00 / 1.00 |" in table
+    # A table without counts (a cells.csv written before the columns) shows nothing, not zeros.
+    assert cal.count_errors(c.drop(columns=["pred_read_misses"])) == {}
+    assert cal.counts_table({"all": c.iloc[:0]}) == ""
+
+
+TARGET_YAML = """name: t
+# a comment the writer keeps
+sim_calibration:
+  validated_on: X ncu, 1 cells
+  coalesce_window: 0.18
+  hit_rate_mae: {all: 9.0}
+  delta_mae: {all: 9.0}
+  read_hit_rate_mae: {all: 9.0}
+  band_coverage: 0.9
+  hit_rate_band: {all: 9.0}
+  delta_band: {all: 9.0}
+  read_hit_rate_band: {all: 9.0}
+  read_delta_band: {all: 9.0}
+  class_bands:
+    regular: {cells: 1, hit_rate: 9.0}
+    # a class comment
+    order-blind: {cells: 1, delta: 9.0}
+peak_tflops: 757
+"""
+
+
+def test_write_pooled_keys_replaces_the_error_lines_in_place():
+    record = {"hit_rate_mae": {"all": 3.118, "igemm": 2.5}, "delta_mae": {"all": 1.0},
+              "band_coverage": 0.9, "hit_rate_band": {"all": 7.0},
+              "class_bands": {"regular": {"cells": 5, "hit_rate": 4.514}, "igemm/one-wave": {"cells": 3, "delta": 5.0}},
+              "sign_right": [1, 2]}
+    out = cal.write_pooled_keys(TARGET_YAML, record, "X ncu, 5 cells")
+    lines = out.splitlines()
+    assert "  hit_rate_mae: {all: 3.12, igemm: 2.5}" in lines and "  hit_rate_band: {all: 7.0}" in lines
+    assert "  validated_on: X ncu, 5 cells" in lines and "  coalesce_window: 0.18" in lines
+    assert "    regular: {cells: 5, hit_rate: 4.51}" in lines
+    assert '    "igemm/one-wave": {cells: 3, delta: 5.0}' in lines         # a new class, quoted
+    assert "    order-blind: {cells: 1, delta: 9.0}" in lines               # not in the record: kept
+    assert "# a comment the writer keeps" in lines and "    # a class comment" in lines
+    assert lines[-1] == "peak_tflops: 757" and out.endswith("\n")
+    import yaml
+    parsed = yaml.safe_load(out)["sim_calibration"]
+    assert parsed["class_bands"]["igemm/one-wave"] == {"cells": 3, "delta": 5.0}
+    assert parsed["delta_mae"] == {"all": 1.0}
+    with pytest.raises(ValueError, match="no read_delta_mae line"):
+        cal.write_pooled_keys(TARGET_YAML, {"read_delta_mae": {"all": 1.0}})
+    assert cal.write_pooled_keys(TARGET_YAML, {"read_hit_rate_band": {"all": math.inf}}).count(
+        "  read_hit_rate_band: {all: .inf}") == 1           # too few cells for a band: YAML's infinity
+    with pytest.raises(ValueError, match="no sim_calibration record"):
+        cal.write_pooled_keys("name: t\n", record)
+
+
+def test_pool_writes_a_target_file_through_the_cli(cells, tmp_path, capsys):
+    cells["half"] = "holdout"
+    pred = cal.predict(cells, fake_simulate, 0.5)
+    table = tmp_path / "a.csv"
+    pred.drop(columns=["spec", "baseline_spec"]).to_csv(table, index=False)
+    target = tmp_path / "t.yaml"
+    target.write_text(TARGET_YAML)
+    # The file lacks a key the pool writes (read_delta_mae): a clear error, the file untouched.
+    with pytest.raises(SystemExit, match="no read_delta_mae line"):
+        cal.main(["--pool", str(table), "--write-target", str(target)])
+    assert target.read_text() == TARGET_YAML
+    target.write_text(TARGET_YAML.replace("  band_coverage:", "  read_delta_mae: {all: 9.0}\n  band_coverage:"))
+    cal.main(["--pool", str(table), "--write-target", str(target), "--validated-on", "X ncu, 8 cells"])
+    import yaml
+    rec = yaml.safe_load(target.read_text())["sim_calibration"]
+    assert rec["validated_on"] == "X ncu, 8 cells"
+    assert rec["hit_rate_mae"]["all"] == pytest.approx(round(cal.errors(pred)["hit_rate_mae"], 2))
+    assert "# a comment the writer keeps" in target.read_text()
+    with pytest.raises(SystemExit):
+        cal.main(["--uri", "sqlite:///x.db", "--out", str(tmp_path), "--write-target", str(target)])
