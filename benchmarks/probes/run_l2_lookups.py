@@ -5,6 +5,9 @@ this ncu does not know (ncu stops at the first unknown name), and print one row 
     python benchmarks/probes/run_l2_lookups.py OUT_DIR "l02@igemm_fast@BLOCK_M=64,...,TMA=1/w4/s2:identity"
     python benchmarks/probes/run_l2_lookups.py --harness-metrics OUT_DIR unseen7/incv3m6:identity,hilbert
 
+``--metrics=a,b,c``: only these metrics (e.g. ``lts__t_sector_hit_rate.pct`` alone, which ncu
+collects in fewer replay passes than with other metrics beside it).
+
 ``--harness-metrics``: only the metrics the harness's ncu profiler collects
 (``harness.profilers.ncu.NCU_METRICS``), which ncu groups into other replay passes than the list
 below; a timing-sensitive count can differ between the two (benchmarks/README.md, "A probe that
@@ -74,11 +77,18 @@ def ncu_table(command: list[str], metrics: list[str], kernel_regex: str) -> tupl
             break
         print("dropping", bad, flush=True)
         metrics = [m for m in metrics if m not in bad]
+    names, rows = parse_raw(text)
+    return names, rows, text
+
+
+def parse_raw(text: str) -> tuple[list[str], list[list[str]]]:
+    """ncu's ``--csv --page raw`` output (other lines around it allowed): (column names, one row
+    per profiled launch in launch order); ([], []) when there is no table."""
     header = next((i for i, line in enumerate(text.splitlines()) if line.startswith('"ID"')), None)
     if header is None:
-        return [], [], text
+        return [], []
     rows = list(csv.reader(io.StringIO("\n".join(text.splitlines()[header:]))))
-    return rows[0], [r for r in rows[2:] if len(r) == len(rows[0])], text
+    return rows[0], [r for r in rows[2:] if len(r) == len(rows[0])]
 
 
 def profile_launches(script: str, out: Path, metrics: list[str], kernel_regex: str, name: str) -> list[dict]:
@@ -98,14 +108,26 @@ def split_orders(text: str) -> list[str]:
     return re.split(r",(?![^\[]*\])", text)
 
 
-def main(argv: list[str]) -> int:
-    metrics = METRICS
+def parse_args(argv: list[str]) -> tuple[list[str], Path, list[str]]:
+    """(metrics, output directory, jobs) from the command line (see the module docstring)."""
+    metrics = list(METRICS)
     if argv and argv[0] == "--harness-metrics":
         from harness.profilers.ncu import NCU_METRICS
         metrics, argv = list(NCU_METRICS), argv[1:]
-    out = Path(argv[0])
+    elif argv and argv[0].startswith("--metrics="):
+        metrics, argv = [m for m in argv[0][len("--metrics="):].split(",") if m], argv[1:]
+        if not metrics:
+            raise SystemExit("--metrics= names no metric: give them comma-separated, e.g. "
+                             "--metrics=lts__t_sector_hit_rate.pct,profiler__replayer_passes")
+    if len(argv) < 2:
+        raise SystemExit("usage: run_l2_lookups.py [--harness-metrics | --metrics=a,b] OUT_DIR LAYER:ORDER,... ...")
+    return metrics, Path(argv[0]), argv[1:]
+
+
+def main(argv: list[str]) -> int:
+    metrics, out, jobs = parse_args(argv)
     out.mkdir(parents=True, exist_ok=True)
-    for job in argv[1:]:
+    for job in jobs:
         layer, orders = job.rsplit(":", 1)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", layer)[:120]
         names, data, text = ncu_table(["python3", "benchmarks/probes/l2_lookups.py", layer, *split_orders(orders)],

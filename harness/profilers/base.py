@@ -10,8 +10,9 @@ class DispatchCounters:
     """Counters of one kernel dispatch, as one profiler reported them.
 
     ``l2_hits`` / ``l2_misses`` are in the profiler's own unit (ncu: 32 B sectors of
-    reads; rocprofv3: TCC requests); ``l2_hit_rate`` is in % (reported by the tool, or
-    ``100 * hits / (hits + misses)`` where the tool has no derived rate);
+    reads; rocprofv3: TCC requests); ``l2_hit_rate`` is in %, of all traffic (ncu: from its
+    all-traffic lookup hits and misses, else its own percentage; rocprofv3: ``100 * hits /
+    (hits + misses)``);
     ``duration_ns`` in ns, ``dram_read_bytes`` in bytes.  Missing values are None.
     """
 

@@ -58,7 +58,7 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   caches carried from launch to launch, is reported beside it (:func:`simulate_run`).
 
 Outputs (:class:`SimResult`): hits and misses in line lookups, loads and stores together
-(ncu's ``lts__t_sector_hit_rate.pct``, rocprofv3's TCC_HIT / TCC_MISS) and of the loads
+(ncu's all-traffic lookups, ``lts__t_sectors_lookup_hit`` / ``_miss``; rocprofv3's TCC_HIT / TCC_MISS) and of the loads
 alone (ncu's ``lts__t_sector_op_read_hit_rate.pct``), per XCD and per domain hit rates
 (%), bytes L2 fetched from below it (read misses x line size) and, with the MALL, bytes
 read from memory (MALL misses x line size).
@@ -587,7 +587,7 @@ class SimResult:
 
     def as_reading(self) -> L2Reading:
         """The result as a profiler reading: one exact sample, no spread.  The hit rate is
-        over all lookups, stores included, as ncu's ``lts__t_sector_hit_rate.pct`` and
+        over all lookups, stores included, as ncu's all-traffic lookup counters and
         rocprofv3's TCC_HIT / (TCC_HIT + TCC_MISS) count them."""
         return L2Reading(l2_hit_rate=self.hit_rate, l2_hit_rate_std=0.0, l2_hits=float(self.hits),
                          l2_misses=float(self.misses), profiled_time_ms=None,
