@@ -160,6 +160,10 @@ def cell_of(row: Mapping) -> dict:
         # what the hit rates are made of (:func:`count_errors`).
         "measured_read_hits": _get(row, "metrics.l2_hits"), "measured_read_misses": _get(row, "metrics.l2_misses"),
         "measured_dram_bytes": _get(row, "metrics.dram_read_bytes"),
+        # What the all-traffic rate was taken from: the tag of runs since the ncu profiler counts
+        # lookups (harness.profilers.ncu.L2_HIT_RATE_COUNTERS); before it, ncu's pass-mixed percentage.
+        "hit_rate_counters": _get(row, "tags.l2_hit_rate_counters") or ("lts__t_sector_hit_rate.pct"
+                                                                      if _get(row, "tags.profiler") == "ncu" else None),
     }
 
 
@@ -804,7 +808,8 @@ CSV_COLUMNS = ["half", "kernel", "shape", "swizzle", "config", "num_xcds", "grou
                "pred_baseline_hit", "pred_delta", "measured_read_delta", "read_delta_ci_lo", "read_delta_ci_hi",
                "pred_read_delta", "layer_class", "run_id", "same_permutation", "paired_delta",
                "paired_read_delta", "order_blind", "measured_read_hits", "measured_read_misses",
-               "measured_dram_bytes", "pred_read_lookups", "pred_read_misses", "pred_read_requests"]
+               "measured_dram_bytes", "pred_read_lookups", "pred_read_misses", "pred_read_requests",
+               "hit_rate_counters"]
 
 
 def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFrame, record: dict,
@@ -829,6 +834,10 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
             f"Bands: the split-conformal half-width that holds {100 * BAND_COVERAGE:.0f} % of the held-out cells "
             "(`sim_calibrate.band`).", "", bands_table(summary, record.get("class_bands")), "",
             "Sign right: cells with measured |delta| >= the threshold and a CI excluding 0.", ""]
+    if "hit_rate_counters" in cells and cells["hit_rate_counters"].notna().any():
+        used = ", ".join(f"`{c}` ({n} cells)" for c, n in cells["hit_rate_counters"].value_counts().items())
+        text += [f"The measured all-traffic hit rate was taken from: {used} (ncu's percentage mixes replay "
+                 "passes: benchmarks/README.md, \"ncu's all-traffic percentage mixes replay passes\").", ""]
     if counts := counts_table(count_groups(cells)):
         text += ["## What the read hit rates are made of", "",
                  "The simulator's read lookups and read misses against ncu's tex-unit read lookups "

@@ -474,6 +474,9 @@ def test_pooled_deltas_through_the_cli_on_a_real_h100_store(tmp_path):
         assert 100 * (1 - row["pred_read_misses"] / row["pred_read_lookups"]) == pytest.approx(row["pred_read"], abs=1e-3)
         assert row["pred_read_requests"] > row["pred_read_lookups"] > row["pred_read_misses"] > 0
     assert "## What the read hit rates are made of" in (out / "summary.md").read_text()
+    # A store from before the ncu profiler counted lookups: its all-traffic rate is ncu's percentage.
+    assert set(cells["hit_rate_counters"]) == {"lts__t_sector_hit_rate.pct"}
+    assert "taken from: `lts__t_sector_hit_rate.pct` (6 cells)" in (out / "summary.md").read_text()
     # A layer the store does not hold is named, with the ones it does.
     bad = subprocess.run([sys.executable, str(root / "benchmarks/sim_calibrate.py"), "--uri", f"sqlite:///{db}",
                           "--target", "h100", "--out", str(out), "--validate", "--shapes", "l99"],
