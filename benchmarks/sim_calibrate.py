@@ -18,7 +18,8 @@ Triton interpreter builds the remap tables; numba replays).  Occupancy is the ru
 
 Split: the distinct shape names, sorted, alternate between the fit half and the held-out
 half, so no shape is seen by both.  f minimises the fit half's mean absolute error of the
-all-traffic hit rate (ncu ``lts__t_sector_hit_rate``, stores included, vs the simulator's
+all-traffic hit rate (ncu's all traffic, stores included: its lookup counters since 2026-11-26, its
+pass-mixed ``lts__t_sector_hit_rate.pct`` before, column ``hit_rate_counters``; vs the simulator's
 ``hit_rate``); ties go to the smaller delta error.  Reported, per half and per kernel, in
 percentage points: MAE of the all-traffic hit rate, MAE of the read hit rate (ncu's read
 lookups vs ``read_hit_rate``), MAE of the swizzle-minus-baseline delta, and the sign
