@@ -84,6 +84,12 @@ def test_ncu_profiles_real_dispatches(tmp_path):
     assert paired.baseline_reading is not None and paired.baseline_reading.samples == 4
     assert len(paired.pairs) == 4
     assert profiler.version()[0].isdigit() and (tmp_path / "ncu.csv").exists()
+    # The all-traffic rate is the lookups' hit / (hit + miss), ncu's percentage kept beside it.
+    from harness.profilers.ncu import METRIC_L2_HIT_RATE, METRIC_L2_LOOKUP_HITS, METRIC_L2_LOOKUP_MISSES, parse_ncu_csv
+
+    first = parse_ncu_csv((tmp_path / "ncu.csv").read_text())[0]
+    hits, misses = first.extra[METRIC_L2_LOOKUP_HITS], first.extra[METRIC_L2_LOOKUP_MISSES]
+    assert first.l2_hit_rate == pytest.approx(100 * hits / (hits + misses)) and METRIC_L2_HIT_RATE in first.extra
 
 
 def test_tune_mode_on_gpu(tmp_path):
