@@ -569,3 +569,17 @@ def test_pool_writes_a_target_file_through_the_cli(cells, tmp_path, capsys):
     assert "# a comment the writer keeps" in target.read_text()
     with pytest.raises(SystemExit):
         cal.main(["--uri", "sqlite:///x.db", "--out", str(tmp_path), "--write-target", str(target)])
+
+
+def test_the_h100_record_is_the_committed_pool():
+    """conf/target/h100.yaml's error figures and bands are what results/sim_calibration/h100_pooled/
+    pooled.json says: writing the pool into the file changes nothing (a re-pool that was not written
+    into the target, or a hand edit of a band, fails here)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "conf/target/h100.yaml").read_text()
+    record = json.loads((root / "benchmarks/results/sim_calibration/h100_pooled/pooled.json").read_text())
+    validated_on = yaml.safe_load(text)["sim_calibration"]["validated_on"]
+    assert cal.write_pooled_keys(text, record, validated_on) == text
+    assert f"{record['cells_holdout']} cells" in validated_on
