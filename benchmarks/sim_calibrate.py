@@ -56,6 +56,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # remap tables on the CPU
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from harness.profilers.ncu import METRIC_L2_HIT_RATE  # noqa: E402
 from harness.profilers.sim import MERGE_UNITS, ORDER_BLIND, REFILLS, STORE_INSERTS  # noqa: E402
 
 #: The grid of l2_capacity_fraction tried: half the L2 (every line duplicated) to all of it.
@@ -163,7 +164,7 @@ def cell_of(row: Mapping) -> dict:
         "measured_dram_bytes": _get(row, "metrics.dram_read_bytes"),
         # What the all-traffic rate was taken from: the tag of runs since the ncu profiler counts
         # lookups (harness.profilers.ncu.L2_HIT_RATE_COUNTERS); before it, ncu's pass-mixed percentage.
-        "hit_rate_counters": _get(row, "tags.l2_hit_rate_counters") or ("lts__t_sector_hit_rate.pct"
+        "hit_rate_counters": _get(row, "tags.l2_hit_rate_counters") or (METRIC_L2_HIT_RATE
                                                                       if _get(row, "tags.profiler") == "ncu" else None),
     }
 

@@ -20,10 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run_l2_lookups import parse_raw  # noqa: E402
 
+from harness.profilers.ncu import METRIC_L2_HIT_RATE as ALL_PCT  # noqa: E402
+from harness.profilers.ncu import METRIC_L2_READ_HITS as HITS, METRIC_L2_READ_MISSES as MISSES  # noqa: E402
+
+#: The read sectors the SMs sent the L2 (the 35-metric probe collects it; the harness does not).
 SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"
-HITS = "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"
-MISSES = "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
-ALL_PCT = "lts__t_sector_hit_rate.pct"
 
 
 def balance(text: str) -> list[dict]:

@@ -58,8 +58,8 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   caches carried from launch to launch, is reported beside it (:func:`simulate_run`).
 
 Outputs (:class:`SimResult`): hits and misses in line lookups, loads and stores together
-(ncu's all-traffic lookups, ``lts__t_sectors_lookup_hit`` / ``_miss``; rocprofv3's TCC_HIT / TCC_MISS) and of the loads
-alone (ncu's ``lts__t_sector_op_read_hit_rate.pct``), per XCD and per domain hit rates
+(ncu's all-traffic lookups ``lts__t_sectors_lookup_hit`` / ``_miss``, rocprofv3's TCC_HIT /
+TCC_MISS) and of the loads alone (ncu's tex-unit read lookups), per XCD and per domain hit rates
 (%), bytes L2 fetched from below it (read misses x line size) and, with the MALL, bytes
 read from memory (MALL misses x line size).
 
