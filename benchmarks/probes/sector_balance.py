@@ -8,7 +8,7 @@ counts can come from different executions of the same launch; their difference (
 % of the sectors, negative where the lookups' pass saw more) is how much such counts move from one
 execution to the next.  The lookup hit rate comes from one pair of counters and holds within about
 a point between launches of one order; ncu's all-traffic percentage swings far more on some grids
-(benchmarks/README.md, "Where unseen10's all-traffic deltas come from").
+(benchmarks/README.md, "ncu's all-traffic percentage mixes replay passes").
 """
 from __future__ import annotations
 

@@ -5,6 +5,13 @@ import statistics
 from dataclasses import dataclass, field
 
 
+def lookup_hit_rate(hits: float | None, misses: float | None) -> float | None:
+    """100 * hits / (hits + misses), in %; None when either count is missing or both are 0."""
+    if hits is None or misses is None or hits + misses <= 0:
+        return None
+    return 100.0 * hits / (hits + misses)
+
+
 @dataclass(frozen=True)
 class DispatchCounters:
     """Counters of one kernel dispatch, as one profiler reported them.

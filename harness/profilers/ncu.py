@@ -34,7 +34,7 @@ import subprocess
 from pathlib import Path
 
 from harness.profilers.wrapped import ProcessWrappingProfiler
-from harness.profilers.base import DispatchCounters
+from harness.profilers.base import DispatchCounters, lookup_hit_rate
 
 # The metrics every dispatch is asked for.  The L2 ("lts") figures: ncu's own hit rate over
 # all sectors, the read-lookup hits / misses coming from the SM's texture/L1 path (where a conv
@@ -300,9 +300,10 @@ def _dispatch(index: int, kernel_name: str, metrics: dict[str, tuple[str, str]])
     # another pass's sector count) only where they are missing.
     pct = value(METRIC_L2_HIT_RATE)
     hits, misses = value(METRIC_L2_LOOKUP_HITS), value(METRIC_L2_LOOKUP_MISSES)
-    rate = pct
-    if hits is not None and misses is not None and hits + misses > 0:
-        rate = 100.0 * hits / (hits + misses)
+    rate = lookup_hit_rate(hits, misses)
+    if rate is None:
+        rate = pct
+    else:
         extra.update({METRIC_L2_LOOKUP_HITS: hits, METRIC_L2_LOOKUP_MISSES: misses})
         if pct is not None:
             extra[METRIC_L2_HIT_RATE] = pct

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.profilers.wrapped import ProcessWrappingProfiler
-from harness.profilers.base import DispatchCounters
+from harness.profilers.base import DispatchCounters, lookup_hit_rate
 
 # %%
 # Which counters
@@ -224,9 +224,7 @@ def _number(text: str | None) -> float | None:
 
 def _to_record(index: int, d: _Dispatch) -> DispatchCounters:
     hits, misses = d.counters.get(TCC_HIT), d.counters.get(TCC_MISS)
-    rate = None
-    if hits is not None and misses is not None and hits + misses > 0:
-        rate = 100.0 * hits / (hits + misses)
+    rate = lookup_hit_rate(hits, misses)
     extra = {name: value for name, value in d.counters.items() if name not in (TCC_HIT, TCC_MISS)}
     return DispatchCounters(kernel_name=d.kernel_name, dispatch_index=index, l2_hit_rate=rate,
                             l2_hits=hits, l2_misses=misses, duration_ns=d.duration_ns,
