@@ -40,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.pipeline.correctness import compare, make_operands, reference  # noqa: E402
 from harness.pipeline.tuning import TuneCache, tune_kernel  # noqa: E402
-from harness.pipeline.tuning_space import Config, DeviceTraits, candidates, igemm_fast_space  # noqa: E402
+from harness.pipeline.tuning import candidates  # noqa: E402
+from kernels.igemm_fast import igemm_fast_space  # noqa: E402
+from kernels.tuning import Config, DeviceTraits  # noqa: E402
 from kernels import KERNELS  # noqa: E402
 from kernels.base import LaunchConfig, Operands, SwizzleBinding  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402

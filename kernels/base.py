@@ -16,6 +16,7 @@ import torch
 
 from kernels.access import AccessModel, Epilogue, LaunchModel, LaunchPlan, LoadPlan, Schedule
 from kernels.problem import ConvShape
+from kernels.tuning import Config, DeviceTraits
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ class ConvKernel(ABC):
             if not isinstance(value, int) or value <= 0 or value & (value - 1):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be a power of two >= 1")
         return {t: int(given[t]) for t in self.tile_names}
+
+    def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config] | None:
+        """The launch configs tune mode tries on ``shape`` (None: no space; the given config runs)."""
+        return None
 
     def check_target(self, shape: ConvShape | None, tiles: Mapping[str, int], vendor: str, arch: str) -> None:
         """Raise a one-line ValueError when the config needs something the compile target

@@ -24,6 +24,7 @@ from kernels.access import Epilogue, LoadPlan, OperandLoads, element_bytes, plac
 from kernels.base import ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
 from kernels.problem import ConvShape
+from kernels.tuning import Config, DeviceTraits, filter_tiles, warps_for
 
 
 def input_runs(shape: ConvShape, block_m: int, x_base: int, eb: int, r: np.ndarray, s: np.ndarray,
@@ -142,6 +143,9 @@ class ImplicitGemmConv(ConvKernel):
     tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
+    def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+        return igemm_space(shape, traits)
+
     def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
         return TileGrid(triton.cdiv(shape.N * shape.P * shape.Q, tiles["BLOCK_M"]),
                         triton.cdiv(shape.F, tiles["BLOCK_N"]))
@@ -220,3 +224,15 @@ class ImplicitGemmConv(ConvKernel):
         runs = output_tile_runs(pixels, grid.num_pid_n, shape.F, tiles["BLOCK_N"], bases["y"], eb)
         keys = np.arange(grid.num_pids, dtype=np.int64)
         return Epilogue(((OperandLoads("y", grid.num_pids, keys, tiles["BLOCK_M"], runs), True),))
+
+
+def igemm_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+    """igemm: the tile sizes and launch settings it takes today."""
+    out = []
+    for bm in (64, 128):
+        for bn in filter_tiles(shape.F):
+            for bk in (32, 64):
+                for warps in warps_for(bm, bn):
+                    for stages in (2, 3, 4):
+                        out.append(Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, warps, stages))
+    return out

@@ -1,6 +1,6 @@
 """Implicit-GEMM conv2d, fast: the matrix product of :mod:`kernels.igemm`, arranged so the
-tensor cores stay fed on every layer of a CNN, with the launch choices left to the tuner
-(:mod:`harness.pipeline.tuning`).
+tensor cores stay fed on every layer of a CNN, with the launch choices left to the tuner over
+the candidate space at the end of this module (:func:`igemm_fast_space`).
 
 The product is the same as igemm's, never materialised:
 
@@ -85,6 +85,7 @@ from kernels.base import Bound, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.gemm_parts import dot_in_fp32, mma, output_pixels
 from kernels.igemm import ImplicitGemmConv, input_runs, nhwc, output_tile_runs, tile_pixels
 from kernels.problem import ConvShape
+from kernels.tuning import Config, DeviceTraits, filter_tiles, pow2_at_least, stages_for, warps_for
 
 
 @triton.jit
@@ -455,6 +456,9 @@ class FastImplicitGemmConv(ImplicitGemmConv):
     jit_kernel = igemm_fast_kernel
     tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K") + FLAGS + tuple(AMD_OPTIONS)
 
+    def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+        return igemm_fast_space(shape, traits)
+
     def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """As :meth:`ConvKernel.tile_entries`, with the AMD knobs optional (0 when left out)."""
         return super().tile_entries({**dict.fromkeys(AMD_OPTIONS, 0), **dict(tiles)})
@@ -818,3 +822,87 @@ def sum_pass_plan(numel: int, split: int, bases: Mapping[str, int], eb: int) -> 
     return LaunchPlan("split_k_sum", Schedule(programs, split), loads,
                       Epilogue(((OperandLoads("y", programs, ids, 1, y_runs), True),)),
                       swizzled=False, profiled=False)
+
+
+def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tuple[int, ...] = (3, 4),
+                     k_options: int = 2) -> list[Config]:
+    """igemm_fast: tiles x warps x stages around wgmma-friendly shapes, with
+
+    * the packed and the row-packed K orders only where the channels are few (C <= 32: the
+      tap order's zero padding would cost more than the gather), with 256-row tiles too (their
+      K is short), and the tap order only where C >= 16;
+    * on 1x1 stride-1 layers, the NCHW input read in place (no layout copy) beside both;
+    * on strided layers with few channels, the folded layer (stride into channels) in tap
+      and row order;
+    * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
+      of at least 4 K steps each, the partials added by a second kernel or by the last split;
+    * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
+      each base tile shape, so that the measurements, not a guess, decide;
+    * on AMD (``traits.vendor == "amd"``, gfx942): no TMA, two pipeline stages (Triton's AMD
+      stream pipeliner keeps one stage in LDS, 64 KB per CU), and twins of each base tile
+      shape with the AMD backend's knobs (kernels.igemm_fast.AMD_OPTIONS): an occupancy hint
+      ``WAVES_PER_EU=2``, 16x16 MFMA instructions, ``KPACK=2``.
+    """
+    amd = traits.vendor == "amd"
+    M = shape.N * shape.P * shape.Q
+    matrix = shape.R == shape.S == shape.stride == 1 and shape.padding == 0
+    # (PACK_K, NCHW_IN, FOLD): tap order, packed order, row-packed order, (1x1 stride 1) the
+    # NCHW input read in place, and (strided, few channels) the folded layer in tap or row order
+    fold = folded(shape) if shape.stride > 1 else None
+    orders = [o for o, ok in (((0, 0, 0), shape.C >= 16), ((1, 0, 0), shape.C <= 32),
+                              ((2, 0, 0), shape.C <= 32 and shape.S > 1), ((0, 1, 0), matrix and shape.C >= 16),
+                              ((0, 0, 1), fold is not None and shape.C <= 32),
+                              ((2, 0, 1), fold is not None and shape.C <= 32 and fold.S > 1))
+              if ok]
+    tma = 1 if traits.tma else 0
+    seen, out = set(), []
+
+    def add(tiles: dict, warps: int, stages: int) -> None:
+        cfg = Config.make(tiles, warps, stages)
+        if cfg not in seen:
+            seen.add(cfg)
+            out.append(cfg)
+
+    for pack, nchw, fold_on in orders:
+        conv = fold if fold_on else shape                  # the conv the kernel runs
+        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, pow2_at_least(conv.C))))
+        ks = ks[-k_options:]
+        steps_of = (lambda bk: -(-conv.R * conv.S * conv.C // bk)) if pack else (
+            lambda bk: conv.R * conv.S * -(-conv.C // bk))
+        few = pack or fold_on                              # few channels: short K, so taller tiles
+        for bm in (64, 128, 256) if few else (64, 128):
+            for bn in filter_tiles(shape.F):
+                rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
+                tiles_mn = rows * -(-shape.F // bn)
+                for warps in warps_for(bm, bn):
+                    for bk in ks:
+                        base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
+                                "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma,
+                                "TMA_STORE": 0, "FOLD": fold_on, "SPLIT_SUM": 0}
+                        stages_here = (2,) if amd else stages_for(steps_of(bk), stages_options)
+                        for stages in stages_here:
+                            add(base, warps, stages)
+                        if bk != ks[-1]:
+                            continue
+                        # Twins of the deepest-K base: TMA off, TMA store, persistent (with and
+                        # without TMA store), split-K.  The TMA store's output tile takes shared
+                        # memory too, so its twins get the shallowest pipeline.
+                        deep, shallow = stages_here[-1], stages_here[0]
+                        if amd:
+                            for knob, value in (("WAVES_PER_EU", 2), ("MATRIX_INSTR_NONKDIM", 16), ("KPACK", 2)):
+                                add({**base, knob: value}, warps, deep)
+                        store = tma and not nchw and shape.F % 8 == 0
+                        if tma:
+                            add({**base, "TMA": 0}, warps, deep)
+                        if store:
+                            add({**base, "TMA_STORE": 1}, warps, shallow)
+                        if tiles_mn > traits.num_sms:
+                            add({**base, "PERSISTENT": 1}, warps, deep)
+                            if store:
+                                add({**base, "PERSISTENT": 1, "TMA_STORE": 1}, warps, shallow)
+                        else:
+                            for split in (2, 4):
+                                if steps_of(bk) >= 4 * split:
+                                    for split_sum in (0, 1):        # a second kernel, or the last split
+                                        add({**base, "SPLIT_K": split, "SPLIT_SUM": split_sum}, warps, deep)
+    return out

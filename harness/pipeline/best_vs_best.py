@@ -22,7 +22,7 @@ from typing import Mapping
 from harness.errors import UserError
 from harness.pipeline.result import JobResult
 from harness.pipeline.spec import TUNED_EACH, JobSpec
-from harness.pipeline.tuning_space import Config
+from kernels.tuning import Config
 from kernels.base import Bound
 
 SAME = "same"

@@ -26,7 +26,8 @@ from harness.pipeline.timing import PairedSettings, vendor_conv
 from harness.pipeline.best_vs_best import record_configs, same_config, shared_buffers
 from harness.pipeline.job_tuning import tune_job
 from harness.pipeline.tuning import TuneError, TuneOptions
-from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
+from harness.pipeline.tuning import candidates
+from kernels.tuning import Config, DeviceTraits
 from harness.pipeline.user_code import spec_kernel, spec_remap
 from kernels.base import LaunchConfig, Operands, SwizzleBinding
 from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
@@ -202,7 +203,7 @@ def _record_compile(result: JobResult, report: CompileReport) -> None:
 def _compile_only(spec: JobSpec, kernel, copts: CompileOptions, result: JobResult) -> JobResult:
     """``compile.only=true``: the job's config compiled for the target, nothing verified,
     timed or profiled.  In tune mode every candidate of the kernel's space for the target
-    (:mod:`harness.pipeline.tuning_space`) is compiled too: the job FAILS if any does not,
+    (:meth:`kernels.base.ConvKernel.tune_space`) is compiled too: the job FAILS if any does not,
     so that the first ``tune=fastest`` on that machine meets no compile error."""
     compiler = client(copts.cache_dir)
     try:

@@ -28,7 +28,7 @@ from harness.pipeline.shapes import downscale
 from harness.pipeline.spec import TUNED_EACH, JobSpec
 from harness.pipeline.timing import PairedSettings, load_standin_timer, time_interleaved
 from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
-from harness.pipeline.tuning_space import Config
+from kernels.tuning import Config
 from harness.pipeline.tuning_ties import Remeasured
 from harness.pipeline.user_code import spec_remap
 from kernels.base import SwizzleBinding

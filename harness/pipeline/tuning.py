@@ -35,9 +35,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from harness.pipeline.tuning_cache import CacheKey, TuneCache, cache_key
 from harness.pipeline.tuning_cache import default_cache_dir, kernel_source_hash, resolve_cache_dir  # noqa: F401 (API)
-from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
-from harness.pipeline.tuning_ties import RULE_LEGACY, Remeasure, Remeasured, TieDecision, TieRule, decide
+from kernels import get_kernel
 from kernels.problem import ConvShape
+from kernels.tuning import Config, DeviceTraits
+from harness.pipeline.tuning_ties import RULE_LEGACY, Remeasure, Remeasured, TieDecision, TieRule, decide
 
 
 # -----------------------------------------------------------
@@ -346,3 +347,14 @@ def precompile_specs(specs: Sequence, options: TuneOptions) -> str:
     launched, seconds = precompile(tasks, options.compile_jobs)
     return (f"tune: compiled {launched} candidate configs of {len(specs) - cached} shapes in {seconds:.1f} s "
             f"({options.compile_jobs} processes); {cached} shapes cached")
+
+
+def candidates(kernel: str, shape: ConvShape, traits: DeviceTraits, default: Config | None = None) -> list[Config]:
+    """The configs tune mode tries for ``kernel`` on ``shape``: the kernel's own space
+    (:meth:`kernels.base.ConvKernel.tune_space`), or ``[default]`` where it declares none."""
+    space = get_kernel(kernel).tune_space(shape, traits)
+    if space is None:
+        if default is None:
+            raise ValueError(f"kernel {kernel!r} has no candidate space; give its config")
+        return [default]
+    return space

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from harness.pipeline.tuning_space import Config, DeviceTraits
+from kernels.tuning import Config, DeviceTraits
 from kernels.problem import ConvShape
 
 

@@ -54,7 +54,7 @@ import numpy as np
 
 from harness.errors import UserError
 from harness.pipeline.stats import PairedEstimate, clustered_ratio, paired_ratio
-from harness.pipeline.tuning_space import Config
+from kernels.tuning import Config
 
 #: Rule names, logged as tag ``tune.rule``.
 RULE_PAIRED = "paired-ties-simplest-first/v2"    # finalists (at least min_finalists) re-measured over placements

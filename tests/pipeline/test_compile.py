@@ -19,7 +19,8 @@ from harness.hardware.arch import ARCHS, Resources, occupancy
 from harness.pipeline.compile import CompileFailed
 from harness.pipeline.compile_client import CompileClient
 from harness.pipeline.spec import JobSpec
-from harness.pipeline.tuning_space import DeviceTraits, candidates
+from harness.pipeline.tuning import candidates
+from kernels.tuning import DeviceTraits
 from kernels import KERNELS
 from kernels.problem import ConvShape
 

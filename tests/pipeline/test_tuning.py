@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 
 from harness.pipeline.correctness import compare, make_operands, reference
-from harness.pipeline.tuning_space import Config, DeviceTraits, candidates
+from harness.pipeline.tuning import candidates
+from kernels.tuning import Config, DeviceTraits
 from harness.pipeline.tuning import (CacheKey, TuneCache, TuneError, kernel_source_hash,
                             tune, tune_kernel)
 from harness.pipeline.tuning_ties import RULE_SINGLE

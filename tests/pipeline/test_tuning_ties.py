@@ -15,7 +15,7 @@ import pytest
 
 from harness.errors import UserError
 from harness.pipeline.tuning import TuneCache, TuneOptions, resolve_cache_dir, tune
-from harness.pipeline.tuning_space import Config
+from kernels.tuning import Config
 from harness.pipeline.tuning_ties import (RULE_ARGMIN, RULE_LEGACY, RULE_PAIRED, RULE_SINGLE, Remeasured, TieDecision,
                                           TieRule, decide, preference_key, select_finalists, unsettled)
 from tests.pipeline.test_tuning import _key
@@ -446,7 +446,7 @@ def test_cache_keys_of_real_kernels_name_no_path():
     from dataclasses import asdict
 
     from harness.pipeline.tuning import cache_key
-    from harness.pipeline.tuning_space import DeviceTraits, candidates
+    from kernels.tuning import DeviceTraits, candidates
     from kernels import KERNELS
     from tests.pipeline.test_tuning import L03
 
