@@ -445,8 +445,8 @@ def test_a_cache_directory_can_be_committed_and_reused_elsewhere(tmp_path, monke
 def test_cache_keys_of_real_kernels_name_no_path():
     from dataclasses import asdict
 
-    from harness.pipeline.tuning import cache_key
-    from kernels.tuning import DeviceTraits, candidates
+    from harness.pipeline.tuning import cache_key, candidates
+    from kernels.tuning import DeviceTraits
     from kernels import KERNELS
     from tests.pipeline.test_tuning import L03
 
