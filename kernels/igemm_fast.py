@@ -299,6 +299,8 @@ FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD", "SPLIT_S
 #: ``backends/amd/compiler.py`` HIPOptions.  An NVIDIA target refuses them (check_target).
 AMD_OPTIONS = {"WAVES_PER_EU": "waves_per_eu", "MATRIX_INSTR_NONKDIM": "matrix_instr_nonkdim", "KPACK": "kpack"}
 _AMD_VALUES = {"WAVES_PER_EU": range(0, 9), "MATRIX_INSTR_NONKDIM": (0, 16, 32), "KPACK": (0, 1, 2)}
+#: Optional config entries (0 when left out): the AMD knobs.
+OPTIONAL = tuple(AMD_OPTIONS)
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
@@ -454,14 +456,14 @@ class FastImplicitGemmConv(ImplicitGemmConv):
 
     name = "igemm_fast"
     jit_kernel = igemm_fast_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K") + FLAGS + tuple(AMD_OPTIONS)
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K") + FLAGS + OPTIONAL
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
         return igemm_fast_space(shape, traits)
 
     def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
-        """As :meth:`ConvKernel.tile_entries`, with the AMD knobs optional (0 when left out)."""
-        return super().tile_entries({**dict.fromkeys(AMD_OPTIONS, 0), **dict(tiles)})
+        """As :meth:`ConvKernel.tile_entries`, with :data:`OPTIONAL` entries 0 when left out."""
+        return super().tile_entries({**dict.fromkeys(OPTIONAL, 0), **dict(tiles)})
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """Tile sizes: powers of two, >= 16 (the tensor-core minimum on every axis of
@@ -824,6 +826,10 @@ def sum_pass_plan(numel: int, split: int, bases: Mapping[str, int], eb: int) -> 
                       swizzled=False, profiled=False)
 
 
+#: Shared memory a Hopper block may use (bytes): 227 KB; deeper pipelines than fit are not tried.
+HOPPER_SMEM_BYTES = 227 * 1024
+
+
 def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tuple[int, ...] = (3, 4),
                      k_options: int = 2) -> list[Config]:
     """igemm_fast: tiles x warps x stages around wgmma-friendly shapes, with
@@ -865,21 +871,30 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
 
     for pack, nchw, fold_on in orders:
         conv = fold if fold_on else shape                  # the conv the kernel runs
-        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64) if k <= max(16, pow2_at_least(conv.C))))
+        # Compute-bound layers (a filter window over >= 128 channels, on NVIDIA) also try
+        # BLOCK_K 128 (half the K steps, each with its tap decode and masks), 256-row tiles
+        # and a 5-deep pipeline where shared memory allows.
+        heavy = not amd and not pack and conv.R * conv.S > 1 and conv.C >= 128
+        widest = 128 if heavy else 64
+        ks = ((32, 64) if pack else tuple(k for k in (16, 32, 64, 128) if k <= min(widest, max(16, pow2_at_least(conv.C)))))
         ks = ks[-k_options:]
         steps_of = (lambda bk: -(-conv.R * conv.S * conv.C // bk)) if pack else (
             lambda bk: conv.R * conv.S * -(-conv.C // bk))
         few = pack or fold_on                              # few channels: short K, so taller tiles
-        for bm in (64, 128, 256) if few else (64, 128):
+        for bm in (64, 128, 256) if few or heavy else (64, 128):
             for bn in filter_tiles(shape.F):
                 rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
                 tiles_mn = rows * -(-shape.F // bn)
+                if bm == 256 and bn > 128 or bm == 256 and not few and tiles_mn < 2 * traits.num_sms:
+                    continue                                   # 256-row tiles: 256x64 / 256x128 on big grids
                 for warps in warps_for(bm, bn):
                     for bk in ks:
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
                                 "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma,
                                 "TMA_STORE": 0, "FOLD": fold_on, "SPLIT_SUM": 0}
-                        stages_here = (2,) if amd else stages_for(steps_of(bk), stages_options)
+                        stages_here = (2,) if amd else tuple(
+                            s for s in stages_for(steps_of(bk), stages_options + ((5,) if heavy else ()))
+                            if s * (bm + bn) * bk * element_bytes(conv) <= HOPPER_SMEM_BYTES) or (2,)
                         for stages in stages_here:
                             add(base, warps, stages)
                         if bk != ks[-1]:

@@ -1,0 +1,108 @@
+"""Committed tuning tables: the launch config a kernel runs on each layer of a target when no
+tuning happens at run time (``tune=table``, the main command's default).
+
+One JSON file per (kernel, target) beside this module, ``<kernel>_<target>.json``:
+``{"device": ..., "how": ..., "entries": {shape key: {"shape": {...}, "config": {...}}}}``.
+The H100 table was chosen by timing on an H100 (``benchmarks/conv_speed.py``); the MI300X
+table by compiling for gfx942 only (``benchmarks/amd_table.py``: no MI300X was timed).
+
+A layer outside the table gets the config of its *nearest* entry (:meth:`TunedTable.lookup`):
+among the entries with the same filter size, stride and padding, the one closest in
+log C, log F and log(output pixels), whose config the caller accepts for this layer (its
+flags must make sense there: a 1x1-only or fold-only config is never carried to another
+kind of layer); none: the kernel's configured default.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kernels.problem import ConvShape
+from kernels.tuning import Config
+
+HERE = Path(__file__).resolve().parent
+_DIMS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
+
+
+def shape_key(shape: ConvShape) -> str:
+    """A layer's key in a table: its dimensions and dtype, e.g. ``32x64x56x56-64x3x3-s1p1-float16``."""
+    return (f"{shape.N}x{shape.C}x{shape.H}x{shape.W}-{shape.F}x{shape.R}x{shape.S}-"
+            f"s{shape.stride}p{shape.padding}-{shape.dtype}")
+
+
+@dataclass(frozen=True)
+class TableChoice:
+    """The config a table gives a layer: from its own entry (``exact``) or the nearest one's
+    (``source``: that entry's layer name and key)."""
+
+    config: Config
+    exact: bool
+    source: str
+
+
+@dataclass
+class TunedTable:
+    """One target's table: ``entries`` maps :func:`shape_key` to ``{"shape": dims, "config": ...}``."""
+
+    device: str
+    entries: dict[str, dict]
+    how: str = ""
+
+    @classmethod
+    def load(cls, path: Path) -> "TunedTable":
+        data = json.loads(Path(path).read_text())
+        return cls(data["device"], data["entries"], data.get("how", ""))
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps({"device": self.device, "how": self.how,
+                                          "entries": dict(sorted(self.entries.items()))}, indent=1) + "\n")
+
+    def configs(self) -> list[Config]:
+        """The distinct configs of the table, in key order."""
+        return list(dict.fromkeys(Config.from_dict(e["config"]) for _, e in sorted(self.entries.items())))
+
+    @staticmethod
+    def entry(shape: ConvShape, config: Config) -> dict:
+        return {"shape": {"name": shape.name, "dtype": shape.dtype, **{d: getattr(shape, d) for d in _DIMS}},
+                "config": config.as_dict()}
+
+    def lookup(self, shape: ConvShape, accept: Callable[[Config], bool] = lambda cfg: True) -> TableChoice | None:
+        """``shape``'s own entry, else the nearest accepted entry of its kind (module doc), else None."""
+        own = self.entries.get(shape_key(shape))
+        if own is not None:
+            return TableChoice(Config.from_dict(own["config"]), True, f"{own['shape']['name']} ({shape_key(shape)})")
+        kind = (shape.R, shape.S, shape.stride, shape.padding > 0, shape.dtype)
+        near = []
+        for key, e in self.entries.items():
+            s = e["shape"]
+            if (s["R"], s["S"], s["stride"], s["padding"] > 0, s["dtype"]) != kind:
+                continue
+            cfg = Config.from_dict(e["config"])
+            if accept(cfg):
+                near.append((_distance(shape, s), key, s["name"], cfg))
+        if not near:
+            return None
+        _, key, name, cfg = min(near)
+        return TableChoice(cfg, False, f"{name} ({key})")
+
+
+def _distance(shape: ConvShape, dims: dict) -> float:
+    """Distance in log channels, log filters and log output pixels (N * P * Q)."""
+    other = ConvShape("other", **{d: dims[d] for d in _DIMS}, dtype=dims["dtype"])
+    pixels = (shape.N * shape.P * shape.Q, other.N * other.P * other.Q)
+    return (abs(math.log(shape.C / other.C)) + abs(math.log(shape.F / other.F))
+            + abs(math.log(pixels[0] / pixels[1])))
+
+
+def table_path(kernel: str, target: str) -> Path:
+    """Where the committed table of ``kernel`` on ``target`` lives (it may not exist)."""
+    return HERE / f"{kernel}_{target}.json"
+
+
+def load_table(kernel: str, target: str) -> TunedTable | None:
+    """The committed table of ``kernel`` on ``target``, or None where there is none."""
+    path = table_path(kernel, target)
+    return TunedTable.load(path) if path.exists() else None
