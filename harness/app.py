@@ -31,6 +31,7 @@ from harness.pipeline.roofline import Roofline
 from harness.pipeline.shapes import expand_preset
 from harness.pipeline.spec import JobSpec
 from harness.pipeline.spec_config import build_spec
+from harness.pipeline.tuning import FASTEST
 from harness.profilers import Profiler, make_profiler
 from harness.profilers.worker import ProfileRequest
 from harness.schema import Config, IsolationConfig, ProfilerConfig, TargetConfig, typed_config
@@ -60,7 +61,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
 
     pkey = profiler_key(profiler, job.profiler)
     runner = make_runner(job.isolation, job.devices, device, job_num, profiler)
-    if options.tune.mode != "none" and device.mode == GPU and not options.compile.only:
+    if options.tune.mode == FASTEST and device.mode == GPU and not options.compile.only:
         _precompile(job, entries, pkey, tracker, options)
     results, pending = [], []
     try:

@@ -21,12 +21,11 @@ from harness.pipeline.result import FINISHED, JobResult
 from harness.pipeline.roofline import Roofline
 from harness.pipeline.shapes import downscale
 from harness.pipeline.spec import JobSpec
-from harness.pipeline.paired import BASELINE, CANDIDATE, NOT_TIMED, VENDOR, measure_paired
-from harness.pipeline.timing import PairedSettings, vendor_conv
+from harness.pipeline.paired import BASELINE, CANDIDATE, NOT_TIMED, measure_paired, vendor_arms
+from harness.pipeline.timing import PairedSettings
 from harness.pipeline.best_vs_best import record_configs, same_config, shared_buffers
 from harness.pipeline.job_tuning import tune_job
-from harness.pipeline.tuning import TuneError, TuneOptions
-from harness.pipeline.tuning import candidates
+from harness.pipeline.tuning import FASTEST, TuneError, TuneOptions, candidates
 from kernels.tuning import Config, DeviceTraits
 from harness.pipeline.user_code import spec_kernel, spec_remap
 from kernels.base import LaunchConfig, Operands, SwizzleBinding
@@ -91,7 +90,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             stage = "tune"
             try:
                 spec = tune_job(spec, kernel, device, options.tune, result,
-                                options.paired.timer if options.paired.standin else None)
+                                options.paired.timer if options.paired.standin else None, options.compile.arch)
             except TuneError as exc:
                 raise _GateFailed(f"tune: {exc}", "tune") from None
             stage = "plan"
@@ -169,7 +168,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
         # over several placements of their (shared) operands.
         stage = "measure"
         if device.mode == GPU or options.paired.standin:
-            arms = {CANDIDATE: run, VENDOR: vendor_conv(ops, spec.shape)}
+            arms = {CANDIDATE: run, **vendor_arms(ops, spec.shape)}
             if run_baseline is not None:
                 arms[BASELINE] = run_baseline
             placements = [arms]
@@ -213,7 +212,7 @@ def _compile_only(spec: JobSpec, kernel, copts: CompileOptions, result: JobResul
         return result.fail(f"compile for {copts.target or copts.arch}: {exc}", gate="compile")
     _record_compile(result, report)
     result.tags["timing"] = f"not run: compile.only=true (compiled for {copts.arch})"
-    if spec.tune != "none":
+    if spec.tune == FASTEST:
         traits = DeviceTraits.for_target(copts.target, copts.arch, copts.compute_units)
         default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
         trials, failed = [], []
@@ -281,7 +280,7 @@ def _placements(count: int, kernel, spec: JobSpec, planned: _Planned, baseline: 
     out = []
     for placed, spacer in placed_copies(ops, count, spec.input_seed + 1):
         run, _ = kernel.bind(placed, shape, tiles, planned.binding, launch)
-        arms = {CANDIDATE: run, VENDOR: vendor_conv(placed, shape)}
+        arms = {CANDIDATE: run, **vendor_arms(placed, shape)}
         if base_launch is not None and baseline is not None:
             arms[BASELINE], _ = kernel.bind(placed, shape, base_launch[0], baseline.binding, base_launch[1],
                                             share=shared_buffers(kernel, placed, shape, base_launch[0], tiles,

@@ -27,25 +27,69 @@ from harness.pipeline.result import JobResult
 from harness.pipeline.shapes import downscale
 from harness.pipeline.spec import TUNED_EACH, JobSpec
 from harness.pipeline.timing import PairedSettings, load_standin_timer, time_interleaved
-from harness.pipeline.tuning import TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
+from harness.pipeline.tuning import TABLE, TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
 from kernels.tuning import Config
 from harness.pipeline.tuning_ties import Remeasured
 from harness.pipeline.user_code import spec_remap
 from kernels.base import SwizzleBinding
+from kernels.tuned import load_table, table_path
 from swizzles import resolve_swizzle
 
 #: The prefix of the baseline's tuning record in best-vs-best mode (params, tags, artifacts).
 BASELINE_PREFIX = "baseline."
 
 
+#: Targets without a table of their own that take another's: the H200 is the H100's chip
+#: (132 SMs, sm_90, the same tensor cores) with more and faster memory.
+TABLE_FALLBACK = {"h200": "h100"}
+
+
+def table_job(spec: JobSpec, kernel, arch: str | None, result: JobResult) -> JobSpec:
+    """``tune=table``: the config of this layer in the kernel's committed table for the target
+    (:mod:`kernels.tuned`; a layer outside it takes its nearest entry's config), on every
+    device and with no timing; the configured config where the kernel has no table there."""
+    target = spec.target
+    table = load_table(kernel.name, target)
+    if table is None and target in TABLE_FALLBACK:
+        target = TABLE_FALLBACK[target]
+        table = load_table(kernel.name, target)
+    vendor = "amd" if (arch or "").startswith("gfx") else "nvidia"
+
+    def valid(cfg: Config) -> bool:
+        try:
+            tiles = kernel.check_tiles(cfg.tiles_dict)
+            kernel.check_target(spec.shape, tiles, vendor, arch or "sm_90")
+            return True
+        except ValueError:
+            return False
+
+    choice = table.lookup(spec.shape, valid) if table is not None else None
+    if choice is None:
+        why = "no table" if table is None else "no entry of this kind of layer"
+        result.tags["tune"] = f"table: {why} for {kernel.name} on {spec.target}; the configured config runs"
+        return spec
+    launched = spec.with_config(choice.config.tiles_dict, choice.config.num_warps, choice.config.num_stages)
+    result.params.update({"tune.table": table_path(kernel.name, target).name, "tune.table_entry": choice.source,
+                          "tune.configured": Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages).label,
+                          "tune.chosen": choice.config.label})
+    how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
+    result.tags["tune"] = f"table {table_path(kernel.name, target).name}: {how} ({table.how.split(':')[0]}, not timed here)"
+    result.params.update(launched.as_params())
+    result.launched = launched.to_dict()
+    return launched
+
+
 def tune_job(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result: JobResult,
-             standin: str | None = None) -> JobSpec:
+             standin: str | None = None, arch: str | None = None) -> JobSpec:
     """Tune mode: the chosen verified config of the kernel's candidate space for this shape
     (:mod:`harness.pipeline.tuning`; near-ties broken by the tie rule), cached.  Returns the spec
     to launch, with, in best-vs-best mode, its baseline's own tuned config
     (:meth:`JobSpec.with_baseline_config`), and records both on ``result``; or the spec
     unchanged where there is nothing to tune on.  ``standin``: a stand-in timer's import path
-    (``compare.timer``) that then times the trials.  Raises TuneError."""
+    (``compare.timer``) that then times the trials.  ``tune=table``: :func:`table_job` (for the
+    target's ``arch``).  Raises TuneError."""
+    if topt.mode == TABLE:
+        return table_job(spec, kernel, arch, result)
     if device.mode != GPU and not topt.on_cpu:
         result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
                               "under the interpreter, by wall clock)"

@@ -364,10 +364,12 @@ def _sm_cycles_per_s() -> float:
     return float(khz) * 1e3
 
 
-def vendor_conv(ops: Operands, shape: ConvShape) -> Callable[[], None]:
-    """The vendor baseline: ``torch.nn.functional.conv2d`` (cuDNN / MIOpen pick their own
-    algorithm) on the job's input tensor as it is, the same one our kernels get
-    (``input_layout``, channels_last by default); weights packed once in the input's format."""
+def vendor_conv(ops: Operands, shape: ConvShape, benchmark: bool = False) -> Callable[[], None]:
+    """The vendor baseline: ``torch.nn.functional.conv2d`` on the job's input tensor as it is,
+    the same one our kernels get (``input_layout``, channels_last by default); weights packed
+    once in the input's format.  ``benchmark``: with ``torch.backends.cudnn.benchmark`` on
+    (cuDNN / MIOpen time their algorithms on the first call, which the warm-up before the
+    timed rounds makes, and keep the fastest); off: their heuristic choice."""
     x = ops.x
     fmt = torch.channels_last if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
         else torch.contiguous_format
@@ -375,6 +377,7 @@ def vendor_conv(ops: Operands, shape: ConvShape) -> Callable[[], None]:
     bias = ops.bias
 
     def run() -> None:
+        torch.backends.cudnn.benchmark = benchmark
         F.conv2d(x, w, bias, stride=shape.stride, padding=shape.padding)
 
     return run

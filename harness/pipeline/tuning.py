@@ -45,7 +45,10 @@ from harness.pipeline.tuning_ties import RULE_LEGACY, Remeasure, Remeasured, Tie
 # Configs and the device traits a candidate space depends on.
 
 #: Tune modes (config group ``tune``).
-TUNE_MODES = ("none", "fastest")
+#: Tune modes: launch the configured config; search the kernel's space on this device; or look
+#: the layer up in the kernel's committed table for the target (:mod:`kernels.tuned`: no timing).
+NONE, FASTEST, TABLE = "none", "fastest", "table"
+TUNE_MODES = (NONE, FASTEST, TABLE)
 
 #: The tie rule's ``tune.*`` keys, as TuneOptions names them (checked by TieRule).
 TIE_KEYS = ("tie_band", "finalists", "final_rounds", "tie_tolerance", "min_finalists", "max_final_rounds",
@@ -56,7 +59,7 @@ TIE_KEYS = ("tie_band", "finalists", "final_rounds", "tie_tolerance", "min_final
 class TuneOptions:
     """The ``tune`` config group, as the job pipeline reads it."""
 
-    mode: str = "none"              # "none" (launch the configured config) or "fastest"
+    mode: str = NONE                # NONE (the configured config), FASTEST or TABLE (TUNE_MODES)
     cache_dir: str | None = None    # None: default_cache_dir()
     warmup_ms: float = 5.0          # warm-up launches per trial, ms
     rounds: int = 10                # timed rounds per trial (3 launches each; median), GPU
