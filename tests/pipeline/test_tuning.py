@@ -35,7 +35,10 @@ def test_every_candidate_is_a_valid_config(kernel, shape):
     assert space and len(space) == len(set(space))
     for cfg in space:
         KERNELS[kernel].check_tiles(cfg.tiles_dict)
-        assert cfg.num_warps in (4, 8) and cfg.num_stages in (2, 3, 4)
+        assert cfg.num_warps in (4, 8) and cfg.num_stages in (2, 3, 4, 5)
+        tiles = cfg.tiles_dict      # every pipeline fits a Hopper block's shared memory
+        if kernel == "igemm_fast":
+            assert cfg.num_stages * (tiles["BLOCK_M"] + tiles["BLOCK_N"]) * tiles["BLOCK_K"] * 2 <= 227 * 1024
 
 
 def test_space_follows_the_shape_and_the_device():
@@ -61,7 +64,13 @@ def test_space_follows_the_shape_and_the_device():
     def stages(shape, bk):
         return {c.num_stages for c in candidates("igemm_fast", shape, HOPPER) if c.tiles_dict["BLOCK_K"] == bk}
 
-    assert stages(l02, 64) == {2} and stages(l02, 32) == {2, 3} and stages(L19, 64) == {3, 4}
+    assert stages(l02, 64) == {2} and stages(l02, 32) == {2, 3} and stages(L19, 64) == {3, 4, 5}
+    # compute-bound layers (a 3x3 window over >= 128 channels) also try BLOCK_K 128, 256-row
+    # tiles and a 5-deep pipeline; 1x1 and few-channel layers do not
+    assert flags(L19, HOPPER, "BLOCK_K") == {64, 128} and 5 in stages(L19, 64)
+    assert flags(L03, HOPPER, "BLOCK_K") == {32, 64} and stages(L03, 64) <= {3, 4}
+    assert 128 not in flags(l02, HOPPER, "BLOCK_K") and 256 not in flags(l02, HOPPER, "BLOCK_M")
+    assert 128 not in flags(L19, DeviceTraits("AMD Instinct MI300X", 304, False, "amd"), "BLOCK_K")   # 64 KB LDS
     assert not any(c.tiles_dict["TMA_STORE"] and c.tiles_dict["SPLIT_K"] > 1
                    for c in candidates("igemm_fast", L19, HOPPER))
     assert {c.tiles_dict["BLOCK_N"] for c in candidates("igemm_fast", L03, HOPPER)} == {64}  # F = 64
@@ -197,7 +206,7 @@ def test_tune_config_group_composes():
         on = compose("config", overrides=["tune=fastest", "kernel=igemm_fast"])
         off = compose("config")
     assert on.tune.name == "fastest" and on.tune.rounds == 10 and on.tune.on_cpu is False
-    assert off.tune.name == "none"
+    assert off.tune.name == "table" and off.kernel.name == "igemm_fast"   # the main command's defaults
     assert KERNELS[on.kernel.name].check_tiles(on.kernel.tiles)
 
 
@@ -216,7 +225,7 @@ def test_tuned_job_profiles_only_the_chosen_config(tmp_path):
     from tests.profilers.test_profiler_pipeline import _expected_rate
 
     cache = tmp_path / "tunecache"
-    args = ["swizzle=grouped", "shape.select=[t1]", "tune=fastest", "tune.on_cpu=true", f"tune.cache_dir={cache}",
+    args = ["kernel=igemm", "swizzle=grouped", "shape.select=[t1]", "tune=fastest", "tune.on_cpu=true", f"tune.cache_dir={cache}",
             "compare.baseline=null"]
     _, runs = _sweep(tmp_path, *args)
     (run,) = runs
@@ -245,3 +254,28 @@ def test_tuned_job_profiles_only_the_chosen_config(tmp_path):
     second = [r for r in again if r.info.run_id != run.info.run_id]
     assert second and all(r.data.params["tune.from_cache"] == "True" and r.data.params["tune.config"] == chosen.label
                           and r.data.tags["tune.near_tie"] == t["tune.near_tie"] for r in second)
+
+
+def test_table_mode_launches_the_committed_config_without_timing(tmp_path):
+    """The main command's default (tune=table) through the real CLI on the CPU, compiled for
+    the H100: each layer launches its entry of kernels/tuned/igemm_fast_h100.json, the compile
+    stage builds that config for sm_90, and nothing is tuned or timed."""
+    from kernels.tuned import load_table
+    from tests.profilers.test_profiler_pipeline import _jobs, _sweep as profiler_sweep
+
+    proc, client = profiler_sweep(tmp_path, "none", extra=["swizzle=identity", "shape.select=[t1,t3]", "target=h100",
+                                                             "kernel=igemm_fast", "tune=table"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = load_table("igemm_fast", "h100")
+    runs = {r.data.params["shape.name"]: r for r in _jobs(client)}
+    assert set(runs) == {"t1", "t3"}
+    for run in runs.values():
+        p, t = run.data.params, run.data.tags
+        assert run.info.status == "FINISHED", t.get("status_reason")
+        shape = ConvShape(p["shape.name"], **{k: int(p[f"shape.{k}"]) for k in "NCHWFRS"},
+                          stride=int(p["shape.stride"]), padding=int(p["shape.padding"]), dtype=p["shape.dtype"])
+        chosen = table.lookup(shape).config
+        assert p["tune.table"] == "igemm_fast_h100.json" and p["tune.chosen"] == chosen.label
+        assert int(p["num_warps"]) == chosen.num_warps and int(p["num_stages"]) == chosen.num_stages
+        assert t["tune"].startswith("table igemm_fast_h100.json: its own entry") and "not timed here" in t["tune"]
+        assert "sm_90" in t["gate.compile"] and "tune.trials" not in p

@@ -1,0 +1,81 @@
+"""The committed tuning tables (kernels.tuned): lookups, the nearest-entry rule, and the tables
+the main command launches from (every layer of every shipped preset has its own entry)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from kernels import KERNELS
+from kernels.problem import ConvShape
+from kernels.tuned import TunedTable, load_table, shape_key
+from kernels.tuning import Config, DeviceTraits
+
+ROOT = Path(__file__).resolve().parents[2]
+L03 = ConvShape("l03", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=1, padding=1)
+L11 = ConvShape("l11", N=32, C=128, H=28, W=28, F=128, R=3, S=3, stride=1, padding=1)
+L02 = ConvShape("l02", N=32, C=64, H=56, W=56, F=64, R=1, S=1)
+A = Config.make({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64}, 4, 3)
+B = Config.make({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64}, 4, 4)
+
+
+def _table(*pairs) -> TunedTable:
+    table = TunedTable("test", {})
+    for shape, cfg in pairs:
+        table.entries[shape_key(shape)] = table.entry(shape, cfg)
+    return table
+
+
+def test_own_entry_then_nearest_of_the_same_kind():
+    table = _table((L03, A), (L02, B))
+    own = table.lookup(L03)
+    assert own.exact and own.config == A and "l03" in own.source
+    bigger = ConvShape("x", N=64, C=64, H=56, W=56, F=64, R=3, S=3, stride=1, padding=1)
+    near = table.lookup(bigger)
+    assert not near.exact and near.config == A      # a 3x3 s1 layer: the 3x3 entry, never the 1x1 one
+    assert table.lookup(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1)) is None
+
+
+def test_nearest_is_closest_in_log_dims_and_accepted():
+    table = _table((L03, A), (L11, B))
+    wide = ConvShape("w", N=32, C=128, H=28, W=28, F=160, R=3, S=3, stride=1, padding=1)
+    assert table.lookup(wide).config == B
+    assert table.lookup(wide, accept=lambda cfg: cfg != B).config == A   # a refused config is skipped
+
+
+def test_save_and_load_round_trip(tmp_path):
+    table = _table((L03, A))
+    table.how = "made by a test"
+    table.save(tmp_path / "t.json")
+    again = TunedTable.load(tmp_path / "t.json")
+    assert again.entries == table.entries and again.how == "made by a test" and again.configs() == [A]
+
+
+def _preset_layers() -> list[ConvShape]:
+    out = []
+    for path in sorted((ROOT / "conf" / "shape").glob("*.yaml")):
+        preset = yaml.safe_load(path.read_text())
+        for e in preset.get("shapes") or []:
+            dims = {k: v for k, v in e.items() if k not in ("name", "layer", "dtype")}
+            out.append(ConvShape(f"{path.stem}/{e['name']}", dtype=e.get("dtype", preset.get("dtype", "float16")),
+                                 **dims))
+    return out
+
+
+@pytest.mark.parametrize("target", ["h100"])
+def test_committed_table_covers_every_preset_layer_with_a_valid_config(target):
+    table = load_table("igemm_fast", target)
+    kernel = KERNELS["igemm_fast"]
+    layers = _preset_layers()
+    missing = [s.name for s in layers if shape_key(s) not in table.entries]
+    assert not missing, f"layers of shipped presets without an entry in the {target} table: {missing}"
+    hopper = DeviceTraits("NVIDIA H100 80GB HBM3", 132, True)
+    for s in layers:
+        cfg = table.lookup(s).config
+        tiles = kernel.check_tiles(cfg.tiles_dict)
+        kernel.check_flags(s, tiles, torch.device("meta"))
+        kernel.check_target(s, tiles, "nvidia", "sm_90")
+        assert cfg in kernel.tune_space(s, hopper), f"{s.name}: {cfg.label} is outside the kernel's space"
+    assert table.how.startswith("timed on an NVIDIA H100")
