@@ -135,8 +135,13 @@ class Comparison:
         return _join_labels(frame, self.group_cols)
 
     def kernel_label(self, frame: pd.DataFrame) -> pd.Series:
-        """``igemm · w8``: the group without its shape."""
-        return _join_labels(frame, [c for c in self.group_cols if c != "shape"])
+        """``igemm · w8``: the group without its shape, and without a knob that follows the
+        shape (one value per shape, several over the kernel's shapes: a per-shape config of
+        tune=table or tune=fastest), which is the kernel's own choice, not another kernel."""
+        per_shape = frame.groupby(["kernel", "shape"])
+        per_kernel = frame.groupby("kernel")
+        return _join_labels(frame, [c for c in self.group_cols if c != "shape" and (
+            c == "kernel" or per_shape[c].nunique().max() > 1 or per_kernel[c].nunique().max() == 1)])
 
     def variant_label(self, frame: pd.DataFrame) -> pd.Series:
         """``xcd`` (plus the group size and ``vs <baseline>`` when they vary)."""
@@ -314,10 +319,11 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     """Judge every finished job run: by its own paired comparison when it has one, else
     against the identity run of its group."""
     cells = _cells(runs)
-    # A launch knob joins the group key only if it varies *within* a kernel family (tiles
-    # always differ between families, which the kernel column already separates).
+    # A launch knob joins the group key only if it varies *within* a kernel family on one shape
+    # (a launch-config sweep); configs chosen per shape (tune=table, tune=fastest) are the
+    # kernel's own, and tiles always differ between families, which the kernel column separates.
     group_cols = list(GROUP_KEYS) + [k for k in OPTIONAL_GROUP_KEYS
-                                     if len(cells) and cells.groupby("kernel")[k].nunique().max() > 1]
+                                     if len(cells) and cells.groupby(["kernel", "shape"])[k].nunique().max() > 1]
     variant_cols = ["swizzle"] + (["group_size"] if cells["group_size"].nunique() > 1 else [])
     if cells.loc[cells["compare_baseline"] != "", "compare_baseline"].nunique() > 1:
         variant_cols.append("baseline")

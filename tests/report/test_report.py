@@ -583,3 +583,25 @@ def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
     table = pd.read_csv(out.parent / "table.csv").set_index("swizzle")
     assert table.loc["hilbert", "l2_verdict"] == report.SAME_ORDER
     assert table.loc["scatter", "l2_verdict"] == "higher"
+
+
+def test_kernel_vs_vendor_spans_a_kernel_whose_config_follows_the_shape(tmp_path):
+    """tune=table / tune=fastest launch one config per shape: "Kernel vs vendor" is one row per
+    kernel and swizzle over all its shapes (geomean of time / best vendor time), not one row
+    per config; a launch knob swept on one shape still splits the rows."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    exp = client.create_experiment("table")
+    sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
+    t = 1_000
+    for shape, warps, ratio in (("l03", 4, 1.25), ("l12", 8, 0.8), ("l19", 4, 1.0)):
+        for swizzle in ("identity", "xcd"):
+            t += 1
+            _job(client, exp, sweep, t, kernel="igemm_fast", swizzle=swizzle, shape=shape, preset="resnet",
+                 warps=warps, metrics=_timed(0.9 * ratio, 0.9 * ratio, 0.9 * ratio))
+    client.set_terminated(sweep, "FINISHED")
+    out = report.build_report(f"sqlite:///{tmp_path}/t.db", "table", sweep, tmp_path / "r")
+    vendor = pd.read_csv(out.parent / "vendor.csv")
+    assert len(vendor) == 2 and set(vendor["swizzle"]) == {"identity", "xcd"}
+    row = vendor[vendor["swizzle"] == "xcd"].iloc[0]
+    assert row["timed_shapes"] == 3 and row["geomean_ratio"] == pytest.approx(1.0)
+    assert row["worst_shape"] == "resnet-l03" and row["worst_ratio"] == pytest.approx(1.25)
