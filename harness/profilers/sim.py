@@ -311,7 +311,7 @@ class SimTarget:
     #: through partition ``(c // k) % l2_partitions`` (H100, measured: the dispatcher deals SM
     #: pairs round-robin over 8 GPCs, 4 GPCs per partition, so 8 in a row share one).  The
     #: target key ``partition_run``, or the calibration record's when it sets one (a fitted
-    #: point; fitted on the H100 and not kept: results/sim_calibration/h100_partition_run).
+    #: point; fitted on the H100 and not kept).
     partition_run: int = 0
     #: The measured layout (NVIDIA, target keys ``sm_partition`` and ``sm_dispatch``): for each
     #: grid size measured, the L2 partition of each first-wave program in launch order (the
@@ -642,7 +642,7 @@ def _rate(hits: int, misses: int) -> float:
 # (write-allocate, no fetch: it does not go on to the MALL).  With ``writes_hit`` a store
 # to a line homed in another partition is one more write hit, in the program's partition,
 # which it passes on its way over the fabric (an H100 counts 602 K write sectors for a conv
-# that stores 401 K: lookup_probe/probe_l02.txt).
+# that stores 401 K, the lookup probe of l02).
 #
 # Time: each slot keeps its program's clock, in K-steps.  A step lasts 1 + jitter * u, u in
 # [-1, 1) a fixed hash of (pid, step), jitter the work item's (``item_jitter``: the step
