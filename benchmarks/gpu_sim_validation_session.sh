@@ -20,15 +20,15 @@
 #   no simulation on the node: the prospective check of the fitted scatter_jitter (LAYOUT=0).
 # STAGE=unseen7 / unseen7_fast: igemm / igemm_fast tuned on conf/shape/unseen7.yaml (1x1 layers
 #   of several waves, where igemm_fast loads by TMA), 8 pairs, no simulation on the node: the
-#   prospective check of the refill refit (results/sim_calibration/h100_refill/PLAN.md; LAYOUT=0).
+#   prospective check of the refill refit (96a51f9:benchmarks/results/sim_calibration/h100_refill/PLAN.md; LAYOUT=0).
 # STAGE=unseen7_repeat: igemm on unseen7's three one-wave layers again (aspp, incv3m6, fpnlat), 8
 #   pairs: does the table's size of their order effects hold in another process (LAYOUT=0)?
 # STAGE=unseen8 / unseen8_fast: igemm / igemm_fast tuned on conf/shape/unseen8.yaml, 8 pairs: the
-#   prospective check of the partition-run fit (results/sim_calibration/h100_partition_run/PLAN.md).
+#   prospective check of the partition-run fit (96a51f9:benchmarks/results/sim_calibration/h100_partition_run/PLAN.md).
 # STAGE=unseen9 / unseen9_fast: igemm / igemm_fast tuned on conf/shape/unseen9.yaml (three grids
-#   under 68 programs), 8 pairs: the prospective check of results/sim_calibration/h100_partition_17.
+#   under 68 programs), 8 pairs: the prospective check of 96a51f9:benchmarks/results/sim_calibration/h100_partition_17.
 # STAGE=unseen10: igemm on conf/shape/unseen10.yaml (four grids of several waves), 8 pairs: the
-#   prospective check of results/sim_calibration/h100_partition_merge.
+#   prospective check of 96a51f9:benchmarks/results/sim_calibration/h100_partition_merge.
 # STAGE=fast_tma: igemm_fast (tuned) on four 1x1 stride-1 layers, whose input it loads by TMA:
 # cells to fit the TMA operands' merge window on (the held-out l02 / l12 are such cells).
 # STAGE=lookups: the L2 lookup probe (run_l2_lookups.py) on the cells the model gets wrong:
@@ -54,7 +54,7 @@ COMMON=(profiler=ncu profiler.repeats=${REPEATS:-8} profiler.simulate=true compa
 R8=(profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 experiment=simval)
 STAGE=${STAGE:-igemm}
 # Every cell stage first records this node's own L2 layout (about 70 s): which partition each SM
-# reads through is per chip (benchmarks/README.md, probe 5), so the cells can be re-simulated with
+# reads through is per chip (96a51f9:benchmarks/README.md, probe 5), so the cells can be re-simulated with
 # their own chip's map (target keys sm_partition, sm_dispatch from OUT/layout/*.json).
 if [ "$STAGE" != probes ] && [ "$STAGE" != lookups ] && [ "${LAYOUT:-1}" = 1 ]; then
   (cd "$REPO/benchmarks/probes" && python3 sm_placement.py "$OUT/layout" && python3 l2_partition_map.py "$OUT/layout") \

@@ -31,7 +31,7 @@ from torch.autograd import DeviceType  # noqa: E402
 
 from harness.pipeline.correctness import copy_operands, make_operands  # noqa: E402
 from harness.pipeline.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms, launch_kernel_ms  # noqa: E402
-from harness.pipeline.timing import _GpuTimer, vendor_conv  # noqa: E402
+from harness.pipeline.timing import GpuTimer, vendor_conv  # noqa: E402
 from kernels.base import Operands  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402
 from kernel_time_check import default_igemm_fast  # noqa: E402  (benchmarks/: the script's folder)
@@ -55,9 +55,9 @@ def placements(make: Callable[[], Operands], shape: ConvShape) -> list:
              vendor_conv(make(), shape)) for _ in range(EXTRA_PLACEMENTS)]
 
 
-def profiled_rounds(arms: dict, rounds: int) -> _GpuTimer:
+def profiled_rounds(arms: dict, rounds: int) -> GpuTimer:
     """``rounds`` paired rounds of ``arms`` (3 launches each) under the CUPTI timer."""
-    timer = _GpuTimer(cupti=True)
+    timer = GpuTimer(cupti=True)
     for fn in arms.values():
         fn()
     torch.cuda.synchronize()

@@ -1,4 +1,4 @@
-"""Tune igemm_fast per shape and time it against cuDNN: the "Fast kernels" figures of
+"""Tune igemm_fast per shape and time it against cuDNN: the "Kernel speed" figures of
 benchmarks/README.md.  Standalone (torch + Triton + this repo's kernels/ and
 harness/pipeline/tuning.py; no Hydra, no MLflow), so it runs on a bare GPU image:
 

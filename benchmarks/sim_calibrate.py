@@ -8,7 +8,7 @@ script fits it on half of the profiled cells of an MLflow store and reports the 
 the other half, which is the figure a prediction should be quoted with::
 
     python benchmarks/sim_calibrate.py --uri sqlite:///tmp/h100_calibrate.db --target h100 \\
-        --out benchmarks/results/calibration/h100
+        --out OUT/h100
 
 Input: job runs profiled by ncu (``tags.profiler = 'ncu'``, FINISHED, kind ``job``).  One
 *cell* is one (kernel, shape, swizzle, config); it is re-simulated on the CPU, with its
@@ -839,7 +839,7 @@ def write_outputs(out: Path, cells: pd.DataFrame, summary: dict, grid: pd.DataFr
     if "hit_rate_counters" in cells and cells["hit_rate_counters"].notna().any():
         used = ", ".join(f"`{c}` ({n} cells)" for c, n in cells["hit_rate_counters"].value_counts().items())
         text += [f"The measured all-traffic hit rate was taken from: {used} (ncu's percentage mixes replay "
-                 "passes: benchmarks/README.md, \"ncu's all-traffic percentage mixes replay passes\").", ""]
+                 "passes: docs/profilers.md).", ""]
     if counts := counts_table(count_groups(cells)):
         text += ["## What the read hit rates are made of", "",
                  "The simulator's read lookups and read misses against ncu's tex-unit read lookups "

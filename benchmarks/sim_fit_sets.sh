@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The simulator's H100 fit set F (182 cells) or check set R (246 cells) scored at one point, as the
-# fit plans under benchmarks/results/sim_calibration/ define them; each plan's fitgrid.sh /
+# fit plans under 96a51f9:benchmarks/results/sim_calibration/ define them; each plan's fitgrid.sh /
 # checkset.sh calls this with its own axes.
 #   bash benchmarks/sim_fit_sets.sh F|R OUT_DIR [sim_calibrate.py axis flags, e.g. --refills clock]
-# Stores: the decompressed .db files of benchmarks/results/sim_validation_h100 in $STORES (/tmp/st).
+# Stores: the decompressed .db files of 96a51f9:benchmarks/results/sim_validation_h100 in $STORES (/tmp/st).
 set -uo pipefail
 set_name=$1; o=$2; shift 2
 cd "$(dirname "$0")/.."

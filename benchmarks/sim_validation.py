@@ -1,7 +1,7 @@
 """How well does the simulated L2 track real hardware?  Re-simulate every ncu-profiled
 run of an MLflow store with the simulator configured as that GPU, then compare.
 
-    python benchmarks/sim_validation.py --uri sqlite:///benchmarks/results/h200_ncu_session.db \\
+    python benchmarks/sim_validation.py --uri sqlite:///OUT/ncu_session.db \\
         --target h200 --line-bytes 32
 
 Prints one row per run (measured read hit rate, all-traffic rate ± std, predicted), Spearman rank correlation

@@ -1,8 +1,8 @@
 """What each of igemm_fast's flags is worth, read off a tune-mode store's trials
 (benchmarks/gpu_tune_session.sh):
 
-    python benchmarks/tune_flags.py benchmarks/results/kernel/tune_h100/tune.db \
-        --trials benchmarks/results/kernel/tune_h100/trials
+    python benchmarks/tune_flags.py OUT/tune.db \
+        --trials OUT/trials
 
 For every shape and flag: the best verified trial with the flag on against the best with it
 off (both timed by the tuner in the same process, held rounds; ``on/off`` below 1 means the

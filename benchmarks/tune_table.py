@@ -1,6 +1,6 @@
 """Per-layer table of a tune-mode sweep store (benchmarks/gpu_tune_session.sh):
 
-    python benchmarks/tune_table.py benchmarks/results/kernel/tune.db [--experiment swizzlebench]
+    python benchmarks/tune_table.py OUT/tune.db [--experiment swizzlebench]
 
 One table per sweep (MLflow parent run): per shape the chosen config, our median time and
 the vendor's (same process, interleaved rounds, L2 cleared), vendor/ours, the tuning cost

@@ -117,7 +117,7 @@ class OperandLoads:
     runs_per_step: int
     runs: RunsFn
     #: Loaded in bulk by a tensor descriptor (NVIDIA TMA), not by the threads' own loads: the
-    #: L2 merges such requests more (benchmarks/README.md, "TMA loads"), and the simulator can
+    #: L2 merges such requests more (measured on an H100: docs/simulator.md), and the simulator can
     #: give them their own merge window.
     bulk: bool = False
 
@@ -187,8 +187,8 @@ class AccessModel:
     operand_bulk: tuple[bool, ...] = ()   # per operand: loaded by a tensor descriptor (TMA); () none
     #: Parallel to ``lines`` (None: not modelled): the line is the first past a 128 B boundary
     #: that one of the step's runs crosses, so the L1 sends it in a second request.  ncu's L2
-    #: read-lookup counters count one more hit for such a request when it misses (an H100:
-    #: benchmarks/README.md, "Requests split at 128 B").
+    #: read-lookup counters count one more hit for such a request when it misses (measured on an H100:
+    #: docs/simulator.md).
     split_heads: np.ndarray | None = None
 
     @property

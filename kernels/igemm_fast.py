@@ -8,7 +8,7 @@ The product is the same as igemm's, never materialised:
 * columns   F             filters,
 * depth   K               filter taps (r, s) times input channels c.
 
-What changes, and why (the measurements are in benchmarks/kernel_notes.md):
+What changes, and why (measured on an H100: docs/benchmarks.md, "Kernel speed"):
 
 1. **One flat loop over K steps.**  igemm nests ``for r: for s: for c0``; Triton
    software-pipelines the innermost loop only, so where C = BLOCK_K (the 64-channel 3x3

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One cell measured two ways in one device call, to tell a method effect from a placement or node
-# effect (benchmarks/README.md, "Refill by clock, fitted again"): the lookup probe's launcher
+# effect (96a51f9:benchmarks/README.md, "Refill by clock, fitted again"): the lookup probe's launcher
 # (one process, every order on the same buffers, one launch per order) under ncu with the
 # harness's own five metrics (run_l2_lookups.py --harness-metrics), then the harness's job (its
 # ncu worker, 8 ABBA pairs with identity).

@@ -10,7 +10,7 @@ collects in fewer replay passes than with other metrics beside it).
 
 ``--harness-metrics``: only the metrics the harness's ncu profiler collects
 (``harness.profilers.ncu.NCU_METRICS``), which ncu groups into other replay passes than the list
-below; a timing-sensitive count can differ between the two (benchmarks/README.md, "A probe that
+below; a timing-sensitive count can differ between the two (96a51f9:benchmarks/README.md, "A probe that
 disagrees with itself").
 """
 from __future__ import annotations

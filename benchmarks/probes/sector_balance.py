@@ -1,14 +1,14 @@
 """Per launch of a lookup probe's ncu output: the L2 read sectors the SMs sent, the read lookups
 (hits + misses), the read-lookup hit rate and ncu's all-traffic hit rate.
 
-    python benchmarks/probes/sector_balance.py benchmarks/results/sim_validation_h100/simval_unseen10/lookups/probe_*.txt
+    python benchmarks/probes/sector_balance.py tests/fixtures/ncu/lookup_passes/harness/probe_*.txt
 
 ncu replays a launch in several passes to collect 35 metrics, so the sector count and the lookup
 counts can come from different executions of the same launch; their difference ("not looked up",
 % of the sectors, negative where the lookups' pass saw more) is how much such counts move from one
 execution to the next.  The lookup hit rate comes from one pair of counters and holds within about
 a point between launches of one order; ncu's all-traffic percentage swings far more on some grids
-(benchmarks/README.md, "ncu's all-traffic percentage mixes replay passes").
+(docs/profilers.md).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Kernel time of each timed launch from a torch.profiler (CUPTI) session
-(``compare.timer=cupti``, :class:`harness.pipeline.timing._GpuTimer`): every launch runs
+(``compare.timer=cupti``, :class:`harness.pipeline.timing.GpuTimer`): every launch runs
 inside a ``LAUNCH_RANGE<i>`` range, and its time is the summed GPU duration of the kernels
 launched inside it.  Two readings of the same profile: :func:`launch_kernel_ms` through
 torch.profiler's event tree (``prof.events()``), and :func:`kineto_launch_kernel_ms`
 through its raw records, which the harness uses: the tree costs seconds per ten thousand
-launches (benchmarks/job_cost.py)."""
+launches."""
 from __future__ import annotations
 
 import bisect
@@ -25,8 +25,8 @@ def launch_kernel_ms(events, count: int) -> list[float]:
     torch.profiler session's ``events()``.  Raises RuntimeError when a launch has no kernel
     record (the profiler lost it): such a launch cannot be timed this way.
 
-    The harness's earlier reading, kept for ``benchmarks/job_cost.py``: a range appears twice
-    in the tree (its CPU op, and its GPU-side annotation spanning the gaps between its
+    The harness's earlier reading, kept to check :func:`kineto_launch_kernel_ms` against: a range
+    appears twice in the tree (its CPU op, and its GPU-side annotation spanning the gaps between its
     kernels) and the last one seen wins, so a launch of several kernels (cuDNN's) can read
     its span instead of its kernels' sum (measured on an H100: +1.6 us)."""
     found: dict[int, float] = {}
@@ -45,8 +45,7 @@ def kineto_launch_kernel_ms(records, count: int) -> list[float]:
     no torch op); it counts for the ``LAUNCH_RANGE<i>`` range that contains that call on the
     same thread.  The ranges' own GPU-side records (user annotations, spanning the gaps
     between kernels) are not kernel time and are skipped.  Raises RuntimeError when a
-    launch has no kernel record.  Record layout checked on an H100 (torch 2.11):
-    ``benchmarks/probes/kineto_records.py``."""
+    launch has no kernel record.  Record layout checked on an H100 (torch 2.11)."""
     calls: dict[int, tuple[int, int]] = {}   # correlation id -> (thread, start ns) of the runtime call
     ranges: dict[int, list[tuple[int, int, int]]] = {}   # thread -> [(start ns, end ns, launch)]
     device: list = []

@@ -108,7 +108,7 @@ SAME_ORDER_VERDICT = "same tile order; code cost"
 
 #: How the L2 verdict of such a cell reads: a measured difference there comes from the remap's
 #: code (its timing changes which requests merge) or from the counter's noise, never from the
-#: order, which is the same (benchmarks/README.md, "How reproducible is the table itself").
+#: order, which is the same.
 SAME_ORDER_L2_VERDICT = "same tile order: the swizzle's code, not its order"
 
 

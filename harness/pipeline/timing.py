@@ -218,7 +218,7 @@ def time_interleaved(arms: Arms | Sequence[Arms], settings: PairedSettings, seed
     if settings.standin:
         timer: _Timer = _StandinTimer(load_standin_timer(settings.timer), rng)
     else:
-        timer = _GpuTimer(cupti=settings.timer == "cupti")
+        timer = GpuTimer(cupti=settings.timer == "cupti")
         for i, placement in enumerate(placements):
             for fn in placement.values():   # the first placement warms up; the others touch their buffers
                 _warm_up(fn, settings.warmup_ms if i == 0 else 0.0)
@@ -270,7 +270,7 @@ class _Timer:
         raise NotImplementedError
 
 
-class _GpuTimer(_Timer):
+class GpuTimer(_Timer):
     """CUDA events around every launch, the L2 cleared before each; batches queued behind a GPU
     hold (module doc).  ``cupti``: the whole loop also runs under torch.profiler, every
     launch inside a ``record_function`` range, and :meth:`kernel_times` reads the GPU's own

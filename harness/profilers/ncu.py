@@ -42,8 +42,7 @@ from harness.profilers.base import DispatchCounters, lookup_hit_rate
 # partition fabric).  The hit rate a job reports is hits / (hits + misses) of those last two:
 # ncu's percentage divides lookup hits by a sector count it collects in another replay pass of
 # the launch, so it carries the pass-to-pass change of the traffic (an H100 probe of a 3x3 conv:
-# 82-103 % for launches whose lookup hit rate was 92.6-93.8 %; benchmarks/README.md, "ncu's
-# all-traffic percentage mixes replay passes").  The percentage is still parsed (the rate when
+# 82-103 % for launches whose lookup hit rate was 92.6-93.8 %; docs/profilers.md).  The percentage is still parsed (the rate when
 # the lookup counters are missing, and kept in ``extra``).
 METRIC_L2_HIT_RATE = "lts__t_sector_hit_rate.pct"
 METRIC_L2_READ_HITS = "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"

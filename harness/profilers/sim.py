@@ -35,16 +35,16 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   lookup) and the line is kept in both; stores go to the home partition, and one to a far
   home is a lookup in both partitions (``l2_writes: hit``: two write hits).  The read hit rate
   is that of the first lookups (ncu's tex-unit read lookups); the all-traffic rate counts
-  the fabric lookups too.  Measured on an H100 (``benchmarks/results/sim_validation_h100/
-  lookup_probe``): every L1 sector request reaches the L2, far-homed misses cross the fabric.
+  the fabric lookups too.  Measured on an H100 (docs/simulator.md): every L1 sector request
+  reaches the L2, far-homed misses cross the fabric.
 * **Request coalescing** (NVIDIA, when calibrated).  Each slot keeps its program's clock in
   K-steps (a step lasts 1 +- ``step_jitter``); a read of a line that the same cluster
   already requested less than ``coalesce_window`` steps before (since the first request of
   the line's current burst) is merged with that request and is no lookup
-  (``merged_reads``).  Fitted against ncu by ``benchmarks/sim_calibrate.py``.  Off by
+  (``merged_reads``).  Fitted against ncu (docs/simulator.md).  Off by
   default: ``merge_unit: any`` with ``merge_cap`` (a lookup serves that many requests from
   any SM) and ``dispatch_gap`` (the first wave's starts apart), what the H100 sharing probe
-  measured (``benchmarks/probes/l2_sharing.py``).
+  measured (docs/simulator.md).
 * **Requests of 128 B** (NVIDIA: ``l2_request_bytes``).  A load's run across a 128 B boundary
   is two requests, and ncu counts one more read hit for the second when its line misses; each
   output row's store is its own request (a sector two rows share is looked up twice).
@@ -63,8 +63,8 @@ TCC_MISS) and of the loads alone (ncu's tex-unit read lookups), per XCD and per 
 (%), bytes L2 fetched from below it (read misses x line size) and, with the MALL, bytes
 read from memory (MALL misses x line size).
 
-Speed: the replay loop is compiled with numba (see :mod:`.sim_cache`); run
-``python benchmarks/sim_speed.py`` for the current figures.
+Speed: the replay loop is compiled with numba (see :mod:`.sim_cache`); the current
+figures are in docs/benchmarks.md, "Simulator speed".
 
 Length: the target, the result, the replay loop and the profiler backend are one chain
 (the loop's arrays are the result's counters, the backend only calls the entry point);
@@ -117,7 +117,7 @@ ENGINE = "numba" if HAVE_NUMBA else "python"
 
 def calibration(target: Mapping[str, Any]) -> Mapping[str, Any]:
     """The target's ``sim_calibration`` record (``conf/target/*.yaml``), written from a
-    validation of the simulator against hardware counters by ``benchmarks/sim_calibrate.py``:
+    validation of the simulator against hardware counters (docs/simulator.md):
     the fitted ``l2_capacity_fraction`` and the held-out errors.  Empty: never validated."""
     return target.get("sim_calibration") or {}
 
@@ -140,8 +140,8 @@ class PredictionError:
 
 
 #: The classes of layer whose simulated figures carry error bands of their own (Mondrian
-#: bands): the validation cells' errors differ by class (benchmarks/README.md, "Bands by layer
-#: class"), so one band for all would be too wide for most layers and too narrow for the rest.
+#: bands): the validation cells' errors differ by class (docs/simulator.md), so one band for
+#: all would be too wide for most layers and too narrow for the rest.
 LAYER_CLASSES = ("regular", "one-wave", "misaligned")
 
 
@@ -173,7 +173,7 @@ def order_blind(loads: AccessModel) -> bool:
     merges up to where addresses fall in sets and partitions and to the clocks'
     ``scatter_jitter``, so a simulated delta is about 0 (scatter's a little above it); what a
     GPU measures there is mostly timing (scatter on such grids: up to +2.9 points on an H100,
-    higher on 24 of 26 cells; benchmarks/results/sim_calibration/h100_scatter_jitter_fine).  A
+    higher on 24 of 26 cells).  A
     3x3 conv's input blocks overlap (the halo), so its one-column grid is not blind."""
     tile_rows = np.asarray(loads.tile_rows)
     steps = loads.num_steps
@@ -276,7 +276,7 @@ class SimTarget:
     scatter_jitter: float = 0.0
     #: The first wave's programs start this many K-steps apart, in launch order (the block
     #: dispatcher hands out one program every few cycles: about 6 SM cycles on an H100, against
-    #: a merge window of about 100, ``benchmarks/probes/l2_sharing.py``); 0: all at once.
+    #: a merge window of about 100); 0: all at once.
     dispatch_gap: float = 0.0
     #: The L2 set of a line is a hash of its 128 B block (NVIDIA; target key ``l2_set_hash``)
     #: rather than its number modulo the sets, so strided streams spread over every set.
@@ -285,7 +285,7 @@ class SimTarget:
     #: modelled).  A load's run that crosses a multiple of it is two requests, and ncu's read
     #: lookup counters count one more hit for the second when its first line misses; a store of
     #: each output row is its own request, so a sector two rows share is looked up twice.  Both
-    #: measured on an H100 (benchmarks/README.md, "Requests split at 128 B").
+    #: measured on an H100 (docs/simulator.md).
     request_bytes: int = 0
     #: Partitions of each L2 domain (NVIDIA H100 / H200: 2, joined by a fabric): ``l2`` is one
     #: partition's geometry.  A line's home partition is a hash of its address; a program reads
@@ -300,7 +300,7 @@ class SimTarget:
     cluster_run: int = 1
     #: What the request coalescer merges within: ``cluster`` (a line's requests from one GPC),
     #: ``partition`` (from every SM that reads through one L2 partition) or ``any`` (from every
-    #: SM: what the H100 sharing probe measured, ``benchmarks/probes/l2_sharing.py``).
+    #: SM: what the H100 sharing probe measured).
     merge_unit: str = "cluster"
     #: With ``merge_unit: any``, the most requests one lookup serves (the first and up to
     #: ``merge_cap - 1`` merged with it); a request past that starts a new lookup and burst.
@@ -311,7 +311,7 @@ class SimTarget:
     #: through partition ``(c // k) % l2_partitions`` (H100, measured: the dispatcher deals SM
     #: pairs round-robin over 8 GPCs, 4 GPCs per partition, so 8 in a row share one).  The
     #: target key ``partition_run``, or the calibration record's when it sets one (a fitted
-    #: point; fitted on the H100 and not kept: results/sim_calibration/h100_partition_run).
+    #: point; fitted on the H100 and not kept).
     partition_run: int = 0
     #: The measured layout (NVIDIA, target keys ``sm_partition`` and ``sm_dispatch``): for each
     #: grid size measured, the L2 partition of each first-wave program in launch order (the
@@ -456,7 +456,7 @@ class SimTarget:
         line = int(line_bytes) if line_bytes is not None else need("l2_line_bytes")
         mall_bytes = int(target.get("mall_bytes") or 0)
         ways = need("l2_ways")
-        # The calibrated share of the L2 the traffic can use (benchmarks/sim_calibrate.py): whole sets.
+        # The calibrated share of the L2 the traffic can use (``sim_calibration``): whole sets.
         fraction = float(calibration(target).get("l2_capacity_fraction", 1.0))
         partitions = int(target.get("l2_partitions") or 1)
         l2_bytes = max(1, int(need("l2_bytes") * fraction / partitions) // (ways * line)) * ways * line
@@ -642,7 +642,7 @@ def _rate(hits: int, misses: int) -> float:
 # (write-allocate, no fetch: it does not go on to the MALL).  With ``writes_hit`` a store
 # to a line homed in another partition is one more write hit, in the program's partition,
 # which it passes on its way over the fabric (an H100 counts 602 K write sectors for a conv
-# that stores 401 K: lookup_probe/probe_l02.txt).
+# that stores 401 K, the lookup probe of l02).
 #
 # Time: each slot keeps its program's clock, in K-steps.  A step lasts 1 + jitter * u, u in
 # [-1, 1) a fixed hash of (pid, step), jitter the work item's (``item_jitter``: the step
@@ -980,8 +980,7 @@ def spill_lookups(spill_bytes: int, target: SimTarget) -> int:
     local memory, each line once, all hits, and a line homed in another partition looked up in
     both (as any store; :func:`_lookup`), so ``1 + (partitions - 1) / partitions`` lookups per
     line.  Only where stores are hits (NVIDIA: measured, an H100 sends every spilled line to the
-    L2 and reads none back; benchmarks/README.md, "Requests split at 128 B, stores per output
-    row, spills"); 0 elsewhere.  The spilled lines take no room in the simulated L2."""
+    L2 and reads none back); 0 elsewhere.  The spilled lines take no room in the simulated L2."""
     if spill_bytes <= 0 or not target.writes_hit:
         return 0
     lines = -(-int(spill_bytes) // target.line_bytes)

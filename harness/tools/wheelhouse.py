@@ -33,7 +33,7 @@ pip does the work; this module keeps what pip lacks (measured 2026-11-23, pip 23
 * checking a ``--target`` install.  ``pip install --no-index --find-links wheelhouse
   swizzlebench`` is all it takes with a writable site-packages; with ``--target`` pip
   ignores the node's torch and cannot resolve (ResolutionImpossible, 0.8 s), so the wheels
-  go in ``--no-deps`` (as benchmarks/gpu_setup.sh does).  Before that, ``install`` has pip
+  go in ``--no-deps`` (as the GPU node's setup script does).  Before that, ``install`` has pip
   check MANIFEST's "expects on the node" (``pip --isolated install --dry-run --no-index
   --no-deps REQS``: exit 0 when all are satisfied, else pip's error naming the first one,
   0.7 s); after it, an import test (``install --target`` of the 3.11 one: 23 s).  pip itself

@@ -169,7 +169,7 @@ def test_cupti_durations_are_mapped_back_to_their_arm_round_and_launch():
     """``timer=cupti``: the profiler's per-launch ranges, in launch order, fill the same
     [arm][round][launch] layout as the event times (here from made-up kineto records, ns)."""
     from harness.pipeline.cupti import LAUNCH_RANGE
-    from harness.pipeline.timing import _GpuTimer
+    from harness.pipeline.timing import GpuTimer
 
     orders = [["a", "b"], ["b", "a"]]
     event_times = {"a": [[9.0, 9.0], [9.0, 9.0]], "b": [[9.0, 9.0], [9.0, 9.0]]}
@@ -178,7 +178,7 @@ def test_cupti_durations_are_mapped_back_to_their_arm_round_and_launch():
                for r in (FakeRecord(f"{LAUNCH_RANGE}{i}", "CPU", 2 * i + 1, 0, 100 * i, 100 * i + 50),
                          FakeRecord("cuLaunchKernelEx", "CPU", 1000 + i, 0, 100 * i + 10, 100 * i + 20),
                          FakeRecord("kernel", "CUDA", 1000 + i, 0, 10**6 * i, 10**6 * i + ns))]
-    timer = object.__new__(_GpuTimer)
+    timer = object.__new__(GpuTimer)
     timer.profile = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: records)))
     timer.launches = len(launch_ns)
     got = timer.kernel_times(event_times, orders)

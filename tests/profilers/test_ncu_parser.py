@@ -303,8 +303,7 @@ def test_all_traffic_rate_comes_from_the_lookups_not_ncus_pass_mixed_percentage(
     replay pass and read 103.08 % on the first launch.  The harness takes hits / (hits + misses) of
     the all-traffic lookups and keeps ncu's percentage beside it in ``extra``."""
     root = Path(__file__).resolve().parents[2]
-    text = (root / "benchmarks/results/sim_validation_h100/simval_unseen10/lookups/passes/decomp/"
-                   "probe_unseen10_yolo3s3.txt").read_text()
+    text = (root / "tests/fixtures/ncu/lookup_passes/decomp/probe_unseen10_yolo3s3.txt").read_text()
     dispatches = parse_ncu_csv(text)
     assert len(dispatches) == 8
     first = dispatches[0]
