@@ -1,13 +1,13 @@
 """Tune igemm_fast per shape and time it against cuDNN: the "Fast kernels" figures of
 benchmarks/README.md.  Standalone (torch + Triton + this repo's kernels/ and
-harness/pipeline/tuning.py; no Hydra, no MLflow), so it runs on a bare GPU image:
+harness/tune/search.py; no Hydra, no MLflow), so it runs on a bare GPU image:
 
     python benchmarks/kernel_bench.py --out /tmp/bench [--shapes l03,l19] [--jobs 16]
 
 Per shape:
-1. every candidate of ``harness.pipeline.tuning.candidates('igemm_fast', ...)`` is compiled first, in
+1. every candidate of ``harness.tune.search.candidates('igemm_fast', ...)`` is compiled first, in
    ``--jobs`` worker processes (Triton's on-disk cache then serves the tuner);
-2. ``harness.pipeline.tuning.tune_kernel`` verifies each candidate against conv2d (fp32 reference,
+2. ``harness.tune.search.tune_kernel`` verifies each candidate against conv2d (fp32 reference,
    TF32 off) and times it (do_bench, median, L2 flushed, 3 ms warm-up / 12 ms reps), with
    the identity swizzle; the choice goes to a tuning cache under --out, and a second call
    must come back from that cache;
@@ -38,9 +38,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.pipeline.correctness import compare, make_operands, reference  # noqa: E402
-from harness.pipeline.tuning import TuneCache, tune_kernel  # noqa: E402
-from harness.pipeline.tuning import candidates  # noqa: E402
+from harness.measure.correctness import compare, make_operands, reference  # noqa: E402
+from harness.tune.search import TuneCache, tune_kernel  # noqa: E402
+from harness.tune.search import candidates  # noqa: E402
 from kernels.igemm_fast import igemm_fast_space  # noqa: E402
 from kernels.tuning import Config, DeviceTraits  # noqa: E402
 from kernels import KERNELS  # noqa: E402

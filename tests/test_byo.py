@@ -12,11 +12,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.hardware.device import describe_device
-from harness.pipeline.job import JobOptions, run_job
-from harness.pipeline.result import FAILED
-from harness.pipeline.spec_config import swizzle_choice
-from harness.pipeline.spec import JobSpec
-from harness.pipeline.user_code import load_kernel, load_remap
+from harness.run.steps import JobOptions, run_job
+from harness.job.result import FAILED
+from harness.job.spec_config import swizzle_choice
+from harness.job.spec import JobSpec
+from harness.job.user_code import load_kernel, load_remap
 from kernels.problem import ConvShape
 from tests.test_cli import _harness
 from tests.profilers.test_profiler_pipeline import STANDINS

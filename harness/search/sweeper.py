@@ -57,7 +57,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from harness.search.records import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
+from harness.storage.search_trials import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
 from harness.search.space import Candidate, SearchSpace, formula_families
 
@@ -153,7 +153,7 @@ class JobOutcome:
 
 
 def outcome_from_result(result: Any, metric: str) -> JobOutcome:
-    """The outcome of one JobResult (harness.pipeline.result) for ``metric``."""
+    """The outcome of one JobResult (harness.job.result) for ``metric``."""
     spec_hash = result.tags.get("spec_hash", "")
     if result.status != "FINISHED":
         return JobOutcome(None, "FAIL", result.reason, spec_hash, metrics=result.metrics, tags=result.tags)
@@ -239,7 +239,7 @@ class SearchSweeper(Sweeper):
         """One group per valid shape of the combination's preset (invalid ones are logged)."""
         from harness.app import resolve_target
         from harness.hardware.device import describe_device, select_execution_mode
-        from harness.pipeline.shapes import expand_preset
+        from harness.job.shapes import expand_preset
 
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, combination)
         resolve_target(cfg, describe_device(select_execution_mode()))

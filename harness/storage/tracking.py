@@ -34,7 +34,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from harness.hardware.environment import temporary_environment
-from harness.pipeline.result import FAILED, FINISHED, JobResult
+from harness.job.result import FAILED, FINISHED, JobResult
 from harness.storage.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
                            sync_command)
 

@@ -368,10 +368,10 @@ def test_same_tile_order_as_identity_is_never_a_speedup(tmp_path):
 def test_same_order_cells_read_the_same_in_the_job_line_and_the_report(tmp_path):
     """A paired cell whose candidate launches its baseline's tile order: the job records its
     measured speedup as the remap code's own cost, and the report shows that very text."""
-    from harness.pipeline.paired import record_speedup
-    from harness.pipeline.progress import progress_line
-    from harness.pipeline.result import FINISHED, JobResult
-    from harness.pipeline.stats import PairedEstimate
+    from harness.measure.paired import record_speedup
+    from harness.run.progress import progress_line
+    from harness.job.result import FINISHED, JobResult
+    from harness.measure.stats import PairedEstimate
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
     exp = client.create_experiment("same-paired")
@@ -460,7 +460,7 @@ def test_cells_name_their_config_and_flag_near_tie_choices(tmp_path):
 
 
 def test_cells_say_what_bounds_them_when_the_target_has_a_roofline(tmp_path):
-    """A run tagged ``bound`` (harness.pipeline.roofline) shows it in a "What bounds it" column
+    """A run tagged ``bound`` (harness.measure.roofline) shows it in a "What bounds it" column
     and table.csv; a report of runs without the tag has no such column."""
     from tests.report.pages import section, table_rows
 
@@ -557,9 +557,9 @@ def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
     difference there is the swizzle's code or the counter's noise (on an H100, l05's hilbert read
     +1.56 points, CI excluding 0, in identity's very order).  The job line says so instead of
     "higher", and the report counts the cell as the same order, not as an effect."""
-    from harness.pipeline.paired import SAME_ORDER_L2_VERDICT, record_l2
-    from harness.pipeline.progress import progress_line
-    from harness.pipeline.result import FINISHED, JobResult
+    from harness.measure.paired import SAME_ORDER_L2_VERDICT, record_l2
+    from harness.run.progress import progress_line
+    from harness.job.result import FINISHED, JobResult
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
     exp = client.create_experiment("same-l2")
