@@ -21,8 +21,8 @@ from typing import Mapping
 
 from harness.errors import UserError
 from harness.job.result import JobResult
-from harness.job.spec import TUNED_EACH, JobSpec
-from kernels.tuning import Config
+from harness.job.plan import PlannedJob
+from harness.job.spec import TUNED_EACH
 from kernels.base import Bound
 
 SAME = "same"
@@ -54,21 +54,11 @@ def compare_configs(compare: Mapping, tune_mode: str) -> str | None:
     return value
 
 
-def config_of(spec: JobSpec) -> Config:
-    """The launch config ``spec`` runs on."""
-    return Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
-
-
-def same_config(spec: JobSpec) -> bool:
-    """True when the job's baseline runs on the job's own config."""
-    return config_of(spec.baseline_spec()) == config_of(spec)
-
-
-def record_configs(result: JobResult, spec: JobSpec) -> None:
+def record_configs(result: JobResult, plan: PlannedJob) -> None:
     """Log the baseline's config (param ``baseline_config``) and the question the comparison
     answers (tag ``compare.question``) on a compared job's ``result``."""
-    result.params["baseline_config"] = config_of(spec.baseline_spec()).label
-    result.tags[QUESTION_TAG] = QUESTIONS[spec.compare_configs or SAME]
+    result.params["baseline_config"] = plan.baseline.config.label
+    result.tags[QUESTION_TAG] = QUESTIONS[plan.spec.compare_configs or SAME]
 
 
 def shared_buffers(kernel, ops, shape, tiles: Mapping[str, int], other_tiles: Mapping[str, int], bound: Bound) -> Bound:

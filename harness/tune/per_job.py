@@ -17,77 +17,90 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from harness.hardware.device import GPU, DeviceInfo
 from harness.measure.correctness import make_operands
+from harness.job.plan import PlannedJob
 from harness.job.result import JobResult
 from harness.job.shapes import downscale
-from harness.job.spec import TUNED_EACH, JobSpec
+from harness.job.spec import TUNED_EACH
 from harness.measure.timing import PairedSettings, load_standin_timer, time_interleaved
 from harness.tune.search import TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
 from kernels.tuning import Config
 from harness.tune.ties import Remeasured
-from harness.job.user_code import spec_remap
 from kernels.base import SwizzleBinding
-from swizzles import resolve_swizzle
 
 #: The prefix of the baseline's tuning record in best-vs-best mode (params, tags, artifacts).
 BASELINE_PREFIX = "baseline."
 
 
-def tune_job(spec: JobSpec, kernel, device: DeviceInfo, topt: TuneOptions, result: JobResult,
-             standin: str | None = None) -> JobSpec:
+def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: JobResult,
+             standin: str | None = None) -> PlannedJob:
     """Tune mode: the chosen verified config of the kernel's candidate space for this shape
-    (:mod:`harness.tune.search`; near-ties broken by the tie rule), cached.  Returns the spec
-    to launch, with, in best-vs-best mode, its baseline's own tuned config
-    (:meth:`JobSpec.with_baseline_config`), and records both on ``result``; or the spec
-    unchanged where there is nothing to tune on.  ``standin``: a stand-in timer's import path
-    (``compare.timer``) that then times the trials.  Raises TuneError."""
+    (:mod:`harness.tune.search`; near-ties broken by the tie rule), cached.  Returns the plan
+    to launch (:meth:`PlannedJob.with_configs`), with, in best-vs-best mode, its baseline's own
+    tuned config, and records both on ``result``; or the plan unchanged where there is
+    nothing to tune on.  ``standin``: a stand-in timer's import path (``compare.timer``) that
+    then times the trials.  Raises TuneError."""
+    spec, kernel = plan.requested, plan.kernel
     if device.mode != GPU and not topt.on_cpu:
         result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
                               "under the interpreter, by wall clock)"
-        return spec
+        return plan
     shape = spec.shape if device.mode == GPU else downscale(spec.shape)
     ops = make_operands(shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
-    default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
+    trials = _Trials(kernel, shape, ops, Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages), device,
+                     topt, standin)
     note = "" if device.mode == GPU or standin else " [interpreter wall clock: not a speed]"
     if standin:
         note = f" [stand-in timer {standin}: not a speed]"
     base_name, base_formula = spec.tune_swizzle
-    fixed = SwizzleBinding(resolve_swizzle(base_name, base_formula), spec.num_xcds, spec.group_size)
+    fixed = SwizzleBinding(plan.tune_remap, spec.num_xcds, spec.group_size)
     best_vs_best = spec.compare_configs == TUNED_EACH
     if best_vs_best:    # the candidate on its own swizzle: the config it would ship with
-        own = SwizzleBinding(spec_remap(spec), spec.num_xcds, spec.group_size)
-        tuned = _tune(kernel, shape, ops, own, spec.swizzle_fn or spec.swizzle_formula or spec.swizzle,
-                      default, device, topt, standin)
+        tuned = trials.run(plan.candidate.binding, spec.swizzle_fn or spec.swizzle_formula or spec.swizzle)
     else:
-        tuned = _tune(kernel, shape, ops, fixed, base_formula or base_name, default, device, topt, standin)
-    launched = spec.with_config(tuned.config.tiles_dict, tuned.config.num_warps, tuned.config.num_stages)
-    result.params["tune.configured"] = default.label
+        tuned = trials.run(fixed, base_formula or base_name)
+    result.params["tune.configured"] = trials.default.label
     _record(result, tuned, "", note)
+    base_config = None
     if best_vs_best and spec.has_baseline:   # the baseline on its own swizzle, tuned the same way
         try:
-            base = _tune(kernel, shape, ops, fixed, base_formula or base_name, default, device, topt, standin)
+            base = trials.run(fixed, base_formula or base_name)
         except TuneError as exc:
             raise TuneError(f"baseline {spec.baseline}: {exc}") from None
-        launched = launched.with_baseline_config(base.config.tiles_dict, base.config.num_warps,
-                                                 base.config.num_stages)
+        base_config = base.config
         _record(result, base, BASELINE_PREFIX, note)
         result.tags["tune"] += f"; baseline {spec.baseline} {result.tags.pop(BASELINE_PREFIX + 'tune')}"
-    result.params.update(launched.as_params())
-    result.launched = launched.to_dict()
+    launched = plan.with_configs(tuned.config, base_config)
+    result.params.update(launched.spec.as_params())
+    result.launched = launched.spec.to_dict()
     return launched
 
 
-def _tune(kernel, shape, ops, swizzle: SwizzleBinding, swizzle_name: str, default: Config, device: DeviceInfo,
-          topt: TuneOptions, standin: str | None) -> TuneResult:
-    """One tuning of ``kernel`` on ``shape`` with ``swizzle`` fixed (cached under its name)."""
-    return tune_kernel(kernel, shape, ops, swizzle, trial_timer(device, topt, standin, swizzle_name),
-                       default=default, cache=TuneCache(topt.cache_dir), swizzle_name=swizzle_name,
-                       paired_time_fn=finalist_timer(device, topt, standin), rule=topt.tie_rule)
+@dataclass(frozen=True)
+class _Trials:
+    """What every tuning of one job shares: the kernel, the shape and operands the trials run
+    on, the configured config, the device and the tune options, the stand-in timer if any."""
+
+    kernel: object
+    shape: object
+    ops: object
+    default: Config
+    device: DeviceInfo
+    topt: TuneOptions
+    standin: str | None
+
+    def run(self, swizzle: SwizzleBinding, swizzle_name: str) -> TuneResult:
+        """One tuning of the kernel on the shape with ``swizzle`` fixed (cached under its name)."""
+        return tune_kernel(self.kernel, self.shape, self.ops, swizzle,
+                           trial_timer(self.device, self.topt, self.standin, swizzle_name),
+                           default=self.default, cache=TuneCache(self.topt.cache_dir), swizzle_name=swizzle_name,
+                           paired_time_fn=finalist_timer(self.device, self.topt, self.standin), rule=self.topt.tie_rule)
 
 
 def _record(result: JobResult, tuned: TuneResult, prefix: str, note: str) -> None:
