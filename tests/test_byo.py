@@ -167,7 +167,7 @@ def test_user_remap_and_kernel_load(importable):
 def test_kernel_import_path_that_does_not_resolve_fails_the_job(importable):
     spec = dataclasses.replace(_spec(), kernel="broken", kernel_target="mykernels:Nope")
     result = run_job(spec, describe_device("interpreter"), JobOptions(interpret_tiles={}))
-    assert result.status == FAILED and result.tags["failed_gate"] == "plan"
+    assert result.status == FAILED and result.failed_gate == "plan"
     assert result.reason.startswith(
         "plan error: ValueError: kernel._target_='mykernels:Nope' could not be imported (AttributeError: module "
         "'mykernels' has no attribute 'Nope'); expected a subclass of kernels.base.ConvKernel")

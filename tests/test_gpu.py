@@ -43,7 +43,7 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
     result = run_job(spec, describe_device("gpu"), JobOptions(
         interpret_tiles=TILES[kernel], paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
     if swizzle == "seed_patch":
-        assert result.status == FAILED and result.tags["failed_gate"] == "permutation"
+        assert result.status == FAILED and result.failed_gate == "permutation"
         return
     assert result.status == FINISHED, result.reason
     m = result.metrics
@@ -51,9 +51,9 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
     assert m["vendor_time_ms"] > 0 and m["max_rel_err"] < 3e-2
     assert m["paired_rounds"] >= 10
     if swizzle == "identity":   # the job is its own baseline: timed, not compared with itself
-        assert result.tags["compare.role"] == "baseline" and "speedup" not in m
+        assert result.comparison.role == "baseline" and "speedup" not in m
     else:
-        assert result.tags["compare.role"] == "candidate" and m["baseline_time_ms"] > 0
+        assert result.comparison.role == "candidate" and m["baseline_time_ms"] > 0
         assert m["speedup_ci_lo"] <= m["speedup"] <= m["speedup_ci_hi"]
         assert result.tags["verdict"].split()[0] in ("faster", "slower", "no", "same")
 

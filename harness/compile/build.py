@@ -325,7 +325,7 @@ def _counts_nvidia(sass: str) -> dict[str, int]:
     """SASS counts: HGMMA/HMMA (tensor-core instructions), UTMALDG/UTMASTG (TMA), global loads
     and stores by width in bits (LDG, LDGSTS = cp.async, STG), of those loads the cp.async ones
     (``loads_async``; the rest are plain loads, which the SM's L1 caches: a 3-channel stem's
-    input loads, probe 4 in benchmarks/README.md), STL (spill stores)."""
+    input loads), STL (spill stores)."""
     counts = {"mma": 0, "tma_loads": 0, "tma_stores": 0, "spill_stores": 0, "loads_async": 0}
     for op, suffix in re.findall(r"\b(HGMMA|HMMA|UTMALDG|UTMASTG|LDGSTS|LDG|STG|STL)((?:\.[\w]+)*)", sass):
         if op in ("HGMMA", "HMMA"):

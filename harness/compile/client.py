@@ -7,7 +7,7 @@ Under ``TRITON_INTERPRET=1`` every jit kernel is an interpreted function, which
 :mod:`harness.compile.worker` without that variable, once per process, and talks
 to it in JSON lines.  On a GPU (no interpreter) the compile runs in the job's own process.
 Triton caches the binaries itself (``~/.triton/cache``); this cache holds the reports, so a
-job whose config was compiled before costs a file read (measured: benchmarks/README.md).
+job whose config was compiled before costs a file read.
 """
 from __future__ import annotations
 

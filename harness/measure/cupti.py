@@ -4,7 +4,7 @@ inside a ``LAUNCH_RANGE<i>`` range, and its time is the summed GPU duration of t
 launched inside it.  Two readings of the same profile: :func:`launch_kernel_ms` through
 torch.profiler's event tree (``prof.events()``), and :func:`kineto_launch_kernel_ms`
 through its raw records, which the harness uses: the tree costs seconds per ten thousand
-launches (benchmarks/job_cost.py)."""
+launches.  Times are in ms."""
 from __future__ import annotations
 
 import bisect
@@ -25,10 +25,10 @@ def launch_kernel_ms(events, count: int) -> list[float]:
     torch.profiler session's ``events()``.  Raises RuntimeError when a launch has no kernel
     record (the profiler lost it): such a launch cannot be timed this way.
 
-    The harness's earlier reading, kept for ``benchmarks/job_cost.py``: a range appears twice
-    in the tree (its CPU op, and its GPU-side annotation spanning the gaps between its
-    kernels) and the last one seen wins, so a launch of several kernels (cuDNN's) can read
-    its span instead of its kernels' sum (measured on an H100: +1.6 us)."""
+    A range appears twice in the tree (its CPU op, and its GPU-side annotation spanning the
+    gaps between its kernels) and the last one seen wins, so a launch of several kernels
+    (cuDNN's) can read its span instead of its kernels' sum: the harness times with
+    :func:`kineto_launch_kernel_ms`."""
     found: dict[int, float] = {}
     for evt in events:
         if evt.name.startswith(LAUNCH_RANGE):
@@ -45,8 +45,7 @@ def kineto_launch_kernel_ms(records, count: int) -> list[float]:
     no torch op); it counts for the ``LAUNCH_RANGE<i>`` range that contains that call on the
     same thread.  The ranges' own GPU-side records (user annotations, spanning the gaps
     between kernels) are not kernel time and are skipped.  Raises RuntimeError when a
-    launch has no kernel record.  Record layout checked on an H100 (torch 2.11):
-    ``benchmarks/probes/kineto_records.py``."""
+    launch has no kernel record (record layout as of torch 2.11)."""
     calls: dict[int, tuple[int, int]] = {}   # correlation id -> (thread, start ns) of the runtime call
     ranges: dict[int, list[tuple[int, int, int]]] = {}   # thread -> [(start ns, end ns, launch)]
     device: list = []

@@ -7,8 +7,10 @@ Metrics (candidate = the job's swizzle):
 (candidate - baseline hit rate, % points), ``l2_delta_ci_lo/hi``, ``baseline_l2_hit_rate``,
 ``l2_pairs``; ``paired_placements`` (operand placements the rounds were spread over),
 ``speedup_placement_sd_pct`` (spread of the speedup between them, %); with ``timer=cupti``,
-``event_time_ms_median`` / ``vendor_event_time_ms_median`` (the same launches by CUDA events).  Tags: ``verdict`` and ``l2_verdict`` (:mod:`harness.measure.stats`), ``compare.role``
-(``candidate`` or ``baseline``), ``compare.same_order``, ``timer``.
+``event_time_ms_median`` / ``vendor_event_time_ms_median`` (the same launches by CUDA
+events).  Tags: ``verdict`` and ``l2_verdict`` (:mod:`harness.measure.stats`), ``timer``;
+the job's :class:`~harness.job.result.Comparison` (role, same order) is logged as
+``compare.role`` / ``compare.same_order`` by :mod:`harness.storage.run_fields`.
 """
 from __future__ import annotations
 
@@ -89,18 +91,18 @@ SAME_ORDER_VERDICT = "same tile order; code cost"
 
 #: How the L2 verdict of such a cell reads: a measured difference there comes from the remap's
 #: code (its timing changes which requests merge) or from the counter's noise, never from the
-#: order, which is the same (benchmarks/README.md, "How reproducible is the table itself").
+#: order, which is the same.
 SAME_ORDER_L2_VERDICT = "same tile order: the swizzle's code, not its order"
 
 
 def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float) -> None:
     """Log a paired speedup and its verdict on ``result``: faster / slower / no difference,
-    or, where the job launches its baseline's tile order (tag ``compare.same_order``),
+    or, where the job launches its baseline's tile order (``result.comparison.same_order``),
     ``same tile order; code cost x0.983 [0.978, 0.988]`` with the verdict's word after it."""
     result.metrics.update(_finite({"speedup": speedup.estimate, "speedup_ci_lo": speedup.ci_lo,
                                    "speedup_ci_hi": speedup.ci_hi}))
     verdict = time_verdict(speedup, min_effect)
-    if result.tags.get("compare.same_order") == "true":
+    if result.comparison.same_order:
         verdict = (f"{SAME_ORDER_VERDICT} x{speedup.estimate:.3f} [{speedup.ci_lo:.3f}, {speedup.ci_hi:.3f}]"
                    f" ({verdict.split(' (')[0]})")
     result.tags["verdict"] = verdict
@@ -120,7 +122,7 @@ def record_l2(result: JobResult, candidate: list[float], baseline: list[float], 
                                    "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
                                    "l2_pairs": float(delta.n)}))
     verdict = l2_verdict(delta, min_delta)
-    if result.tags.get("compare.same_order") == "true":
+    if result.comparison.same_order:
         verdict = f"{SAME_ORDER_L2_VERDICT} ({verdict.split(' (')[0]})"
     result.tags["l2_verdict"] = verdict
     result.tags["l2_source"] = source

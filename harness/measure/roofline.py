@@ -3,7 +3,7 @@
 "L2 -8 points, time unchanged" is no contradiction when the kernel is compute-bound: a
 swizzle can only speed up what waits on memory.  So every timed cell is placed on the
 roofline of its target (``peak_tflops`` and ``dram_bytes_per_s`` in ``conf/target/*.yaml``,
-measured by ``benchmarks/device_peaks.py``):
+measured on the device, as the target file says):
 
 * arithmetic intensity I = conv FLOP / compulsory DRAM bytes (input, weights and output
   once each: the least traffic any kernel of this conv can have), FLOP/byte;

@@ -20,9 +20,7 @@ Keeping the CPU out of the numbers
 A launch's events bracket the kernel on the GPU's clock, but if the GPU runs out of queued
 work the ``begin`` event fires before the CPU has finished launching the kernel, and the
 launch overhead (Python, Triton's argument binding, cuDNN's heuristics: tens of µs) is
-counted as kernel time.  Measured on an H100 (2026-11-23, ResNet-50 1x1 layers of
-20-40 µs): without a hold, rounds of ~170 µs of CPU per launch drained the queue and
-timed igemm_fast at 2-4x what ``do_bench`` (which queues launches back to back) saw.  So
+counted as kernel time, which on kernels of tens of µs is a multiple of their own.  So
 every batch of rounds is enqueued behind a GPU *hold* (``torch.cuda._sleep``) sized to
 1.5x the CPU time the previous batch took to enqueue: the whole batch sits queued before
 the GPU reaches it.  A batch whose hold ran out before its last launch was queued is
@@ -31,11 +29,10 @@ counted (``paired_drained_batches``) and the next hold doubles.
 Placements
 ----------
 Sharing one set of buffers between the arms removes the bias *inside* a job, not the
-dependence on where those buffers landed: on an H100 one comparison read x0.974 "slower"
-in one process and x1.003 "no difference" in the next, with CIs that excluded each other,
-after the processes had allocated other shapes first.  So a job spreads its rounds over
-``placements`` fresh copies of its operands at other addresses (harness/run/steps.py,
-``_placements``; both arms share each copy): batches of ``check_every`` rounds take the
+dependence on where those buffers landed, which differs from one process to the next (two
+processes can give CIs that exclude each other).  So a job spreads its rounds over
+``placements`` fresh copies of its operands at other addresses
+(:func:`harness.run.steps._placements`; both arms share each copy): batches of ``check_every`` rounds take the
 placements in turn, and the speedup's CI is Student's t over the per-placement means
 (:func:`harness.measure.stats.clustered_ratio`), so it covers the between-placement spread
 (logged: ``speedup_placement_sd_pct``).  Every placement gets a batch before the CI may end

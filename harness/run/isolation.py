@@ -111,7 +111,7 @@ class IsolatedRunner:
                                  f"{time.monotonic() - start:.1f} s while running this job (crash in the "
                                  f"kernel, driver or compiler); sweep continues{_quoted(tail)}", "crash")
         self._stderr.forward()  # the job's warnings, now rather than when the worker ends
-        if result.status == FAILED and result.tags.get("failed_gate") not in ("permutation", "shape"):
+        if result.status == FAILED and result.failed_gate not in ("permutation", "shape"):
             self._stop()  # a GPU error may have poisoned the context: start clean
         return result
 

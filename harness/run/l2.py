@@ -16,8 +16,7 @@ from harness.storage.tracking import Tracker
 
 def compared(spec: JobSpec, result: JobResult) -> bool:
     """True when the job has a baseline that passed its gates: profile both, in pairs."""
-    return (spec.has_baseline and result.tags.get("compare.role") == "candidate"
-            and not result.tags.get("verdict", "").startswith("no comparison"))
+    return spec.has_baseline and result.comparison.compared
 
 
 def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig, requests: list,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from harness.tune.best_vs_best import comparison_head
 from harness.job.result import FINISHED, JobResult
+from harness.storage.run_fields import run_tags
 
 
 def progress_line(position: str, result: JobResult) -> str:
@@ -11,7 +12,7 @@ def progress_line(position: str, result: JobResult) -> str:
     head = f"{position} {result.run_name:<36} {result.status:<8}"
     if result.status != FINISHED:
         return f"{head} {result.reason}"
-    if result.tags.get("timing", "").startswith("not run: compile.only"):
+    if result.compile_only:
         return f"{head} {result.reason}"
     if "time_ms_median" in m:
         body = (f"{m['time_ms_median']:.4f} ms [p20 {m['time_ms_p20']:.4f}, p80 {m['time_ms_p80']:.4f}]  "
@@ -32,10 +33,10 @@ def progress_line(position: str, result: JobResult) -> str:
             read_err = f" ± {m['l2_read_hit_rate_err']:.1f}" if "l2_read_hit_rate_err" in m else ""
             body += f", reads {m['l2_read_hit_rate']:.2f}%{read_err}"
     if "speedup" in m:
-        body += (f"  | {comparison_head(result.tags, result.params)}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
+        body += (f"  | {comparison_head(result.comparison.question, result.params)}: x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
                  f"{m.get('speedup_ci_hi', float('nan')):.4f}] {result.tags.get('verdict', '')}")
-    elif result.tags.get("verdict", "").startswith("no comparison"):
-        body += f"  | {result.tags['verdict']}"
+    elif result.comparison.missing is not None:
+        body += f"  | {run_tags(result)['verdict']}"
     if "l2_delta_pts" in m:
         band = ""
         if "sim_validation" in result.tags and m.get("l2_delta_ci_hi", 0) > m.get("l2_delta_ci_lo", 0):

@@ -20,7 +20,7 @@ from harness.compile.client import CompileOptions, client
 from harness.hardware.device import GPU, DeviceInfo
 from harness.job.faults import FaultPlan, maybe_inject
 from harness.job.plan import Arm, PlannedJob, plan_job
-from harness.job.result import FINISHED, JobResult
+from harness.job.result import BASELINE_ROLE, CANDIDATE_ROLE, FINISHED, JobResult
 from harness.job.shapes import downscale
 from harness.job.spec import JobSpec
 from harness.measure.correctness import compare, make_operands, placed_copies, reference
@@ -247,8 +247,8 @@ def _measure(plan: PlannedJob, candidate: _Permuted, baseline: _Permuted | None,
     spec = plan.spec
     if not (device.mode == GPU or options.paired.standin):
         result.tags["timing"] = "not measured: no GPU (correctness checked under the Triton interpreter)"
-        if spec.has_baseline:
-            result.tags.setdefault("verdict", NOT_TIMED)
+        if spec.has_baseline and result.comparison.missing is None:
+            result.tags["verdict"] = NOT_TIMED
         return
     arms = {CANDIDATE: runs[CANDIDATE], VENDOR: vendor_conv(inst.ops, spec.shape)}
     if BASELINE in runs:
@@ -283,6 +283,7 @@ def _compile_only(plan: PlannedJob, copts: CompileOptions, result: JobResult) ->
         result.tags["gate.compile"] = str(exc)
         return result.fail(f"compile for {copts.target or copts.arch}: {exc}", gate="compile")
     _record_compile(result, report)
+    result.compile_only = True
     result.tags["timing"] = f"not run: compile.only=true (compiled for {copts.arch})"
     if spec.tune != "none":
         traits = DeviceTraits.for_target(copts.target, copts.arch, copts.compute_units)
@@ -326,9 +327,9 @@ def _plan_baseline(plan: PlannedJob, candidate: _Permuted, device: DeviceInfo, r
     if spec.baseline is None:
         return None
     if plan.baseline is None:
-        result.tags["compare.role"] = "baseline"
+        result.comparison.role = BASELINE_ROLE
         return None
-    result.tags["compare.role"] = "candidate"
+    result.comparison.role = CANDIDATE_ROLE
     record_configs(result, plan)
     try:
         permuted = _permuted(plan.baseline, plan.kernel.tile_grid(spec.shape, plan.baseline.tiles), device)
@@ -337,7 +338,7 @@ def _plan_baseline(plan: PlannedJob, candidate: _Permuted, device: DeviceInfo, r
         return None
     result.params["baseline.remap.hash"] = permuted.remap_hash
     same = permuted.remap_hash == candidate.remap_hash and plan.same_config   # same kernel, same order
-    result.tags["compare.same_order"] = str(same).lower()
+    result.comparison.same_order = same
     return permuted
 
 
@@ -363,7 +364,7 @@ def _placements(count: int, plan: PlannedJob, candidate: _Permuted, baseline: _P
 
 
 def _no_comparison(result: JobResult, why: str) -> None:
-    result.tags["verdict"] = f"no comparison: {why}"
+    result.comparison.missing = why
 
 
 def _verify(kernel, permuted: _Permuted, inst: _Instance, tiles: dict[str, int], device: DeviceInfo, share=None):

@@ -31,7 +31,6 @@ CONFIG_MODES = (SAME, TUNED_EACH)
 #: What each mode's verdict answers, as the job line, the tag ``compare.question`` and the report say it.
 QUESTIONS = {SAME: "same config", TUNED_EACH: "best vs best"}
 BEST_VS_BEST = QUESTIONS[TUNED_EACH]
-QUESTION_TAG = "compare.question"
 
 
 def compare_configs(compare: Mapping, tune_mode: str) -> str | None:
@@ -58,7 +57,7 @@ def record_configs(result: JobResult, plan: PlannedJob) -> None:
     """Log the baseline's config (param ``baseline_config``) and the question the comparison
     answers (tag ``compare.question``) on a compared job's ``result``."""
     result.params["baseline_config"] = plan.baseline.config.label
-    result.tags[QUESTION_TAG] = QUESTIONS[plan.spec.compare_configs or SAME]
+    result.comparison.question = QUESTIONS[plan.spec.compare_configs or SAME]
 
 
 def shared_buffers(kernel, ops, shape, tiles: Mapping[str, int], other_tiles: Mapping[str, int], bound: Bound) -> Bound:
@@ -70,11 +69,11 @@ def shared_buffers(kernel, ops, shape, tiles: Mapping[str, int], other_tiles: Ma
     return Bound(kernel.prepare(ops, shape, tiles).operands, bound.out)
 
 
-def comparison_head(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
+def comparison_head(question: str | None, params: Mapping[str, str]) -> str:
     """How the job line opens its comparison: ``vs identity`` (same config), or ``best vs best:
     M64 N32 K32 w4 s2 vs identity on M128 N32 K32 w4 s2`` (each arm on its own tuned config)."""
     baseline = params.get("compare.baseline", "?")
-    if tags.get(QUESTION_TAG) != BEST_VS_BEST:
+    if question != BEST_VS_BEST:
         return f"vs {baseline}"
     return (f"{BEST_VS_BEST}: {params.get('tune.config', '?')} vs {baseline} on "
             f"{params.get('baseline_config', '?')}")

@@ -118,10 +118,9 @@ def trial_timer(device: DeviceInfo, topt: TuneOptions, standin: str | None = Non
                 swizzle_name: str = "identity") -> Callable[[Callable[[], None]], float]:
     """``run -> ms`` for tuning trials.  On a GPU: the paired rounds' own loop with one arm
     (harness.measure.timing: L2 cleared before every launch, batches queued behind a GPU
-    hold so that CPU launch overhead is never counted), ``tune.rounds`` rounds of 3 launches, median.
-    ``triton.testing.do_bench`` was used first and picked configs 1.4x slower than the
-    best on some layers (H100, 2026-11-23): its launches are not held, so a config with more
-    launch overhead could drain the queue.  On the CPU: the interpreter's wall clock.  With a
+    hold so that CPU launch overhead is never counted), ``tune.rounds`` rounds of 3 launches,
+    median (not ``triton.testing.do_bench``, whose launches are not held: a config with more
+    launch overhead could drain the queue and be timed slower than it is).  On the CPU: the interpreter's wall clock.  With a
     stand-in timer: its time for arm ``tune:<swizzle_name>:<config label>`` (the run's
     ``config_label``, set by :func:`harness.tune.search.tune_kernel`)."""
     if standin:
@@ -141,13 +140,9 @@ def trial_timer(device: DeviceInfo, topt: TuneOptions, standin: str | None = Non
 
 
 #: Rounds per batch of the finalists' paired rounds: every batch is queued behind its own GPU
-#: hold (harness.measure.timing), sized from the batch before.  They ran as one batch of all
-#: 30 rounds (540 launches for 6 finalists, tens of ms of CPU time), longer than the first
-#: batch's 20 ms hold: where the queue ran dry, the later launches counted their CPU launch
-#: overhead (twice for split-K with a sum pass).  A likely cause of the finalist CIs of
-#: +-10-20 % and of a split-K config (l19, sum pass) timed 40 % slower than its one-kernel twin
-#: although its single shot lay within the 3 % band, and another run chose it (H100,
-#: 2026-11-25); batches of 5 rounds (90 launches for 6 finalists) stay inside the hold.
+#: hold (harness.measure.timing), sized from the batch before, and must be short enough to
+#: stay inside it (5 rounds: 90 launches for 6 finalists); a batch that outlasts its hold lets
+#: the queue run dry and counts the CPU launch overhead of its later launches.
 FINAL_BATCH_ROUNDS = 5
 
 

@@ -1,23 +1,21 @@
 """Tune mode's tie rule: which of several nearly equally fast configs is chosen, so that two
 machines that time the same candidates choose the same one.
 
-The single-shot trial times of a layer's best candidates often lie within 1 % of each other
-(62.9 / 63.1 / 63.2 / 63.4 µs on an H100): plain argmin then picks by noise, two GPUs pick
-different configs, and a swizzle's measured effect, which depends on the config (x0.97 on one,
-x0.82 on another), differs with them.  The rule (:data:`RULE_PAIRED`):
+The single-shot trial times of a layer's best candidates often lie within 1 % of each other:
+plain argmin then picks by noise, two GPUs pick different configs, and a swizzle's measured
+effect, which depends on the config, differs with them.  The rule (:data:`RULE_PAIRED`):
 
 1. *finalists*: the verified candidates within ``tie_band`` (default 3 %) of the fastest
    single-shot time, at most ``finalists`` (6) of them, fastest first; and at least
    ``min_finalists`` (4; never more than ``finalists``): where fewer lie within the band, the
-   next fastest single-shot candidates fill up to that many, however far behind.  Single
-   shots are taken seconds apart and drift by a few %: on one H100 two runs each had a single
-   finalist on a layer, a different one, and never timed the two against each other; on
-   another layer one run's choice was never a finalist of the other run.
+   next fastest single-shot candidates fill up to that many, however far behind (single
+   shots are taken seconds apart and drift by a few %: with one finalist, two runs could
+   each keep a different one and never time the two against each other).
 2. on a GPU the finalists are re-measured together in ``final_rounds`` (30) paired,
    interleaved rounds (L2 flushed before every launch,
    :func:`harness.measure.timing.time_interleaved`), spread over ``final_placements`` (6)
    copies of the operands at other addresses: a kernel's speed depends on where its buffers
-   lie (by up to 1.7 % on an H100, kernels/base.py), and where they lie differs from one
+   lie (:mod:`kernels.base`), and where they lie differs from one
    process to the next.  Each finalist's time ratio to the fastest finalist gets a 95 % CI,
    Student's t over the per-placement means (:func:`harness.measure.stats.clustered_ratio`;
    one placement: over the rounds, :func:`harness.measure.stats.paired_ratio`), so the CI

@@ -93,7 +93,7 @@ def test_a_worker_that_exits_at_start_is_retried_once_and_the_reason_has_its_std
     assert result.reason.startswith("isolation: worker process failed to start twice (attempt 1 exited with "
                                     "code 255, attempt 2 exited with code 255); sweep continues"), result.reason
     assert result.reason.endswith(f"; its stderr ended with: {BOOM}"), result.reason
-    assert result.tags["isolation"] == "startup" and result.tags["failed_gate"] == "isolation"
+    assert result.tags["isolation"] == "startup" and result.failed_gate == "isolation"
     assert capfd.readouterr().err.count(BOOM) == 2  # both attempts' stderr reach the sweep's
 
 

@@ -54,7 +54,7 @@ def test_every_kernel_every_swizzle(kernel, swizzle):
         assert "time_ms_median" not in result.metrics  # never a fake 0
     else:
         assert result.status == FAILED
-        assert result.tags["failed_gate"] == "permutation"
+        assert result.failed_gate == "permutation"
         assert result.reason.startswith(f"swizzle {swizzle}: not a permutation of {grid.num_pids} pids")
         assert "max_rel_err" not in result.metrics  # nothing measured past a failed gate
 
