@@ -12,6 +12,7 @@ import importlib.resources
 import logging
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -61,16 +62,16 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     runner = make_runner(job.isolation, job.devices, device, job_num, profiler)
     if options.tune.mode != "none" and device.mode == GPU and not options.compile.only:
         _precompile(job, entries, pkey, tracker, options)
-    results, pending = [], []
+    results = []
+    sweep = _Sweep(job, runner, tracker, parent, common_tags, config_yaml, options, pkey, profiler)
     try:
         for i, entry in enumerate(entries, 1):
-            position = f"[job {job_num} | {i}/{len(entries)}]"
-            result = _run_entry(job, entry, runner, tracker, parent, common_tags, config_yaml, options,
-                                pkey, position, profiler, pending)
+            result = _run_entry(sweep, entry, f"[job {job_num} | {i}/{len(entries)}]")
             if result is not None:
                 results.append(result)
     finally:
         runner.close()
+    pending = sweep.pending
     if pending:
         workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
         profile_and_finish(profiler, job.profiler, job.target, pending, tracker, job.compare.min_l2_delta, workdir)
@@ -180,10 +181,29 @@ def _precompile(job: Config, entries, pkey: str, tracker: Tracker, options: JobO
     print(precompile_specs(specs, options.tune), flush=True)
 
 
-def _run_entry(job: Config, entry, runner, tracker, parent, common_tags, config_yaml, options, pkey, position,
-               profiler, pending) -> JobResult | None:
+@dataclass
+class _Sweep:
+    """What every shape of the job shares: the typed config, the runner, the store and the
+    sweep's run id, the tags every run carries, the composed config's YAML, the pipeline's
+    options, the profiler's spec key and the profiler, and the verified runs waiting for it
+    (``pending``: (run id, launched spec, result, progress position))."""
+
+    job: Config
+    runner: object
+    tracker: Tracker
+    parent: str | None
+    common_tags: dict[str, str]
+    config_yaml: str
+    options: JobOptions
+    pkey: str
+    profiler: Profiler | None
+    pending: list = field(default_factory=list)
+
+
+def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
     """Run one shape of the job: skip it if already FINISHED (resume), else run and log it
     (or queue it for profiling).  Returns the result, None when skipped."""
+    job, tracker, pkey, profiler = sweep.job, sweep.tracker, sweep.pkey, sweep.profiler
     spec, result = None, None
     if entry.shape is None:
         result = _failed_entry(job, entry, {f"shape.{k}": str(v) for k, v in entry.raw.items()},
@@ -203,16 +223,16 @@ def _run_entry(job: Config, entry, runner, tracker, parent, common_tags, config_
                 return None
         tracker.close_stale(spec.spec_hash)
     # spec_hash from the start: a run left RUNNING by a killed sweep is found by close_stale
-    run_id = tracker.start_job(result.run_name if result else spec.run_name, parent,
-                               common_tags if spec is None else {**common_tags, "spec_hash": spec.spec_hash})
+    run_id = tracker.start_job(result.run_name if result else spec.run_name, sweep.parent,
+                               sweep.common_tags if spec is None else {**sweep.common_tags, "spec_hash": spec.spec_hash})
     if result is None:
-        result = runner.run(spec, options)
-    result.artifacts["config.yaml"] = config_yaml
+        result = sweep.runner.run(spec, sweep.options)
+    result.artifacts["config.yaml"] = sweep.config_yaml
     if profiler is None and spec is not None and compared(spec, result):
         result.tags["l2_verdict"] = "not profiled (profiler=none)"
     if profiler is not None and result.status == FINISHED:
         launched = JobSpec.from_dict(result.launched) if result.launched else spec   # tune mode's choice
-        pending.append((run_id, launched, result, position))  # logged once profiled
+        sweep.pending.append((run_id, launched, result, position))  # logged once profiled
         return result
     tracker.finish_job(run_id, result)
     print(progress_line(position, result), flush=True)

@@ -12,7 +12,6 @@ _SIM = "profilers: being split (sim helper)"
 
 #: Qualified name -> why it stays long.
 ALLOWED = {
-    "harness.app._run_entry": "the per-shape loop body: resume, start, run, log; to be split with typed outcomes",
     "harness.profilers.sim.SimTarget.from_target": _SIM,
     "harness.profilers.sim._read_miss": _SIM,
     "harness.profilers.sim._lookup": _SIM,

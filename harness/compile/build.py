@@ -191,15 +191,12 @@ def spill_bytes_per_program(arch: str, spill_bytes: int, num_warps: int) -> int:
 
 def record_job(spec) -> tuple[object, list[Launch]]:
     """The kernel family of ``spec`` and the launches one run of it makes (nothing runs)."""
-    from harness.job.user_code import spec_kernel, spec_remap
-    from kernels.base import LaunchConfig, SwizzleBinding
+    from harness.job.plan import plan_arm
 
-    kernel = spec_kernel(spec)
-    tiles = kernel.check_tiles(spec.tiles_dict)
+    kernel, arm = plan_arm(spec)   # the compile stage gets the spec across a process boundary: planned here
     ops = meta_operands(spec.shape, kernel.has_bias, spec.input_layout)
-    swizzle = SwizzleBinding(spec_remap(spec), spec.num_xcds, spec.group_size)
     with recording_launches() as launches:
-        run, _ = kernel.bind(ops, spec.shape, tiles, swizzle, LaunchConfig(spec.num_warps, spec.num_stages))
+        run, _ = kernel.bind(ops, spec.shape, arm.tiles, arm.binding, arm.launch)
         run()
     if not launches:
         raise CompileFailed(f"kernel {spec.kernel!r} launched no @triton.jit kernel (nothing to compile)")

@@ -80,13 +80,19 @@ class PlannedJob:
         return dataclasses.replace(self, candidate=_arm(self.kernel, launched, self.candidate.remap), baseline=base)
 
 
+def plan_arm(spec: JobSpec) -> tuple[ConvKernel, Arm]:
+    """Only the job's own arm, resolved (its kernel, remap, tiles, launch): for a stage that
+    gets a spec across a process boundary and launches that one arm (the compile stage)."""
+    kernel = spec_kernel(spec)
+    return kernel, _arm(kernel, spec, spec_remap(spec))
+
+
 def plan_job(spec: JobSpec) -> PlannedJob:
     """Resolve ``spec`` once: its kernel (a built-in or the user's class), its remap (built-in,
     formula or the user's function), its baseline's and tune mode's remaps, and each arm's
     checked tiles.  Raises what the resolution raises (ValueError, ImportError: the plan
     stage's errors)."""
-    kernel = spec_kernel(spec)
-    candidate = _arm(kernel, spec, spec_remap(spec))
+    kernel, candidate = plan_arm(spec)
     baseline = None
     if spec.has_baseline:
         bspec = spec.baseline_spec()
