@@ -2,7 +2,7 @@
 
 For each case (every kernel family's default config, igemm_fast's flag paths and tuned tile
 shapes, on ResNet-50 layers), the spec is compiled ahead of time for sm_90 exactly as a job
-on a CPU-only machine does it (:func:`harness.pipeline.compile.compile_spec`), then launched
+on a CPU-only machine does it (:func:`harness.compile.build.compile_spec`), then launched
 for real through the family's own ``bind``; the JIT's compiled kernel is looked up in
 Triton's cache and compared field by field:
 
@@ -26,10 +26,10 @@ import torch
 import triton
 import yaml
 
-from harness.pipeline.compile import compile_spec
-from harness.pipeline.correctness import make_operands
-from harness.pipeline.spec import JobSpec
-from harness.pipeline.user_code import spec_kernel, spec_remap
+from harness.compile.build import compile_spec
+from harness.measure.correctness import make_operands
+from harness.job.spec import JobSpec
+from harness.job.user_code import spec_kernel, spec_remap
 from kernels.base import LaunchConfig, SwizzleBinding
 from kernels.problem import ConvShape
 

@@ -1,6 +1,6 @@
 """What the compile stage costs a job on a machine with no GPU: a new (kernel, config,
 swizzle, target) and a cached one, through the same client the jobs use
-(:class:`harness.pipeline.compile.CompileClient`, under the Triton interpreter, so with its
+(:class:`harness.compile.build.CompileClient`, under the Triton interpreter, so with its
 helper process).
 
     python benchmarks/compile_speed.py            # fresh Triton and report caches in a temp dir
@@ -29,8 +29,8 @@ def main() -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     import yaml
 
-    from harness.pipeline.compile_client import CompileClient
-    from harness.pipeline.spec import JobSpec
+    from harness.compile.client import CompileClient
+    from harness.job.spec import JobSpec
     from kernels.problem import ConvShape
 
     shape = ConvShape("l02", 32, 64, 56, 56, 64, 3, 3, 1, 1)

@@ -43,9 +43,9 @@ import torch.nn.functional as F  # noqa: E402
 import yaml  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from harness.pipeline.correctness import compare, make_operands, reference  # noqa: E402
-from harness.pipeline.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms  # noqa: E402
-from harness.pipeline.timing import FLUSH_BYTES  # noqa: E402
+from harness.measure.correctness import compare, make_operands, reference  # noqa: E402
+from harness.measure.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms  # noqa: E402
+from harness.measure.timing import FLUSH_BYTES  # noqa: E402
 from kernels import KERNELS  # noqa: E402
 from kernels.base import LaunchConfig, SwizzleBinding  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402

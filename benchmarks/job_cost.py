@@ -29,9 +29,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
 
-from harness.pipeline.correctness import copy_operands, make_operands  # noqa: E402
-from harness.pipeline.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms, launch_kernel_ms  # noqa: E402
-from harness.pipeline.timing import GpuTimer, vendor_conv  # noqa: E402
+from harness.measure.correctness import copy_operands, make_operands  # noqa: E402
+from harness.measure.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms, launch_kernel_ms  # noqa: E402
+from harness.measure.timing import GpuTimer, vendor_conv  # noqa: E402
 from kernels.base import Operands  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402
 from kernel_time_check import default_igemm_fast  # noqa: E402  (benchmarks/: the script's folder)

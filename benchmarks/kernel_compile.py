@@ -2,7 +2,7 @@
 GPU, and print what the compiler made of it: registers, spills, shared memory / LDS,
 occupancy, and the instruction mix that decides speed (wgmma / MFMA, TMA or cp.async,
 global loads and stores by width).  The job pipeline's compile stage does the same for
-every job (:mod:`harness.pipeline.compile`); this is its one-config form, for kernel work.
+every job (:mod:`harness.compile.build`); this is its one-config form, for kernel work.
 
     python benchmarks/kernel_compile.py --shape 32,64,56,56,64,3,3,1,1 \
         --tiles BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,SPLIT_K=1,PACK_K=0,PERSISTENT=0,TMA=1 --warps 4 --stages 4
@@ -19,8 +19,8 @@ import os
 
 import yaml
 
-from harness.pipeline.compile import compile_spec
-from harness.pipeline.spec import JobSpec
+from harness.compile.build import compile_spec
+from harness.job.spec import JobSpec
 from kernels.problem import ConvShape
 
 SHAPE_FIELDS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")

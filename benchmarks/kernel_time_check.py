@@ -6,7 +6,7 @@ For every layer of a shape preset, igemm_fast at its default config and the vend
 
 * by the harness's paired rounds with ``compare.timer=events`` (CUDA events around each
   launch) and with ``compare.timer=cupti`` (kernel durations of each launch from CUPTI,
-  :func:`harness.pipeline.cupti.kineto_launch_kernel_ms`), in one call of ``time_interleaved``;
+  :func:`harness.measure.cupti.kineto_launch_kernel_ms`), in one call of ``time_interleaved``;
 * independently: a plain loop of (L2 clear, launch) x ``--launches`` under torch.profiler,
   read through the profiler's own per-kernel table (``key_averages``): the summed device
   time of every kernel that is not the L2 clear's, divided by the launches.  No code of
@@ -33,8 +33,8 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from harness.pipeline.correctness import make_operands  # noqa: E402
-from harness.pipeline.timing import FLUSH_BYTES, PairedSettings, time_interleaved, vendor_conv  # noqa: E402
+from harness.measure.correctness import make_operands  # noqa: E402
+from harness.measure.timing import FLUSH_BYTES, PairedSettings, time_interleaved, vendor_conv  # noqa: E402
 from kernels import get_kernel  # noqa: E402
 from kernels.base import LaunchConfig, SwizzleBinding  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402

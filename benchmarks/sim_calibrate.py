@@ -128,7 +128,7 @@ def cell_of(row: Mapping) -> dict:
     occupancy = _get(row, "metrics.compile.programs_per_cu")
     spills = _get(row, "metrics.compile.spill_bytes_per_program")
     if spills is None and _get(row, "metrics.compile.spill_bytes") and _get(row, "params.compile.arch"):
-        from harness.pipeline.compile import spill_bytes_per_program   # stores logged before the metric
+        from harness.compile.build import spill_bytes_per_program   # stores logged before the metric
 
         spills = spill_bytes_per_program(row["params.compile.arch"], row["metrics.compile.spill_bytes"],
                                          int(float(row["params.num_warps"])))
@@ -687,7 +687,7 @@ class Simulator:
 
     def _run(self, spec: SimSpec, fraction: float):
         from harness.profilers.sim import simulate_job
-        from harness.pipeline.user_code import load_kernel, load_remap
+        from harness.job.user_code import load_kernel, load_remap
         from kernels import get_kernel
         from kernels.problem import ConvShape
         from swizzles import resolve_swizzle

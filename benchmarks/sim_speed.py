@@ -36,7 +36,7 @@ select_execution_mode()          # the interpreter, for the remap tables, when t
 import yaml  # noqa: E402
 
 from harness.profilers.sim import ENGINE, SimTarget, simulate_l2, simulate_run, table_device  # noqa: E402
-from harness.pipeline.shapes import expand_preset  # noqa: E402
+from harness.job.shapes import expand_preset  # noqa: E402
 from kernels import get_kernel  # noqa: E402
 from swizzles import get_swizzle  # noqa: E402
 from swizzles.permutation import remap_table  # noqa: E402

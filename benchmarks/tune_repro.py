@@ -8,7 +8,7 @@ Each sweep is a parent run; its jobs (tag ``swizzlebench.kind=job``) carry the c
 (param ``tune.config``) and the tie rule's finalists, read from the job's
 ``tune_finalists.json`` artifact where it is on this machine, else from param
 ``tune.runner_ups`` (``LABEL +0.30 % [-0.20, +0.80] tied; ...``, gaps relative to the
-chosen config; ``tied``: tied with the fastest finalist, harness/pipeline/tuning_ties.py).
+chosen config; ``tied``: tied with the fastest finalist, harness/tune/ties.py).
 For every pair of sweeps, each layer is
 
 * **same**: both picked the same config;

@@ -12,6 +12,7 @@ import importlib.resources
 import logging
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -20,20 +21,19 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from harness.callbacks import sweep_run_id
 from harness.errors import UserError
 from harness.hardware.device import GPU, DeviceInfo, describe_device, target_name_for
-from harness.hardware.isolation import InProcessRunner, IsolatedRunner
+from harness.run.isolation import InProcessRunner, IsolatedRunner
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
-from harness.pipeline.job import JobOptions
-from harness.pipeline.launch_limits import check_num_warps, check_tiles, limits_for
-from harness.pipeline.paired import record_l2, record_read_l2
-from harness.pipeline.progress import progress_line
-from harness.pipeline.result import FINISHED, JobResult
-from harness.pipeline.roofline import Roofline
-from harness.pipeline.shapes import expand_preset
-from harness.pipeline.spec import JobSpec
-from harness.pipeline.spec_config import build_spec
-from harness.pipeline.tuning import FASTEST
+from harness.run.steps import JobOptions
+from harness.job.launch_limits import check_num_warps, check_tiles, limits_for
+from harness.run.l2 import compared, profile_and_finish
+from harness.run.progress import progress_line
+from harness.job.result import FINISHED, JobResult
+from harness.measure.roofline import Roofline
+from harness.job.shapes import expand_preset
+from harness.job.spec import JobSpec
+from harness.job.spec_config import build_spec
+from harness.tune.search import FASTEST
 from harness.profilers import Profiler, make_profiler
-from harness.profilers.worker import ProfileRequest
 from harness.schema import Config, IsolationConfig, ProfilerConfig, TargetConfig, typed_config
 from harness.storage.provenance import git_commit, library_versions
 from harness.storage.spool import spool_dir_for
@@ -63,18 +63,19 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     runner = make_runner(job.isolation, job.devices, device, job_num, profiler)
     if options.tune.mode == FASTEST and device.mode == GPU and not options.compile.only:
         _precompile(job, entries, pkey, tracker, options)
-    results, pending = [], []
+    results = []
+    sweep = _Sweep(job, runner, tracker, parent, common_tags, config_yaml, options, pkey, profiler)
     try:
         for i, entry in enumerate(entries, 1):
-            position = f"[job {job_num} | {i}/{len(entries)}]"
-            result = _run_entry(job, entry, runner, tracker, parent, common_tags, config_yaml, options,
-                                pkey, position, profiler, pending)
+            result = _run_entry(sweep, entry, f"[job {job_num} | {i}/{len(entries)}]")
             if result is not None:
                 results.append(result)
     finally:
         runner.close()
+    pending = sweep.pending
     if pending:
-        _profile_and_finish(profiler, job.profiler, job.target, pending, tracker, job.compare.min_l2_delta)
+        workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
+        profile_and_finish(profiler, job.profiler, job.target, pending, tracker, job.compare.min_l2_delta, workdir)
     return results
 
 
@@ -99,12 +100,12 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
 
 def check_launch_config(job: Config, entries: list) -> None:
     """Refuse, before any job runs, a kernel name, ``launch.num_warps`` or tile size that the
-    (resolved) target cannot run, also on the CPU (harness.pipeline.launch_limits); raises UserError."""
+    (resolved) target cannot run, also on the CPU (harness.job.launch_limits); raises UserError."""
     from kernels import get_kernel
 
     kernel_cfg, target = job.kernel, job.target
-    if kernel_cfg.get("_target_") is not None:   # the user's own kernel (harness.pipeline.user_code)
-        from harness.pipeline.user_code import load_kernel
+    if kernel_cfg.get("_target_") is not None:   # the user's own kernel (harness.job.user_code)
+        from harness.job.user_code import load_kernel
 
         try:
             kernel = load_kernel(str(kernel_cfg["_target_"]).strip(), str(kernel_cfg["name"]))
@@ -168,7 +169,7 @@ def make_runner(isolation: IsolationConfig, devices: object, device: DeviceInfo,
 
 def _precompile(job: Config, entries, pkey: str, tracker: Tracker, options: JobOptions) -> None:
     """Tune mode on a GPU: compile the candidates of the shapes still to run, in parallel."""
-    from harness.pipeline.tuning import precompile_specs
+    from harness.tune.search import precompile_specs
 
     specs = []
     for entry in entries:
@@ -181,10 +182,29 @@ def _precompile(job: Config, entries, pkey: str, tracker: Tracker, options: JobO
     print(precompile_specs(specs, options.tune), flush=True)
 
 
-def _run_entry(job: Config, entry, runner, tracker, parent, common_tags, config_yaml, options, pkey, position,
-               profiler, pending) -> JobResult | None:
+@dataclass
+class _Sweep:
+    """What every shape of the job shares: the typed config, the runner, the store and the
+    sweep's run id, the tags every run carries, the composed config's YAML, the pipeline's
+    options, the profiler's spec key and the profiler, and the verified runs waiting for it
+    (``pending``: (run id, launched spec, result, progress position))."""
+
+    job: Config
+    runner: object
+    tracker: Tracker
+    parent: str | None
+    common_tags: dict[str, str]
+    config_yaml: str
+    options: JobOptions
+    pkey: str
+    profiler: Profiler | None
+    pending: list = field(default_factory=list)
+
+
+def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
     """Run one shape of the job: skip it if already FINISHED (resume), else run and log it
     (or queue it for profiling).  Returns the result, None when skipped."""
+    job, tracker, pkey, profiler = sweep.job, sweep.tracker, sweep.pkey, sweep.profiler
     spec, result = None, None
     if entry.shape is None:
         result = _failed_entry(job, entry, {f"shape.{k}": str(v) for k, v in entry.raw.items()},
@@ -204,16 +224,16 @@ def _run_entry(job: Config, entry, runner, tracker, parent, common_tags, config_
                 return None
         tracker.close_stale(spec.spec_hash)
     # spec_hash from the start: a run left RUNNING by a killed sweep is found by close_stale
-    run_id = tracker.start_job(result.run_name if result else spec.run_name, parent,
-                               common_tags if spec is None else {**common_tags, "spec_hash": spec.spec_hash})
+    run_id = tracker.start_job(result.run_name if result else spec.run_name, sweep.parent,
+                               sweep.common_tags if spec is None else {**sweep.common_tags, "spec_hash": spec.spec_hash})
     if result is None:
-        result = runner.run(spec, options)
-    result.artifacts["config.yaml"] = config_yaml
-    if profiler is None and spec is not None and _compared(spec, result):
+        result = sweep.runner.run(spec, sweep.options)
+    result.artifacts["config.yaml"] = sweep.config_yaml
+    if profiler is None and spec is not None and compared(spec, result):
         result.tags["l2_verdict"] = "not profiled (profiler=none)"
     if profiler is not None and result.status == FINISHED:
         launched = JobSpec.from_dict(result.launched) if result.launched else spec   # tune mode's choice
-        pending.append((run_id, launched, result, position))  # logged once profiled
+        sweep.pending.append((run_id, launched, result, position))  # logged once profiled
         return result
     tracker.finish_job(run_id, result)
     print(progress_line(position, result), flush=True)
@@ -224,68 +244,3 @@ def _failed_entry(job: Config, entry, params: dict[str, str], reason: str, gate:
     """The FAILED result of a shape entry that could not become a JobSpec."""
     name = f"{job.kernel['name']}/{job.swizzle['name']}/{entry.label}/w{job.launch.num_warps}"
     return JobResult(run_name=name, params=params).fail(reason, gate=gate)
-
-
-def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig, requests: list,
-                        workdir: Path) -> dict[str, float]:
-    """With ``profiler.simulate=true``, also predict each job's hit rate with the simulator
-    configured as the target (logged as ``sim_l2_hit_rate``, for the report's simulated vs
-    measured figure).  Returns run id -> predicted %."""
-    if not settings.simulate or profiler.name == "sim":
-        return {}
-    from harness.profilers.sim import SimProfiler
-
-    outcomes = SimProfiler(target.as_dict()).profile(requests, workdir)
-    return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
-
-
-def _compiled(result: JobResult, metric: str) -> int | None:
-    """A figure of the job's kernel as compiled for its target, for the simulated L2: metric
-    ``compile.<metric>`` (``programs_per_cu``: its residency; ``spill_bytes_per_program``: the
-    bytes one program spills, which it stores); None without a compile stage."""
-    value = result.metrics.get(f"compile.{metric}")
-    return int(value) if value else None
-
-
-def _compared(spec: JobSpec, result: JobResult) -> bool:
-    """True when the job has a baseline that passed its gates: profile both, in pairs."""
-    return (spec.has_baseline and result.tags.get("compare.role") == "candidate"
-            and not result.tags.get("verdict", "").startswith("no comparison"))
-
-
-def _profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig, pending: list, tracker: Tracker,
-                        min_l2_delta: float) -> None:
-    """Profile the verified jobs (one profiler launch for all, or one each) and log them.
-    A profiling failure fails the run with its reason but keeps its timing metrics."""
-    workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
-    repeats = settings.repeats
-    requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=repeats,
-                               baseline=spec.baseline_spec().to_dict() if _compared(spec, result) else None,
-                               occupancy=_compiled(result, "programs_per_cu"),
-                               spill_bytes=_compiled(result, "spill_bytes_per_program"))
-                for run_id, spec, result, _ in pending]
-    batches = [requests] if settings.batch else [[r] for r in requests]
-    outcomes = {}
-    for n, batch in enumerate(batches):
-        outcomes.update(profiler.profile(batch, workdir / "profiler" / f"launch{n:03d}"))
-    predicted = _simulate_alongside(profiler, settings, target, requests, workdir / "profiler" / "sim")
-    for run_id, _, result, position in pending:
-        outcome = outcomes[run_id]
-        if run_id in predicted:
-            result.metrics["sim_l2_hit_rate"] = predicted[run_id]
-        result.tags.update(profiler.tags())
-        result.files.extend(("profiler", p) for p in outcome.raw_files)
-        if outcome.reading is None:
-            result.fail(f"profile error: {outcome.error}", gate="profile")
-        else:
-            result.metrics.update(outcome.reading.as_metrics())
-            result.metrics.update(outcome.metrics)
-            result.tags.update(outcome.tags)
-            result.artifacts.update(outcome.artifacts)
-            if outcome.pairs:
-                record_l2(result, [c for c, _ in outcome.pairs], [b for _, b in outcome.pairs],
-                          min_l2_delta, profiler.name, deterministic=profiler.deterministic,
-                          error=outcome.delta_error)
-                record_read_l2(result, outcome.read_pairs, profiler.deterministic, outcome.read_delta_error)
-        tracker.finish_job(run_id, result)
-        print(progress_line(position, result), flush=True)

@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 
 from harness.hardware.pinning import parse_devices, require_isolation
 from harness.storage.provenance import git_commit
-from harness.pipeline.result import FAILED
+from harness.job.result import FAILED
 from harness.storage.spool import is_spool_id, spool_dir_for, sync_command
 from harness.storage.tracking import Tracker, mlflow_ui_url, resolve_tracking_uri
 

@@ -27,19 +27,19 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import II, DictConfig, OmegaConf
 
 from harness.errors import UserError, unknown_key
-from harness.pipeline.faults import FaultPlan
+from harness.job.faults import FaultPlan
 
 if TYPE_CHECKING:   # built by the nodes, imported when built (they import torch)
-    from harness.pipeline.compile_client import CompileOptions
-    from harness.pipeline.timing import PairedSettings
-    from harness.pipeline.tuning import TuneOptions
+    from harness.compile.client import CompileOptions
+    from harness.measure.timing import PairedSettings
+    from harness.tune.search import TuneOptions
 
 ISOLATION_MODES = ("auto", "process", "none")
 
 
 @dataclass
 class CompareConfig:
-    """``compare``: the paired comparison with the baseline (harness.pipeline.paired)."""
+    """``compare``: the paired comparison with the baseline (harness.measure.paired)."""
 
     baseline: Optional[str] = "identity"
     min_effect: float = 0.01
@@ -54,7 +54,7 @@ class CompareConfig:
     ci_method: str = "t"
     placements: int = 8
     timer: str = "auto"
-    configs: str = "same"          # same | tuned_each (best vs best: harness/pipeline/best_vs_best.py)
+    configs: str = "same"          # same | tuned_each (best vs best: harness/tune/best_vs_best.py)
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_effect < 1:
@@ -63,21 +63,22 @@ class CompareConfig:
     def paired(self) -> PairedSettings:
         """The rounds' settings (PairedSettings, which checks them: a UserError naming the
         key), ``timer=auto`` resolved."""
-        from harness.pipeline.timing import PairedSettings, resolve_timer
+        from harness.job.spec_config import resolve_timer
+        from harness.measure.timing import PairedSettings
 
         return _settings(PairedSettings, self, method=self.ci_method, timer=resolve_timer(self.timer))
 
     def configs_mode(self, tune_mode: str) -> str | None:
-        """``configs`` as the job spec carries it (harness.pipeline.best_vs_best.compare_configs:
+        """``configs`` as the job spec carries it (harness.tune.best_vs_best.compare_configs:
         None for ``same``); a UserError for best vs best without tune mode or a baseline."""
-        from harness.pipeline.best_vs_best import compare_configs
+        from harness.tune.best_vs_best import compare_configs
 
         return compare_configs({"configs": self.configs, "baseline": self.baseline}, tune_mode)
 
 
 @dataclass
 class TuneConfig:
-    """``tune``: per-shape config search (harness.pipeline.tuning); ``name`` is the mode."""
+    """``tune``: per-shape config search (harness.tune.search); ``name`` is the mode."""
 
     name: str = "none"
     cache_dir: Optional[str] = None
@@ -96,7 +97,7 @@ class TuneConfig:
     def options(self) -> TuneOptions:
         """As the pipeline reads it (TuneOptions, which checks the mode and the tie rule's
         knobs: a UserError naming the key), cache_dir resolved."""
-        from harness.pipeline.tuning import TuneOptions, resolve_cache_dir
+        from harness.tune.search import TuneOptions, resolve_cache_dir
 
         return _settings(TuneOptions, self, mode=self.name, cache_dir=resolve_cache_dir(self.cache_dir))
 
@@ -147,7 +148,7 @@ class TrackingConfig:
 
 @dataclass
 class IsolationConfig:
-    """``isolation``: where a job runs (harness.hardware.isolation)."""
+    """``isolation``: where a job runs (harness.run.isolation)."""
 
     mode: str = "auto"
     timeout_s: float = 600.0
@@ -159,7 +160,7 @@ class IsolationConfig:
 
 @dataclass
 class CompileConfig:
-    """``compile``: the ahead-of-time compile stage (harness.pipeline.compile)."""
+    """``compile``: the ahead-of-time compile stage (harness.compile.build)."""
 
     enabled: bool = True
     only: bool = False
@@ -169,7 +170,7 @@ class CompileConfig:
         """The stage's settings for ``target`` (CompileOptions); UserError for an arch with no
         limits or a contradiction."""
         from harness.hardware.arch import arch_limits
-        from harness.pipeline.compile_client import CompileOptions
+        from harness.compile.client import CompileOptions
 
         if target.arch is None:
             if self.only:
@@ -212,7 +213,7 @@ class TargetConfig:
     mall_ways: Optional[int] = None           # simulator: MALL associativity (default 16)
     l2_writes: Optional[str] = None           # simulator: hit (NVIDIA) or allocate (default)
     sim_calibration: Optional[Dict[str, Any]] = None
-    peak_tflops: Optional[float] = None       # roofline (harness.pipeline.roofline)
+    peak_tflops: Optional[float] = None       # roofline (harness.measure.roofline)
     dram_bytes_per_s: Optional[float] = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -253,7 +254,7 @@ class Config:
     compare: CompareConfig = field(default_factory=CompareConfig)
 
     def __post_init__(self) -> None:
-        from harness.pipeline.correctness import INPUT_LAYOUTS
+        from harness.measure.correctness import INPUT_LAYOUTS
 
         if self.input_layout not in INPUT_LAYOUTS:
             raise UserError(f"input_layout={self.input_layout!r} is invalid; valid: {', '.join(INPUT_LAYOUTS)}")

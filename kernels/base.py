@@ -85,7 +85,7 @@ class ConvKernel(ABC):
     #: constexpr tile sizes the family takes, e.g. ("BLOCK_M", "BLOCK_N", "BLOCK_K")
     tile_names: ClassVar[tuple[str, ...]]
     #: the (M, N, K) tile names of the kernel's ``tl.dot``, None without one (its sizes are
-    #: checked against the target's dot limits: harness.pipeline.launch_limits)
+    #: checked against the target's dot limits: harness.job.launch_limits)
     dot_tiles: ClassVar[tuple[str, str, str] | None] = None
     has_bias: ClassVar[bool] = False
 

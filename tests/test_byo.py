@@ -12,11 +12,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.hardware.device import describe_device
-from harness.pipeline.job import JobOptions, run_job
-from harness.pipeline.result import FAILED
-from harness.pipeline.spec_config import swizzle_choice
-from harness.pipeline.spec import JobSpec
-from harness.pipeline.user_code import load_kernel, load_remap
+from harness.run.steps import JobOptions, run_job
+from harness.job.result import FAILED
+from harness.job.spec_config import swizzle_choice
+from harness.job.spec import JobSpec
+from harness.job.user_code import load_kernel, load_remap
 from kernels.problem import ConvShape
 from tests.test_cli import _harness
 from tests.profilers.test_profiler_pipeline import STANDINS
@@ -167,7 +167,7 @@ def test_user_remap_and_kernel_load(importable):
 def test_kernel_import_path_that_does_not_resolve_fails_the_job(importable):
     spec = dataclasses.replace(_spec(), kernel="broken", kernel_target="mykernels:Nope")
     result = run_job(spec, describe_device("interpreter"), JobOptions(interpret_tiles={}))
-    assert result.status == FAILED and result.tags["failed_gate"] == "plan"
+    assert result.status == FAILED and result.failed_gate == "plan"
     assert result.reason.startswith(
         "plan error: ValueError: kernel._target_='mykernels:Nope' could not be imported (AttributeError: module "
         "'mykernels' has no attribute 'Nope'); expected a subclass of kernels.base.ConvKernel")

@@ -133,7 +133,7 @@ def test_custom_formulas_run_gated_and_hostile_ones_fail_cleanly(tmp_path):
 
 def test_every_job_is_compiled_for_the_target(sweep):
     """No GPU: target=auto is the MI300X, and every job that passed its gates was compiled for
-    gfx942 first (harness/pipeline/compile.py)."""
+    gfx942 first (harness/compile/build.py)."""
     _, _, runs = sweep
     finished = [r for r in runs if r.data.tags.get("swizzlebench.kind") == "job" and r.info.status == "FINISHED"]
     assert finished

@@ -6,7 +6,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 import swizzlebench_conf
-from harness.pipeline.shapes import expand_preset
+from harness.job.shapes import expand_preset
 
 CONF = Path(swizzlebench_conf.__file__).parent
 
@@ -106,7 +106,7 @@ def test_shape_select_and_dtype():
 
 
 def test_tiny_shapes_fit_the_interpreter_unscaled():
-    from harness.pipeline.shapes import downscale
+    from harness.job.shapes import downscale
     for e in expand_preset(_compose("shape=tiny").shape):
         assert downscale(e.shape) == e.shape
 
@@ -162,7 +162,7 @@ def test_wheel_ships_every_module_and_config(tmp_path):
 
 
 def test_custom_swizzle_option():
-    from harness.pipeline.spec_config import swizzle_choice
+    from harness.job.spec_config import swizzle_choice
     cfg = _compose("swizzle=custom", "swizzle.expr='pid % num_xcds * (num_pids // num_xcds) + pid // num_xcds'")
     label, formula = swizzle_choice(cfg.swizzle)
     assert label.startswith("custom-") and formula.startswith("new_pid = ")

@@ -4,10 +4,10 @@ import json
 import pytest
 
 from harness.hardware.device import describe_device
-from harness.pipeline.job import JobOptions, run_job
-from harness.pipeline.result import FAILED, FINISHED
-from harness.pipeline.spec import JobSpec
-from harness.pipeline.timing import PairedSettings
+from harness.run.steps import JobOptions, run_job
+from harness.job.result import FAILED, FINISHED
+from harness.job.spec import JobSpec
+from harness.measure.timing import PairedSettings
 from kernels.problem import ConvShape
 
 pytestmark = pytest.mark.gpu
@@ -43,7 +43,7 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
     result = run_job(spec, describe_device("gpu"), JobOptions(
         interpret_tiles=TILES[kernel], paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
     if swizzle == "seed_patch":
-        assert result.status == FAILED and result.tags["failed_gate"] == "permutation"
+        assert result.status == FAILED and result.failed_gate == "permutation"
         return
     assert result.status == FINISHED, result.reason
     m = result.metrics
@@ -51,9 +51,9 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
     assert m["vendor_time_ms"] > 0 and m["max_rel_err"] < 3e-2
     assert m["paired_rounds"] >= 10
     if swizzle == "identity":   # the job is its own baseline: timed, not compared with itself
-        assert result.tags["compare.role"] == "baseline" and "speedup" not in m
+        assert result.comparison.role == "baseline" and "speedup" not in m
     else:
-        assert result.tags["compare.role"] == "candidate" and m["baseline_time_ms"] > 0
+        assert result.comparison.role == "candidate" and m["baseline_time_ms"] > 0
         assert m["speedup_ci_lo"] <= m["speedup"] <= m["speedup_ci_hi"]
         assert result.tags["verdict"].split()[0] in ("faster", "slower", "no", "same")
 
@@ -96,8 +96,8 @@ def test_tune_mode_on_gpu(tmp_path):
     """tune=fastest on a real GPU: the chosen config comes from the candidate space, is what
     the job launched and logged (with the tie rule's paired re-measurement of the finalists),
     and a second job takes it from the cache."""
-    from harness.pipeline.tuning import TuneOptions
-    from harness.pipeline.tuning_ties import RULE_PAIRED
+    from harness.tune.search import TuneOptions
+    from harness.tune.ties import RULE_PAIRED
 
     base = {**TILES["igemm_fast"], "SPLIT_K": 1, "PERSISTENT": 0, "TMA": 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0}
     spec = JobSpec(kernel="igemm_fast", tiles=tuple(base.items()), swizzle="grouped", num_xcds=8, group_size=4,

@@ -4,10 +4,10 @@ passes both gates and is timed.  Skipped on CPU."""
 import pytest
 
 from harness.hardware.device import describe_device
-from harness.pipeline.job import JobOptions, run_job
-from harness.pipeline.result import FINISHED
-from harness.pipeline.spec import JobSpec
-from harness.pipeline.timing import PairedSettings
+from harness.run.steps import JobOptions, run_job
+from harness.job.result import FINISHED
+from harness.job.spec import JobSpec
+from harness.measure.timing import PairedSettings
 from kernels.problem import ConvShape
 from swizzles import get_swizzle
 from swizzles.families import parse_label

@@ -1,6 +1,7 @@
 """The house's shape: no import cycle among swizzlebench's modules (counting imports inside
-functions too: a lazy import still couples two modules), and no module over ~400 lines
-unless its docstring says why (a paragraph starting ``Length:``)."""
+functions too: a lazy import still couples two modules), none between the folders
+(packages) of ``harness/``, and no module over ~400 lines unless its docstring says why
+(a paragraph starting ``Length:``)."""
 import ast
 from pathlib import Path
 
@@ -82,6 +83,45 @@ def test_no_import_cycles():
     # "package -> its own submodule" edges
     graph = {m: {t for t in deps if not t.startswith(m + ".")} for m, deps in graph.items()}
     assert _cycles(graph) == []
+
+
+def _folder(name: str) -> str:
+    """The unit a module belongs to for the folder check: ``harness.<folder>`` for a module
+    inside a package of harness/, the module itself for one at harness/'s top level (app,
+    schema, ...), the top-level package for anything else (kernels, swizzles, ...)."""
+    parts = name.split(".")
+    if parts[0] != "harness" or len(parts) == 1:
+        return parts[0]
+    return ".".join(parts[:2])
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to folders (:func:`_folder`), without self-edges."""
+    out: dict[str, set[str]] = {}
+    for name, deps in graph.items():
+        unit = _folder(name)
+        out.setdefault(unit, set()).update(_folder(d) for d in deps if _folder(d) != unit)
+    for deps in list(out.values()):
+        for dep in deps:
+            out.setdefault(dep, set())
+    return out
+
+
+def test_no_import_cycles_between_folders():
+    """No folder of harness/ imports a folder (or top-level module) that imports it back:
+    the folders read as the job's path (job -> compile / tune / measure -> run)."""
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert _cycles(folder_graph(graph)) == []
+
+
+def test_the_folder_check_finds_a_cycle():
+    graph = {"harness.job.spec": {"harness.measure.timing"}, "harness.measure.timing": set(),
+             "harness.measure.paired": {"harness.job.result"}, "harness.job.result": set(),
+             "harness.app": {"harness.job.spec"}}
+    assert _cycles(folder_graph(graph)) == [["harness.job", "harness.measure"]]
+    del graph["harness.measure.paired"]
+    assert _cycles(folder_graph(graph)) == []
 
 
 def test_the_check_finds_a_cycle():

@@ -1,5 +1,5 @@
 """Probe: the raw torch.profiler (kineto) records of a Triton launch and a cuDNN conv, each inside
-a record_function range, as harness/pipeline/cupti.py reads them (GPU only)."""
+a record_function range, as harness/measure/cupti.py reads them (GPU only)."""
 import torch
 import triton
 import triton.language as tl

@@ -22,7 +22,7 @@ import sys
 import torch
 import yaml
 
-from harness.pipeline.correctness import make_operands
+from harness.measure.correctness import make_operands
 from kernels import get_kernel
 from kernels.base import LaunchConfig, SwizzleBinding
 from kernels.problem import ConvShape

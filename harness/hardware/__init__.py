@@ -1,1 +1,2 @@
-"""The machine a job runs on: device detection, GPU pinning, worker-process isolation."""
+"""The machine a job runs on, as facts: device detection, the target archs' limits, GPU
+pinning and the environment a worker sees (running jobs in workers: harness.run.isolation)."""

@@ -64,9 +64,9 @@ def main(argv: list[str]) -> int:
     mode = select_execution_mode()  # before triton is imported
     import torch
 
-    from harness.pipeline.correctness import make_operands
-    from harness.pipeline.spec import JobSpec
-    from harness.pipeline.user_code import spec_kernel, spec_remap
+    from harness.measure.correctness import make_operands
+    from harness.job.spec import JobSpec
+    from harness.job.user_code import spec_kernel, spec_remap
     from kernels.base import LaunchConfig, SwizzleBinding
 
     device = describe_device(mode)

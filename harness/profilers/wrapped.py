@@ -197,8 +197,8 @@ def _read_rate(d: DispatchCounters) -> float | None:
 
 
 def _kernel_function_name(req: ProfileRequest) -> str:
-    from harness.pipeline.spec import JobSpec
-    from harness.pipeline.user_code import spec_kernel
+    from harness.job.spec import JobSpec
+    from harness.job.user_code import spec_kernel
 
     return spec_kernel(JobSpec.from_dict(req.spec)).jit_kernel.__name__
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.pipeline.best_vs_best import BEST_VS_BEST
-from harness.pipeline.paired import SAME_ORDER_VERDICT
+from harness.tune.best_vs_best import BEST_VS_BEST
+from harness.measure.paired import SAME_ORDER_VERDICT
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_WORDS,
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_WORDS, l2_band, l2_verdict, paired_verdict,
@@ -59,7 +59,7 @@ RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor
                "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate",
                "paired_rounds", "paired_time_s", "l2_pairs", "l2_hit_rate_err", "l2_err_coverage", "pct_of_peak",
                "pct_of_roofline", "arith_intensity")
-#: The compile stage's figures (harness/pipeline/compile.py): table column -> metric
+#: The compile stage's figures (harness/compile/build.py): table column -> metric
 #: (registers per thread or VGPRs per lane, bytes, programs per CU / SM, spilled registers).
 COMPILE_METRICS = {"compile_registers": "compile.registers", "compile_shared_bytes": "compile.shared_bytes",
                    "compile_programs_per_cu": "compile.programs_per_cu", "compile_spills": "compile.spills",

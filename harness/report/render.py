@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from harness.pipeline.best_vs_best import BEST_VS_BEST
+from harness.tune.best_vs_best import BEST_VS_BEST
 from harness.report.compare import GROUP_KEYS, Comparison
 from harness.report.figures import FigureBlock
 from harness.report.summary import best_per_group, kernel_vs_vendor, verdicts_per_swizzle

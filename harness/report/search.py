@@ -2,13 +2,13 @@
 (kernel, shape, target), and the objective over the trials.
 
 Input: a pandas frame with one row per evaluated swizzle, the columns of
-:class:`harness.search.records.TrialRecord` (the sweeper writes these rows;
+:class:`harness.storage.search_trials.TrialRecord` (the sweeper writes these rows;
 :func:`trials_from_runs` builds them from an MLflow runs frame).  :func:`section` gives the
 section's content for ``templates/macros.html.j2``; :func:`search_section` its HTML alone;
 :func:`write_search_report` the sweeper's self-contained ``search.html`` with
 ``search_trials.csv`` and ``search_summary.csv``; :func:`search_sections` the sections of
 the main report, one per objective of the search sweeps among its runs (a search's sweep run
-is tagged with its objective, :data:`harness.search.records.SEARCH_OBJECTIVE_TAG`).
+is tagged with its objective, :data:`harness.storage.search_trials.SEARCH_OBJECTIVE_TAG`).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from harness.report.compare import shape_label
 from harness.report.figures import FigureBlock, png_base64
 from harness.report.render import render
 from harness.report.views import ReportRuns
-from harness.search.records import (BUILTIN, COLUMNS, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
+from harness.storage.search_trials import (BUILTIN, COLUMNS, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
 from harness.storage.tracking import SWEEP_TAG
 

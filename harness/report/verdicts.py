@@ -1,6 +1,6 @@
 """The verdict words of the report and the rules that give them.
 
-Paired runs carry their own verdict (tags ``verdict`` / ``l2_verdict``, :mod:`harness.pipeline.stats`);
+Paired runs carry their own verdict (tags ``verdict`` / ``l2_verdict``, :mod:`harness.measure.stats`);
 the report reads the word each tag starts with.  Older runs without paired results are
 judged here against the identity run of their group: a speedup interval from the two
 [p20, p80] noise bands, an L2 delta against a noise band of combined standard deviations.
@@ -12,7 +12,7 @@ import pandas as pd
 
 IDENTITY = "identity"
 
-# Verdicts on time.  Paired runs: the first words of their ``verdict`` tag (harness.pipeline.stats);
+# Verdicts on time.  Paired runs: the first words of their ``verdict`` tag (harness.measure.stats);
 # identity-run comparisons: speedup interval vs 1.
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 NO_DIFFERENCE = "no difference detected"

@@ -163,7 +163,7 @@ def _shape_verdict(result) -> ShapeVerdict:
     if result.status == "FINISHED":
         verdict, reason = ACCEPTED, result.reason
     else:
-        verdict = _GATE_VERDICTS.get(tags.get("failed_gate", ""), ERROR)
+        verdict = _GATE_VERDICTS.get(result.failed_gate or "", ERROR)
         reason = result.reason
         if verdict == WRONG_OUTPUT and reason.startswith("unverifiable on CPU"):
             verdict = UNVERIFIABLE

@@ -57,7 +57,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from harness.search.records import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
+from harness.storage.run_fields import run_tags
+from harness.storage.search_trials import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
 from harness.search.space import Candidate, SearchSpace, formula_families
 
@@ -153,16 +154,17 @@ class JobOutcome:
 
 
 def outcome_from_result(result: Any, metric: str) -> JobOutcome:
-    """The outcome of one JobResult (harness.pipeline.result) for ``metric``."""
-    spec_hash = result.tags.get("spec_hash", "")
+    """The outcome of one JobResult (harness.job.result) for ``metric``."""
+    tags = run_tags(result)   # as the run carries them (harness.storage.run_fields)
+    spec_hash = tags.get("spec_hash", "")
     if result.status != "FINISHED":
-        return JobOutcome(None, "FAIL", result.reason, spec_hash, metrics=result.metrics, tags=result.tags)
+        return JobOutcome(None, "FAIL", result.reason, spec_hash, metrics=result.metrics, tags=tags)
     value = result.metrics.get(metric)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         present = ", ".join(sorted(result.metrics)) or "none"
         return JobOutcome(None, "FAIL", f"the run has no metric {metric!r} (its metrics: {present}; timing: "
-                          f"{result.tags.get('timing', '-')})", spec_hash, metrics=result.metrics, tags=result.tags)
-    return JobOutcome(float(value), "COMPLETE", result.reason, spec_hash, metrics=result.metrics, tags=result.tags)
+                          f"{result.tags.get('timing', '-')})", spec_hash, metrics=result.metrics, tags=tags)
+    return JobOutcome(float(value), "COMPLETE", result.reason, spec_hash, metrics=result.metrics, tags=tags)
 
 
 class SearchSweeper(Sweeper):
@@ -239,7 +241,7 @@ class SearchSweeper(Sweeper):
         """One group per valid shape of the combination's preset (invalid ones are logged)."""
         from harness.app import resolve_target
         from harness.hardware.device import describe_device, select_execution_mode
-        from harness.pipeline.shapes import expand_preset
+        from harness.job.shapes import expand_preset
 
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, combination)
         resolve_target(cfg, describe_device(select_execution_mode()))

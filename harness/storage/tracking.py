@@ -34,7 +34,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from harness.hardware.environment import temporary_environment
-from harness.pipeline.result import FAILED, FINISHED, JobResult
+from harness.job.result import FAILED, FINISHED, JobResult
+from harness.storage.run_fields import run_metrics, run_params, run_tags
 from harness.storage.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
                            sync_command)
 
@@ -238,8 +239,8 @@ class Tracker:
         return self._spool_job(run_id, start, result)
 
     def _finish_in_store(self, run_id: str, result: JobResult) -> None:
-        tags = {**result.tags, STATUS_REASON_TAG: result.reason[:5000]}
-        self._log_batch(run_id, params=result.params, metrics=result.metrics, tags=tags)
+        tags = {**run_tags(result), STATUS_REASON_TAG: result.reason[:5000]}
+        self._log_batch(run_id, params=run_params(result), metrics=run_metrics(result), tags=tags)
         for name, text in result.artifacts.items():
             retry_when_locked(self.client.log_text, run_id, text, name)
         for folder, path in result.files:
@@ -252,9 +253,9 @@ class Tracker:
         record = self._record(JOB, new_spool_id() if in_store else run_id, start,
                               FINISHED if result.status == FINISHED else FAILED, run_id=run_id if in_store else None)
         record.end_time_ms = now_ms()
-        record.params = {k: str(v) for k, v in result.params.items()}
-        record.metrics = {k: float(v) for k, v in result.metrics.items()}
-        record.tags.update({**{k: str(v) for k, v in result.tags.items()}, STATUS_REASON_TAG: result.reason[:5000]})
+        record.params = run_params(result)
+        record.metrics = run_metrics(result)
+        record.tags.update({**run_tags(result), STATUS_REASON_TAG: result.reason[:5000]})
         record.artifacts = dict(result.artifacts)
         path = self.spool.write(record, files=result.files)
         why = (f"tracking store {self.uri} unavailable: {self.offline_reason}" if self.offline

@@ -60,7 +60,7 @@ def _assert_one_sweep_of_six(sweep, jobs) -> None:
 def test_joblib_launcher_logs_every_job_once_under_one_sweep_run(tmp_path):
     """The one-node recipe: two joblib (loky) workers, each job pinned to a GPU.  ``devices``
     makes the jobs spawn isolated workers from inside loky workers, which only works because
-    IsolatedRunner hides loky's start method from its child (harness.hardware.isolation)."""
+    IsolatedRunner hides loky's start method from its child (harness.run.isolation)."""
     uri = f"sqlite:///{tmp_path}/store.db"
     proc = _sweep(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SWEEP, "devices=[0,1]",
                    f"tracking.uri={uri}", "experiment=joblib"], tmp_path)

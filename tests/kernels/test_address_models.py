@@ -10,7 +10,7 @@ is checked too.
 import numpy as np
 import pytest
 
-from harness.pipeline.correctness import make_operands
+from harness.measure.correctness import make_operands
 from kernels import KERNELS
 from kernels.access import TENSOR_ALIGN, tensor_bases
 from kernels.base import LaunchConfig, SwizzleBinding

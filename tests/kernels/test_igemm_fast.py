@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from harness.pipeline.correctness import compare, make_operands, reference
+from harness.measure.correctness import compare, make_operands, reference
 from kernels import KERNELS
 from kernels.base import LaunchConfig, SwizzleBinding
 from kernels.igemm_fast import check_tma_supported, pack_weights

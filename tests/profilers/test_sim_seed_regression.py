@@ -25,7 +25,7 @@ from harness.profilers.sim import simulate_job
 from kernels import get_kernel
 from kernels.problem import ConvShape
 from swizzles import resolve_swizzle
-from tests.pipeline.test_compile import CONF
+from tests.compile.test_build import CONF
 
 SEED_IDENTITY_PCT = 88.9     # measured by the seeds' loop (rocprofv3, MI300X), seed 000 kernel
 SEED_XCD_DELTA_PTS = 4.56

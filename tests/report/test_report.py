@@ -368,10 +368,11 @@ def test_same_tile_order_as_identity_is_never_a_speedup(tmp_path):
 def test_same_order_cells_read_the_same_in_the_job_line_and_the_report(tmp_path):
     """A paired cell whose candidate launches its baseline's tile order: the job records its
     measured speedup as the remap code's own cost, and the report shows that very text."""
-    from harness.pipeline.paired import record_speedup
-    from harness.pipeline.progress import progress_line
-    from harness.pipeline.result import FINISHED, JobResult
-    from harness.pipeline.stats import PairedEstimate
+    from harness.measure.paired import record_speedup
+    from harness.run.progress import progress_line
+    from harness.job.result import FINISHED, Comparison, JobResult
+    from harness.storage.run_fields import run_tags
+    from harness.measure.stats import PairedEstimate
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
     exp = client.create_experiment("same-paired")
@@ -381,14 +382,14 @@ def test_same_order_cells_read_the_same_in_the_job_line_and_the_report(tmp_path)
                                                ("scatter", "false", PairedEstimate(0.80, 0.79, 0.81, 30))]):
         result = JobResult(run_name=f"igemm/{swizzle}/resnet-l02/w8", params={"compare.baseline": "identity"},
                            status=FINISHED)
-        result.tags.update({"compare.role": "candidate", "compare.same_order": same})
+        result.comparison = Comparison(role="candidate", same_order=same == "true")
         result.metrics.update({"time_ms_median": 0.0176, "time_ms_p20": 0.0173, "time_ms_p80": 0.0182,
                                "tflops": 46.8, "vendor_time_ms": 0.0139, "max_rel_err": 3e-4,
                                "baseline_time_ms": 0.0173})
         record_speedup(result, est, 0.01)
         lines[swizzle] = progress_line("[job 0 | 1/1]", result)
         _job(client, exp, sweep, 1_000 + i, kernel="igemm", swizzle=swizzle, shape="l02", preset="resnet", warps=8,
-             metrics=result.metrics, extra_tags=result.tags, extra_params={"compare.baseline": "identity"})
+             metrics=result.metrics, extra_tags=run_tags(result), extra_params={"compare.baseline": "identity"})
     client.set_terminated(sweep, "FINISHED")
     out = report.build_report(f"sqlite:///{tmp_path}/s.db", "same-paired", sweep, tmp_path / "r")
     table = pd.read_csv(out.parent / "table.csv").set_index("swizzle")
@@ -460,7 +461,7 @@ def test_cells_name_their_config_and_flag_near_tie_choices(tmp_path):
 
 
 def test_cells_say_what_bounds_them_when_the_target_has_a_roofline(tmp_path):
-    """A run tagged ``bound`` (harness.pipeline.roofline) shows it in a "What bounds it" column
+    """A run tagged ``bound`` (harness.measure.roofline) shows it in a "What bounds it" column
     and table.csv; a report of runs without the tag has no such column."""
     from tests.report.pages import section, table_rows
 
@@ -557,9 +558,10 @@ def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
     difference there is the swizzle's code or the counter's noise (on an H100, l05's hilbert read
     +1.56 points, CI excluding 0, in identity's very order).  The job line says so instead of
     "higher", and the report counts the cell as the same order, not as an effect."""
-    from harness.pipeline.paired import SAME_ORDER_L2_VERDICT, record_l2
-    from harness.pipeline.progress import progress_line
-    from harness.pipeline.result import FINISHED, JobResult
+    from harness.measure.paired import SAME_ORDER_L2_VERDICT, record_l2
+    from harness.run.progress import progress_line
+    from harness.job.result import FINISHED, Comparison, JobResult
+    from harness.storage.run_fields import run_tags
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
     exp = client.create_experiment("same-l2")
@@ -568,14 +570,14 @@ def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
     for i, (swizzle, same) in enumerate([("hilbert", "true"), ("scatter", "false")]):
         result = JobResult(run_name=f"igemm/{swizzle}/resnet-l05/w8", params={"compare.baseline": "identity"},
                            status=FINISHED)
-        result.tags.update({"compare.role": "candidate", "compare.same_order": same})
+        result.comparison = Comparison(role="candidate", same_order=same == "true")
         result.metrics.update({"time_ms_median": 0.0316, "time_ms_p20": 0.0313, "time_ms_p80": 0.0322,
                                "tflops": 104.0, "vendor_time_ms": 0.0279, "max_rel_err": 3e-4,
                                "l2_hit_rate": 30.61, "l2_hit_rate_std": 0.3})
         record_l2(result, [30.9, 30.6, 30.7, 30.8], [29.6, 29.7, 29.5, 29.8], 1.0, "ncu")
         lines[swizzle] = progress_line("[job 0 | 1/1]", result)
         _job(client, exp, sweep, 2_000 + i, kernel="igemm", swizzle=swizzle, shape="l05", preset="resnet", warps=8,
-             metrics=result.metrics, extra_tags=result.tags, extra_params={"compare.baseline": "identity"})
+             metrics=result.metrics, extra_tags=run_tags(result), extra_params={"compare.baseline": "identity"})
     client.set_terminated(sweep, "FINISHED")
     assert f"L2 +1.10 pts {SAME_ORDER_L2_VERDICT} (higher)" in lines["hilbert"]
     assert lines["scatter"].endswith("L2 +1.10 pts higher")

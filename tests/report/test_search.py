@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.report import build_report
 from harness.report.search import search_section, summary_table, trial_frame, trials_from_runs
-from harness.search.records import SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TrialRecord
+from harness.storage.search_trials import SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TrialRecord
 from tests.report.pages import section, table_rows
 from tests.report.test_report import HOSTILE, T0_MS, _job, new_store
 

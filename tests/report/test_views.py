@@ -30,7 +30,7 @@ from harness.report import (FASTER, NO_COMPARISON, NO_DIFFERENCE, NOT_TIMED, SAM
                             Selection, build_report)
 from harness.report.cli import _parser
 from harness.report.views import load_runs
-from harness.pipeline.result import FINISHED, JobResult
+from harness.job.result import FINISHED, JobResult
 from harness.storage.tracking import INVOCATION_TAG, Tracker
 from tests.report.test_report import HOSTILE, HOSTILE_SHAPE, T0_MS, _job, job_params
 

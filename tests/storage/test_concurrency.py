@@ -31,7 +31,7 @@ BARRIER_TIMEOUT_S = 120.0
 
 def _expected(process: int, index: int):
     """The JobResult worker ``process`` logs as its ``index``-th run."""
-    from harness.pipeline.result import FINISHED, JobResult
+    from harness.job.result import FINISHED, JobResult
 
     result = JobResult(run_name=f"conc/p{process:02d}/r{index}", status=FINISHED,
                        reason=f"verified: process {process} run {index}")

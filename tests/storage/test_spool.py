@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.storage import sync as sync_module
 from harness.storage import tracking
-from harness.pipeline.result import FAILED, FINISHED, JobResult
+from harness.job.result import FAILED, FINISHED, JobResult
 from harness.storage.spool import SYNCED_DIR, Spool, is_spool_id
 from harness.storage.sync import sync
 from harness.storage.tracking import SPOOL_TAG, Tracker

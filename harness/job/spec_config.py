@@ -1,0 +1,100 @@
+"""The JobSpec of one shape from the typed job config (harness.schema.Config): the kernel,
+the swizzle's and the baseline's labels and formulas, the launch, the target."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Mapping
+
+from harness.job.spec import JobSpec
+from kernels.problem import ConvShape
+
+
+#: How launches are timed (config ``compare.timer``): CUDA events around each launch, or the
+#: GPU's own kernel durations from CUPTI activity records (torch.profiler), or the import path
+#: ``module:function`` of a stand-in timer (tests; see :func:`harness.measure.timing.load_standin_timer`).
+TIMERS = ("events", "cupti")
+
+
+def resolve_timer(timer: str) -> str:
+    """``compare.timer=auto``: kernel durations (cupti) with CUDA, CUDA events with ROCm
+    (torch.profiler's kernel records there are not verified by this project)."""
+    if timer != "auto":
+        return timer
+    import torch
+
+    return "events" if torch.version.hip else "cupti"
+
+
+def timing_key(timer: str, placements: int) -> str | None:
+    """How a job's rounds are timed, for its spec hash: None for the original method (CUDA
+    events, one set of buffers), so the jobs measured that way keep their hashes."""
+    timer = resolve_timer(timer)
+    return None if (timer, placements) == ("events", 1) else f"{timer}/placements={placements}"
+
+
+def swizzle_choice(swizzle: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(label, formula) of the ``swizzle`` config: a built-in name and None, or for
+    ``swizzle=custom`` the parsed, normalized formula and a label naming it (``swizzle.label``,
+    else ``custom-<first 8 hex of its hash>``).  A swizzle given as an import path
+    (``swizzle.fn``) has no formula; its label is ``swizzle.label``, else the config's ``name``
+    unless that is ``custom``, else the path.  Raises FormulaError / ValueError."""
+    name = str(swizzle["name"])
+    expr, path, fn = swizzle.get("expr"), swizzle.get("file"), swizzle.get("fn")
+    if name != "custom" and fn is None:
+        return name, None
+    if [expr, path, fn].count(None) != 2:
+        raise ValueError(f"swizzle={name} needs exactly one of swizzle.expr=\"...\", swizzle.file=PATH or "
+                         f"swizzle.fn=package.module:function (got expr={expr!r}, file={path!r}, fn={fn!r})")
+    if fn is not None:
+        return str(swizzle.get("label") or (name if name != "custom" else fn)), None
+    from swizzles.custom import load_formula_file
+
+    return _formula_choice(load_formula_file(path) if path is not None else str(expr), swizzle.get("label"))
+
+
+def baseline_choice(value: str | None) -> tuple[str | None, str | None]:
+    """(label, formula) of ``compare.baseline``: a built-in swizzle name, a formula, or
+    null (no baseline: the job is timed alone).  Raises ValueError naming what is valid."""
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None, None
+    from swizzles import SWIZZLES
+    from swizzles.custom import FormulaError
+
+    value = str(value).strip()
+    if value in SWIZZLES:
+        return value, None
+    try:
+        return _formula_choice(value, None)
+    except FormulaError as exc:
+        raise ValueError(f"compare.baseline={value!r} is neither a built-in swizzle ({', '.join(sorted(SWIZZLES))}) "
+                         f"nor a valid formula: {exc}") from None
+
+
+def _formula_choice(text: str, label: str | None) -> tuple[str, str]:
+    from swizzles.custom import parse_formula
+
+    formula = parse_formula(text).text
+    return str(label or "custom-" + hashlib.sha256(formula.encode()).hexdigest()[:8]), formula
+
+
+def build_spec(job, shape: ConvShape, preset: str, profiler_key: str = "none") -> JobSpec:
+    """The spec of ``shape`` under ``job`` (harness.schema.Config); ``profiler_key``: what its
+    L2 figures depend on.  Raises ValueError (FormulaError included) for a bad swizzle."""
+    label, formula = swizzle_choice(job.swizzle)
+    baseline, baseline_formula = baseline_choice(job.compare.baseline)
+    kernel, swizzle = job.kernel, job.swizzle
+    return JobSpec(
+        kernel=str(kernel["name"]), tiles=tuple((str(k), int(v)) for k, v in kernel["tiles"].items()),
+        swizzle=label, swizzle_formula=formula, num_xcds=int(swizzle["num_xcds"]),
+        group_size=int(swizzle["group_size"]), shape=shape, shape_preset=preset,
+        num_warps=job.launch.num_warps, num_stages=job.launch.num_stages,
+        target=job.target.name, seed=job.seed, profiler=profiler_key,
+        baseline=baseline, baseline_formula=baseline_formula, input_layout=job.input_layout,
+        tune=job.tune.name, timing=timing_key(job.compare.timer, job.compare.placements),
+        compare_configs=job.compare.configs_mode(job.tune.name),
+        kernel_target=_import_path(kernel.get("_target_")), swizzle_fn=_import_path(swizzle.get("fn")))
+
+
+def _import_path(value) -> str | None:
+    """A config's import path (``kernel._target_``, ``swizzle.fn``) as the spec carries it."""
+    return None if value is None else str(value).strip()

@@ -1,0 +1,104 @@
+"""The kernel and the swizzle a JobSpec names: a built-in by name, a formula, or the
+user's own code by import path ("bring your own").
+
+A user kernel is a :class:`kernels.base.ConvKernel` subclass named by ``_target_`` in a
+``kernel`` config of the user's own ``--config-dir``; a user swizzle is a ``@triton.jit``
+remap named by ``swizzle.fn``.  An import path is ``package.module:name`` (or
+``package.module.name``), resolved with :func:`hydra.utils.get_object` from the launch
+directory, PYTHONPATH or an installed package.  Importing it runs the user's module: that
+is the user's own code, by the user's choice (unlike a formula, which is never run as
+Python).  Jobs carry the path, not the object, so that an isolated worker process, which
+inherits the launching process's ``sys.path``, rebuilds the same object.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING
+
+from kernels import get_kernel
+from kernels.base import ConvKernel
+from swizzles import resolve_swizzle
+
+if TYPE_CHECKING:
+    from harness.job.spec import JobSpec
+
+#: What a user swizzle must look like, for error messages.
+REMAP_SIGNATURE = "remap(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr, GROUP_SIZE: tl.constexpr) -> new_pid"
+_WHERE = "importable from the launch directory, PYTHONPATH or an installed package"
+
+
+def spec_kernel(spec: "JobSpec") -> ConvKernel:
+    """The job's kernel family: the user's class (``spec.kernel_target``) or a built-in."""
+    if spec.kernel_target is not None:
+        return load_kernel(spec.kernel_target, spec.kernel)
+    return get_kernel(spec.kernel)
+
+
+def spec_remap(spec: "JobSpec"):
+    """The job's jit remap: the user's function (``spec.swizzle_fn``), a compiled formula or a
+    built-in (:func:`swizzles.resolve_swizzle`)."""
+    if spec.swizzle_fn is not None:
+        return load_remap(spec.swizzle_fn)
+    return resolve_swizzle(spec.swizzle, spec.swizzle_formula)
+
+
+def locate(path: str, what: str, expected: str) -> object:
+    """The object at import path ``path`` (``pkg.mod:name`` or ``pkg.mod.name``), or a one-line
+    ``ValueError`` naming ``what`` (the config key), the path, why and what is ``expected``."""
+    if not isinstance(path, str) or not path.strip() or path.count(":") > 1:
+        raise ValueError(f"{what}={path!r} is not an import path; expected {expected}, {_WHERE}")
+    from hydra.utils import get_object   # here: workers of built-in jobs need not import hydra
+
+    module, _, attributes = path.strip().partition(":")
+    hydra_log = logging.getLogger("hydra.utils")
+    quiet, hydra_log.disabled = hydra_log.disabled, True   # it would log the error raised below
+    try:
+        obj = get_object(module)
+        for name in attributes.split(".") if attributes else ():
+            obj = getattr(obj, name)
+    except Exception as exc:   # ImportError, AttributeError, or whatever the user's module raised
+        cause = exc.__cause__ or exc
+        reason = " ".join(f"{type(cause).__name__}: {cause}".split())
+        raise ValueError(f"{what}={path!r} could not be imported ({reason}); expected {expected}, {_WHERE}") from None
+    finally:
+        hydra_log.disabled = quiet
+    return obj
+
+
+@functools.lru_cache(maxsize=None)
+def load_kernel(path: str, name: str) -> ConvKernel:
+    """An instance of the user's kernel class at ``path`` (constructed with no arguments),
+    called ``name`` (the config's ``kernel.name``: run names and messages use it)."""
+    expected = "a subclass of kernels.base.ConvKernel, e.g. 'mypkg.kernels:MyConv'"
+    cls = locate(path, "kernel._target_", expected)
+    if not (isinstance(cls, type) and issubclass(cls, ConvKernel)):
+        got = f"class {cls.__name__}" if isinstance(cls, type) else f"of type {type(cls).__name__}"
+        raise ValueError(f"kernel._target_={path!r} is {got}, not a ConvKernel subclass; expected {expected}")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    absent = [a for a in ("jit_kernel", "tile_names") if not hasattr(cls, a)]
+    if missing or absent:
+        raise ValueError(f"kernel._target_={path!r}: class {cls.__name__} lacks "
+                         f"{', '.join(missing + absent)}; a ConvKernel must define tile_names, jit_kernel, "
+                         "tile_grid, to_layout and launch (kernels/base.py)")
+    kernel = cls()
+    kernel.name = name
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def load_remap(path: str):
+    """The user's ``@triton.jit`` remap at ``path``, checked to be a jit function with the
+    swizzle signature (5 parameters).  Whether it is a permutation is the job's gate."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    expected = f"a @triton.jit function {REMAP_SIGNATURE}, e.g. 'mypkg.remaps:hilbert'"
+    fn = locate(path, "swizzle.fn", expected)
+    if not isinstance(fn, (JITFunction, InterpretedFunction)):
+        raise ValueError(f"swizzle.fn={path!r} is of type {type(fn).__name__}, not a @triton.jit function; "
+                         f"expected {expected}")
+    if len(fn.arg_names) != 5:
+        raise ValueError(f"swizzle.fn={path!r} takes {len(fn.arg_names)} parameters ({', '.join(fn.arg_names)}); "
+                         f"expected {expected}")
+    return fn

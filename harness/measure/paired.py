@@ -1,0 +1,178 @@
+"""A job's comparison with its baseline: paired timing rounds and paired L2 readings
+turned into the metrics, tags and verdicts a run carries.
+
+Metrics (candidate = the job's swizzle):
+``speedup`` (baseline time / candidate time, > 1: candidate faster), ``speedup_ci_lo/hi``
+(95 %), ``baseline_time_ms``, ``paired_rounds``, ``paired_time_s``; ``l2_delta_pts``
+(candidate - baseline hit rate, % points), ``l2_delta_ci_lo/hi``, ``baseline_l2_hit_rate``,
+``l2_pairs``; ``paired_placements`` (operand placements the rounds were spread over),
+``speedup_placement_sd_pct`` (spread of the speedup between them, %); with ``timer=cupti``,
+``event_time_ms_median`` / ``vendor_event_time_ms_median`` (the same launches by CUDA
+events); ``vendor_time_ms`` and ``ratio_to_vendor`` against the faster of the vendor's
+heuristic algorithm choice and its benchmark mode (``vendor_heuristic_time_ms``,
+``vendor_benchmark_time_ms``; tag ``vendor.algo``).  Tags: ``verdict`` and ``l2_verdict`` (:mod:`harness.measure.stats`), ``timer``;
+the job's :class:`~harness.job.result.Comparison` (role, same order) is logged as
+``compare.role`` / ``compare.same_order`` by :mod:`harness.storage.run_fields`.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import numpy as np
+
+from harness.job.result import JobResult
+from harness.measure.roofline import place
+from harness.job.spec import JobSpec
+from harness.measure.stats import PairedEstimate, l2_verdict, paired_difference, time_verdict
+from harness.measure.timing import RoundSamples, time_interleaved, tflops, vendor_conv
+from kernels.base import Operands
+from kernels.problem import ConvShape
+
+#: How the job line and the ``timing`` tag name each timer.
+TIMER_WORDS = {"events": "CUDA events around each launch", "cupti": "kernel durations from CUPTI"}
+NOT_TIMED = "not timed (no GPU: correctness checked under the Triton interpreter)"
+CANDIDATE, BASELINE, VENDOR = "candidate", "baseline", "vendor"
+#: The vendor call with its algorithm search on (``torch.backends.cudnn.benchmark``); VENDOR is
+#: its heuristic choice.  The faster of the two is "the vendor" of the metrics.
+VENDOR_BENCH = "vendor_bench"
+#: How the ``vendor.algo`` tag names each vendor arm.
+VENDOR_ALGOS = {VENDOR: "heuristic", VENDOR_BENCH: "benchmark"}
+
+
+def vendor_arms(ops: Operands, shape: ConvShape) -> dict[str, Callable[[], None]]:
+    """The vendor's two arms of the rounds: its heuristic algorithm choice and benchmark mode."""
+    return {VENDOR: vendor_conv(ops, shape), VENDOR_BENCH: vendor_conv(ops, shape, benchmark=True)}
+
+
+def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, Callable[[], None]]],
+                   options) -> RoundSamples:
+    """Time the candidate, its baseline (if any) and the vendor call in interleaved rounds
+    over the operand ``placements`` (one dict of launches per placement, keys CANDIDATE,
+    VENDOR and, when compared, BASELINE) and record everything on ``result``; ``options``
+    is the job's JobOptions."""
+    arms = placements[0]
+    run_baseline = arms.get(BASELINE)
+    tracked = (BASELINE, CANDIDATE) if run_baseline is not None else (CANDIDATE, VENDOR)
+    samples = time_interleaved(placements, options.paired, seed=spec.input_seed, tracked=tracked)
+    m = result.metrics
+    median, p20, p80 = samples.quantiles(CANDIDATE)
+    vendors = {arm: samples.quantiles(arm) for arm in VENDOR_ALGOS if arm in arms}
+    best = min(vendors, key=lambda arm: vendors[arm][0])
+    v_median, v_p20, v_p80 = vendors[best]
+    vs_vendor = samples.ratio(CANDIDATE, best, options.paired.method)
+    result.tags["vendor.algo"] = VENDOR_ALGOS[best]
+    m.update({f"vendor_{VENDOR_ALGOS[arm]}_time_ms": q[0] for arm, q in vendors.items()})
+    m.update({
+        "time_ms_median": median, "time_ms_p20": p20, "time_ms_p80": p80, "tflops": tflops(spec.shape, median),
+        "vendor_time_ms": v_median, "vendor_time_ms_p20": v_p20, "vendor_time_ms_p80": v_p80,
+        "vendor_tflops": tflops(spec.shape, v_median),
+        # time / vendor time, paired per round (geometric mean): < 1 means faster than the vendor
+        "ratio_to_vendor": vs_vendor.estimate,
+        "paired_rounds": float(samples.rounds), "paired_time_s": samples.wall_s,
+        "paired_drained_batches": float(samples.drained_batches),
+        "paired_launches_per_round": float(options.paired.launches_per_round),
+        "paired_placements": float(len(set(samples.placements))),
+    })
+    roof = options.roofline
+    if roof is not None:     # what bounds the candidate, and where it sits on the roofline
+        reading = place(spec.shape, median, roof)
+        m.update(reading.as_metrics())
+        result.tags["bound"] = reading.text
+        result.params.update(roof.as_params())    # the ceilings the reading is against (report's figure)
+    if samples.event_times_ms is not None:   # timer=cupti: what CUDA events saw of the same launches
+        m["event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[CANDIDATE], float)))
+        m["vendor_event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[best], float)))
+    result.tags["timer"] = options.paired.timer
+    result.params.update({"compare.placements": str(options.paired.placements), "compare.timer": options.paired.timer})
+    placed = len(set(samples.placements))
+    result.tags["timing"] = (f"measured: {samples.rounds} interleaved rounds of {', '.join(arms)} "
+                             f"({options.paired.launches_per_round} launches each, L2 flushed before every launch"
+                             f"{f', over {placed} operand placements' if placed > 1 else ''}; "
+                             f"{TIMER_WORDS.get(options.paired.timer, 'stand-in timer ' + options.paired.timer)})")
+    if run_baseline is not None:
+        b_median, b_p20, b_p80 = samples.quantiles(BASELINE)
+        speedup = samples.ratio(BASELINE, CANDIDATE, options.paired.method)
+        m.update({"baseline_time_ms": b_median, "baseline_time_ms_p20": b_p20, "baseline_time_ms_p80": b_p80})
+        spread = samples.placement_spread(BASELINE, CANDIDATE)
+        if np.isfinite(spread):    # how much the speedup moved between operand placements, %
+            m["speedup_placement_sd_pct"] = spread
+        record_speedup(result, speedup, options.min_effect)
+    result.artifacts["paired_samples.json"] = json.dumps(samples.to_json())
+    return samples
+
+
+#: How a cell that launches its baseline's very tile order reads: its measured speedup is the
+#: cost of the remap's own code (a few integer operations per program), a result, not noise.
+SAME_ORDER_VERDICT = "same tile order; code cost"
+
+
+#: How the L2 verdict of such a cell reads: a measured difference there comes from the remap's
+#: code (its timing changes which requests merge) or from the counter's noise, never from the
+#: order, which is the same.
+SAME_ORDER_L2_VERDICT = "same tile order: the swizzle's code, not its order"
+
+
+def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float) -> None:
+    """Log a paired speedup and its verdict on ``result``: faster / slower / no difference,
+    or, where the job launches its baseline's tile order (``result.comparison.same_order``),
+    ``same tile order; code cost x0.983 [0.978, 0.988]`` with the verdict's word after it."""
+    result.metrics.update(_finite({"speedup": speedup.estimate, "speedup_ci_lo": speedup.ci_lo,
+                                   "speedup_ci_hi": speedup.ci_hi}))
+    verdict = time_verdict(speedup, min_effect)
+    if result.comparison.same_order:
+        verdict = (f"{SAME_ORDER_VERDICT} x{speedup.estimate:.3f} [{speedup.ci_lo:.3f}, {speedup.ci_hi:.3f}]"
+                   f" ({verdict.split(' (')[0]})")
+    result.tags["verdict"] = verdict
+
+
+def record_l2(result: JobResult, candidate: list[float], baseline: list[float], min_delta: float,
+              source: str, deterministic: bool = False, error: float | None = None) -> PairedEstimate:
+    """Log the paired L2 hit-rate difference (candidate - baseline, % points) of
+    ``len(candidate)`` pairs read from ``source`` (``ncu``, ``rocprofv3``, ``sim``), with its
+    verdict (``higher`` / ``lower`` / no difference; for a job that launches its baseline's
+    tile order, :data:`SAME_ORDER_L2_VERDICT` and the word after it).  ``deterministic``: the
+    source has no noise (the simulator), so the difference is exact as a prediction of the
+    model; ``error``: the model's measured error of such a difference
+    against hardware (% points), which then bounds the interval the verdict is taken on."""
+    delta = _difference(candidate, baseline, deterministic, error)
+    result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
+                                   "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
+                                   "l2_pairs": float(delta.n)}))
+    verdict = l2_verdict(delta, min_delta)
+    if result.comparison.same_order:
+        verdict = f"{SAME_ORDER_L2_VERDICT} ({verdict.split(' (')[0]})"
+    result.tags["l2_verdict"] = verdict
+    result.tags["l2_source"] = source
+    return delta
+
+
+def record_read_l2(result: JobResult, pairs: list[tuple[float, float]], deterministic: bool = False,
+                   error: float | None = None) -> PairedEstimate | None:
+    """Log the paired difference of the read-only hit rates (candidate - baseline, % points;
+    ncu's tex read lookups, the simulator's loads) as ``l2_read_delta_pts`` with its CI and
+    ``baseline_l2_read_hit_rate``; ``deterministic`` and ``error`` as in :func:`record_l2`.
+    The verdict stays the all-traffic one's; None without pairs."""
+    if not pairs:
+        return None
+    baseline = [b for _, b in pairs]
+    delta = _difference([c for c, _ in pairs], baseline, deterministic, error)
+    result.metrics.update(_finite({"l2_read_delta_pts": delta.estimate, "l2_read_delta_ci_lo": delta.ci_lo,
+                                   "l2_read_delta_ci_hi": delta.ci_hi,
+                                   "baseline_l2_read_hit_rate": float(np.mean(baseline))}))
+    return delta
+
+
+def _difference(candidate, baseline, deterministic: bool, error: float | None) -> PairedEstimate:
+    """The paired difference candidate - baseline (% points); from a noiseless source
+    (``deterministic``) its interval is the source's measured ``error`` around it."""
+    delta = paired_difference(np.asarray(candidate), np.asarray(baseline))
+    if deterministic:
+        half = float(error) if error is not None else 0.0
+        delta = PairedEstimate(delta.estimate, delta.estimate - half, delta.estimate + half, delta.n)
+    return delta
+
+
+def _finite(values: dict[str, float]) -> dict[str, float]:
+    """Drop infinite bounds (a CI from one pair): MLflow stores finite numbers only."""
+    return {k: v for k, v in values.items() if np.isfinite(v)}

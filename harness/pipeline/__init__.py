@@ -1,2 +1,0 @@
-"""The job pipeline: a spec, its gates (permutation, correctness), tuning, paired timing and
-its statistics, the job's result."""

@@ -1,0 +1,81 @@
+"""The L2 stage: after a job's shapes are verified and timed, profile their L2 (one profiler
+launch for all, or one each), pair candidate and baseline readings into the L2 verdict, and
+log each run.  Hit rates are in % (0-100), deltas in percentage points."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.job.result import JobResult
+from harness.job.spec import JobSpec
+from harness.measure.paired import record_l2, record_read_l2
+from harness.profilers.worker import ProfileRequest
+from harness.run.progress import progress_line
+from harness.schema import ProfilerConfig, TargetConfig
+from harness.storage.tracking import Tracker
+
+
+def compared(spec: JobSpec, result: JobResult) -> bool:
+    """True when the job has a baseline that passed its gates: profile both, in pairs."""
+    return spec.has_baseline and result.comparison.compared
+
+
+def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig, requests: list,
+                        workdir: Path) -> dict[str, float]:
+    """With ``profiler.simulate=true``, also predict each job's hit rate with the simulator
+    configured as the target (logged as ``sim_l2_hit_rate``, for the report's simulated vs
+    measured figure).  Returns run id -> predicted %."""
+    if not settings.simulate or profiler.name == "sim":
+        return {}
+    from harness.profilers.sim import SimProfiler
+
+    outcomes = SimProfiler(target.as_dict()).profile(requests, workdir)
+    return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
+
+
+def _compiled(result: JobResult, metric: str) -> int | None:
+    """A figure of the job's kernel as compiled for its target, for the simulated L2: metric
+    ``compile.<metric>`` (``programs_per_cu``: its residency; ``spill_bytes_per_program``: the
+    bytes one program spills, which it stores); None without a compile stage."""
+    value = result.metrics.get(f"compile.{metric}")
+    return int(value) if value else None
+
+
+def profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig, pending: list, tracker: Tracker,
+                       min_l2_delta: float, workdir: Path) -> None:
+    """Profile the verified jobs (``pending``: (run id, launched spec, result, progress
+    position) each) in ``workdir`` and log them.  A profiling failure fails the run with its
+    reason but keeps its timing metrics."""
+    requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=settings.repeats,
+                               baseline=spec.baseline_spec().to_dict() if compared(spec, result) else None,
+                               occupancy=_compiled(result, "programs_per_cu"),
+                               spill_bytes=_compiled(result, "spill_bytes_per_program"))
+                for run_id, spec, result, _ in pending]
+    batches = [requests] if settings.batch else [[r] for r in requests]
+    outcomes = {}
+    for n, batch in enumerate(batches):
+        outcomes.update(profiler.profile(batch, workdir / "profiler" / f"launch{n:03d}"))
+    predicted = _simulate_alongside(profiler, settings, target, requests, workdir / "profiler" / "sim")
+    for run_id, _, result, position in pending:
+        if run_id in predicted:
+            result.metrics["sim_l2_hit_rate"] = predicted[run_id]
+        _record_outcome(result, outcomes[run_id], profiler, min_l2_delta)
+        tracker.finish_job(run_id, result)
+        print(progress_line(position, result), flush=True)
+
+
+def _record_outcome(result: JobResult, outcome, profiler, min_l2_delta: float) -> None:
+    """One job's profile on its result: the reading, and the L2 verdicts when paired."""
+    result.tags.update(profiler.tags())
+    result.files.extend(("profiler", p) for p in outcome.raw_files)
+    if outcome.reading is None:
+        result.fail(f"profile error: {outcome.error}", gate="profile")
+        return
+    result.metrics.update(outcome.reading.as_metrics())
+    result.metrics.update(outcome.metrics)
+    result.tags.update(outcome.tags)
+    result.artifacts.update(outcome.artifacts)
+    if outcome.pairs:
+        record_l2(result, [c for c, _ in outcome.pairs], [b for _, b in outcome.pairs],
+                  min_l2_delta, profiler.name, deterministic=profiler.deterministic,
+                  error=outcome.delta_error)
+        record_read_l2(result, outcome.read_pairs, profiler.deterministic, outcome.read_delta_error)

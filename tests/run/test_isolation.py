@@ -1,0 +1,152 @@
+"""``IsolatedRunner`` when its worker process fails: a start that fails is retried once, and
+the FAILED reason carries the exit code and the tail of the worker's stderr (captured from
+spawn's bootstrap on), for start failures and for crashes during a job.  The stand-in
+workers below replace ``_serve`` through ``IsolatedRunner(worker=...)``; each runs in a
+spawned child, so they are module-level and take their files as arguments."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import pytest
+
+import harness.run.isolation as isolation
+from harness.run.isolation import IsolatedRunner, _serve
+from harness.run.steps import JobOptions
+from harness.job.result import FAILED, FINISHED, JobResult
+from tests.run.test_steps import SHAPES, TILES, _spec
+
+BOOM = "boom: cannot import foo"
+
+
+def _count_start(starts: str) -> int:
+    """Note one start of a stand-in worker in the file ``starts``; returns which start it is."""
+    with open(starts, "a") as f:
+        f.write("start\n")
+    return len(Path(starts).read_text().splitlines())
+
+
+def _exits_255(starts: str, conn: Connection) -> None:
+    """Stand-in worker: an import error before "ready"."""
+    _count_start(starts)
+    print(BOOM, file=sys.stderr)
+    sys.exit(255)
+
+
+def _fails_first_start(starts: str, conn: Connection) -> None:
+    """Stand-in worker: the first start fails, the second serves jobs (with a warning)."""
+    if _count_start(starts) == 1:
+        print("boom: first start only", file=sys.stderr)
+        sys.exit(255)
+    print("warning: second start, serving", file=sys.stderr)
+    _serve(conn)
+
+
+def _never_ready(starts: str, conn: Connection) -> None:
+    """Stand-in worker: hangs during start-up."""
+    _count_start(starts)
+    os.read(conn.fileno(), 1)  # blocks until the parent kills it
+
+
+def _aborts_in_job(conn: Connection) -> None:
+    """Stand-in worker: starts, then dies of SIGABRT on its first job after a last word."""
+    conn.send("ready")
+    conn.recv()
+    print("dying: bad kernel", file=sys.stderr, flush=True)
+    os.abort()
+
+
+class _FailsToUnpickle:
+    """An argument whose unpickling raises, so that the child dies inside spawn's bootstrap,
+    before any worker code runs."""
+
+    def __reduce__(self):
+        return _raise_import_error, (BOOM,)
+
+
+def _raise_import_error(message: str) -> None:
+    raise ImportError(message)
+
+
+def _unreachable(arg: object, conn: Connection) -> None:
+    raise AssertionError("the child was expected to die while unpickling its arguments")
+
+
+def _run_once(worker, options: JobOptions | None = None) -> JobResult:
+    """One igemm job through an IsolatedRunner with ``worker`` as the child's entry point."""
+    runner = IsolatedRunner(timeout_s=120, worker=worker)
+    try:
+        return runner.run(_spec("igemm", "identity", SHAPES["igemm"]),
+                          options or JobOptions(interpret_tiles=TILES["igemm"]))
+    finally:
+        runner.close()
+
+
+def test_a_worker_that_exits_at_start_is_retried_once_and_the_reason_has_its_stderr(tmp_path, capfd):
+    starts = tmp_path / "starts"
+    result = _run_once(functools.partial(_exits_255, str(starts)))
+    assert result.status == FAILED
+    assert starts.read_text().splitlines() == ["start", "start"]
+    assert result.reason.startswith("isolation: worker process failed to start twice (attempt 1 exited with "
+                                    "code 255, attempt 2 exited with code 255); sweep continues"), result.reason
+    assert result.reason.endswith(f"; its stderr ended with: {BOOM}"), result.reason
+    assert result.tags["isolation"] == "startup" and result.failed_gate == "isolation"
+    assert capfd.readouterr().err.count(BOOM) == 2  # both attempts' stderr reach the sweep's
+
+
+def test_an_import_error_in_spawns_bootstrap_is_in_the_reason():
+    result = _run_once(functools.partial(_unreachable, _FailsToUnpickle()))
+    assert result.status == FAILED
+    assert "failed to start twice (attempt 1 exited with code 1, attempt 2 exited with code 1)" in result.reason
+    assert f"ImportError: {BOOM}" in result.reason, result.reason
+    assert "Traceback (most recent call last):" in result.reason
+
+
+def test_a_worker_that_fails_its_first_start_runs_the_job_on_the_second(tmp_path, capfd, caplog):
+    starts = tmp_path / "starts"
+    result = _run_once(functools.partial(_fails_first_start, str(starts)))
+    assert result.status == FINISHED, result.reason
+    assert len(starts.read_text().splitlines()) == 2
+    err = capfd.readouterr().err
+    assert "boom: first start only" in err
+    assert "failed to start (exited with code 255); starting it once more" in caplog.text
+    assert "warning: second start, serving" in err  # a healthy worker's stderr is forwarded too
+
+
+def test_a_worker_that_never_says_ready_is_retried_then_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(isolation, "STARTUP_TIMEOUT_S", 1.0)
+    starts = tmp_path / "starts"
+    result = _run_once(functools.partial(_never_ready, str(starts)))
+    assert result.status == FAILED
+    assert ("failed to start twice (attempt 1 sent no ready within 1 s, attempt 2 sent no ready within 1 s)"
+            in result.reason), result.reason
+
+
+def test_a_crash_during_a_job_names_the_signal_and_quotes_the_stderr():
+    result = _run_once(_aborts_in_job)
+    assert result.status == FAILED and result.tags["isolation"] == "crash"
+    assert result.reason.startswith("isolation: worker process killed by signal SIGABRT after "), result.reason
+    assert result.reason.endswith("; its stderr ended with: dying: bad kernel"), result.reason
+
+
+def test_the_stderr_tail_is_the_last_lines_within_the_character_limit(capfd):
+    stderr = isolation._WorkerStderr()
+    try:
+        os.write(stderr._fd, b"".join(b"line %d\n" % i for i in range(40)))
+        assert stderr.tail() == " | ".join(f"line {i}" for i in range(25, 40))
+        stderr.forward()
+        assert stderr.tail() == ""  # only what was not forwarded yet
+        os.write(stderr._fd, b"x" * 5000 + b"\n")
+        assert stderr.tail() == "x" * isolation.STDERR_TAIL_CHARS
+    finally:
+        stderr.close()
+    assert capfd.readouterr().err.startswith("line 0\nline 1\n")
+
+
+@pytest.mark.parametrize("code, text", [(255, "exited with code 255"), (-11, "killed by signal SIGSEGV"),
+                                        (None, "stopped answering (killed; it had not exited)")])
+def test_exit_text(code, text):
+    assert isolation._exit_text(code) == text
