@@ -1,4 +1,4 @@
-"""A set-associative LRU cache, the building block of the simulated L2 (see :mod:`.sim`).
+"""A set-associative LRU cache, the building block of the simulated L2 (:mod:`harness.profilers.sim`).
 
 The cache holds ``size_bytes / line_bytes`` lines in ``num_sets`` sets of ``ways``
 lines each.  Line id ``L`` (a byte address divided by the line size) lives in set
@@ -11,12 +11,12 @@ ways of set ``set`` of cache ``c`` are ``tags[(c * num_sets + set) * ways :][:wa
 kept in recency order, most recently used first, -1 for an empty way.  A hit moves
 the line to the front; a miss shifts the set down one way (dropping the least
 recently used line) and puts the new line in front.  Without timestamps a set of 16
-int32 tags is one 64 B host cache line, which is what makes the 256 MB MALL cheap to
-simulate.  Tags are int32 when every line id fits, int64 otherwise.
+int32 tags is one 64 B host cache line.  Tags are int32 when every line id fits, int64
+otherwise.
 
-The hot function is compiled with numba when it is installed (it is a dependency of
-the project).  Without numba the very same Python source runs interpreted: identical
-results, about a hundred times slower.
+The hot functions are compiled with numba when it is installed (it is a dependency of the
+project, :func:`jit`); without numba the very same Python source runs interpreted, with
+identical results.
 """
 from __future__ import annotations
 
@@ -32,13 +32,19 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
     _njit = None
     HAVE_NUMBA = False
 
+#: Which replay implementation runs: "numba" (compiled) or "python" (interpreted).
+ENGINE = "numba" if HAVE_NUMBA else "python"
 
-def jit(fn):
+
+def jit(fn=None, *, inline: bool = False):
     """Compile ``fn`` with numba (nopython, cached on disk) if numba is installed;
-    otherwise return it unchanged."""
+    otherwise return it unchanged.  ``inline``: numba inlines it into its callers (a hot
+    function whose arguments are tuples of many arrays costs more to call than to run)."""
+    if fn is None:
+        return lambda f: jit(f, inline=inline)
     if _njit is None:
         return fn
-    return _njit(cache=True, nogil=True)(fn)
+    return _njit(cache=True, nogil=True, inline="always" if inline else "never")(fn)
 
 
 @dataclass(frozen=True)
