@@ -86,7 +86,7 @@ def state_of(caches: CacheState, num_xcds: int, tracked: int) -> State:
                  np.zeros(2, dtype=np.int64), last)
 
 
-@jit(inline=True)
+@jit
 def read_miss(line, lset, x, dom, part, l2, state):
     """A read of ``line`` (set ``lset``) missed in partition ``part`` of domain ``dom`` (counted
     by the caller): a line homed in another partition is looked up there (fabric hits and
@@ -105,24 +105,27 @@ def read_miss(line, lset, x, dom, part, l2, state):
 
 
 @jit
-def lookup(line, lset, write, x, dom, part, l2, state):
-    """One access of XCD ``x``'s slot reading through partition ``part`` of domain ``dom``
-    outside the K loop (epilogue, split-K arrival): a store (``write``) to the line's home
-    partition, a read through ``part``."""
-    if write:
-        where = home(line, l2.block_lines, l2.partitions)
-        if where != part and l2.writes_hit:
-            state.counts[x, 2] += 1
-        set_base = ((dom * l2.partitions + where) * l2.sets + lset) * l2.ways
-        present = (lru_insert_last(state.l2_tags, set_base, l2.ways, line) if l2.stores_last
-                   else lru_access(state.l2_tags, set_base, l2.ways, line))
-        if present or l2.writes_hit:
-            state.counts[x, 2] += 1
+def lookups(accesses, key, x, dom, part, l2, state):
+    """Segment ``key`` of ``accesses`` (epilogue, split-K arrival), by XCD ``x``'s slot reading
+    through partition ``part`` of domain ``dom``: a store (``writes``) to the line's home
+    partition, a read through ``part``.  The tuples' arrays are taken out once, not per access."""
+    offsets, lines, sets, writes = accesses
+    tags, counts = state.l2_tags, state.counts
+    for i in range(offsets[key], offsets[key + 1]):
+        line, lset = lines[i], sets[i]
+        if writes[i]:
+            where = home(line, l2.block_lines, l2.partitions)
+            if where != part and l2.writes_hit:
+                counts[x, 2] += 1
+            set_base = ((dom * l2.partitions + where) * l2.sets + lset) * l2.ways
+            present = (lru_insert_last(tags, set_base, l2.ways, line) if l2.stores_last
+                       else lru_access(tags, set_base, l2.ways, line))
+            if present or l2.writes_hit:
+                counts[x, 2] += 1
+            else:
+                counts[x, 3] += 1
+        elif lru_access(tags, ((dom * l2.partitions + part) * l2.sets + lset) * l2.ways, l2.ways, line):
+            counts[x, 0] += 1
         else:
-            state.counts[x, 3] += 1
-        return
-    if lru_access(state.l2_tags, ((dom * l2.partitions + part) * l2.sets + lset) * l2.ways, l2.ways, line):
-        state.counts[x, 0] += 1
-    else:
-        state.counts[x, 1] += 1
-        read_miss(line, lset, x, dom, part, l2, state)
+            counts[x, 1] += 1
+            read_miss(line, lset, x, dom, part, l2, state)

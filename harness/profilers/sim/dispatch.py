@@ -132,15 +132,6 @@ def new_slots(work, layout, dispatch_gap):
                  np.zeros(len(work.table), dtype=np.int64))
 
 
-@jit(inline=True)
-def advance_clock(x, sl, pid, step, item_jitter, slots):
-    """Slot (x, sl)'s program ``pid`` performed K-step ``step``: its clock moves on by
-    ``1 + jitter * u`` steps, ``u`` in [-1, 1) a fixed hash of (pid, step), ``jitter`` its work
-    item's (``item_jitter``, per launch-order tile)."""
-    u = ((pid * 2654435761 + step * 40503 + 12345) % 65536) / 32768.0 - 1.0
-    slots.t[x, sl] = slots.t[x, sl] + 1.0 + item_jitter[slots.work[x, sl] % len(item_jitter)] * u
-
-
 @jit
 def first_wave(work, layout, slots):
     """Fill every slot with the XCDs' first programs; returns how many started."""

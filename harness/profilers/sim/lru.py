@@ -36,15 +36,12 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
 ENGINE = "numba" if HAVE_NUMBA else "python"
 
 
-def jit(fn=None, *, inline: bool = False):
+def jit(fn):
     """Compile ``fn`` with numba (nopython, cached on disk) if numba is installed;
-    otherwise return it unchanged.  ``inline``: numba inlines it into its callers (a hot
-    function whose arguments are tuples of many arrays costs more to call than to run)."""
-    if fn is None:
-        return lambda f: jit(f, inline=inline)
+    otherwise return it unchanged."""
     if _njit is None:
         return fn
-    return _njit(cache=True, nogil=True, inline="always" if inline else "never")(fn)
+    return _njit(cache=True, nogil=True)(fn)
 
 
 @dataclass(frozen=True)

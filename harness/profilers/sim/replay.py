@@ -28,9 +28,9 @@ from typing import NamedTuple
 import numpy as np
 
 from harness.profilers.sim.address import set_index
-from harness.profilers.sim.caches import CacheState, L2, State, l2_of, lookup, read_miss, state_of
-from harness.profilers.sim.dispatch import (CLOCK_TICKS, Clocks, Layout, advance_clock, clocks_of, first_wave, layout_of,
-                                            new_slots, next_item, refill_by_clock, work_of)
+from harness.profilers.sim.caches import CacheState, L2, State, l2_of, lookups, read_miss, state_of
+from harness.profilers.sim.dispatch import (CLOCK_TICKS, Clocks, Layout, clocks_of, first_wave, layout_of, new_slots,
+                                            next_item, refill_by_clock, work_of)
 from harness.profilers.sim.lru import ENGINE, jit, lru_access, tag_dtype
 from harness.profilers.sim.result import SimResult, rate
 from harness.profilers.sim.target import SimTarget
@@ -89,7 +89,7 @@ def _replay(work, trace, machine, state):
 @jit
 def _round(work, trace, machine, state, slots):
     """One round: every XCD in turn, and in each every resident program in turn, reads its next
-    K-step's lines (the hot loop: :func:`lookup`'s read path, inline) and advances its clock; a
+    K-step's lines (the hot loop: :func:`~harness.profilers.sim.caches.lookups`' read path, inline) and advances its clock; a
     program whose item ends performs its epilogue and takes its next item or leaves the slot.
     Returns how many slots went idle for good.  The tuples' arrays are taken out once here, not
     per step: each extraction from a tuple is a reference count taken and dropped."""
@@ -98,6 +98,7 @@ def _round(work, trace, machine, state, slots):
     tags, last, counts, op_window = state.l2_tags, state.last, state.counts, clocks.op_window
     pids, steps, stops, tiles, clock = slots.pid, slots.step, slots.stop, slots.tile, slots.t
     ways, merge_cap, num_steps = l2.ways, clocks.merge_cap, work.num_steps
+    works, item_jitter, num_tiles = slots.work, clocks.item_jitter, len(work.table)
     idle = 0
     for x in range(layout.num_xcds):
         dom = layout.domain_of_xcd[x]
@@ -134,7 +135,8 @@ def _round(work, trace, machine, state, slots):
                 counts[x, 0] += hits
                 counts[x, 1] += misses
                 counts[x, 4] += merged
-                advance_clock(x, sl, pid, step, clocks.item_jitter, slots)
+                u = ((pid * 2654435761 + step * 40503 + 12345) % 65536) / 32768.0 - 1.0   # the step's length
+                clock[x, sl] = clock[x, sl] + 1.0 + item_jitter[works[x, sl] % num_tiles] * u
                 step += 1
                 steps[x, sl] = step
             if step < stops[x, sl]:
@@ -144,7 +146,7 @@ def _round(work, trace, machine, state, slots):
     return idle
 
 
-@jit(inline=True)
+@jit
 def _merged(line, tq, wq, bit, merge_cap, last):
     """Whether a read of ``line`` at ``tq`` (ticks) by merge unit ``bit`` merges with a request
     of the line's current burst (window ``wq`` ticks), updating the merge state ``last``."""
@@ -171,18 +173,11 @@ def _finish_item(x, sl, work, trace, machine, state, slots):
     dom = machine.layout.domain_of_xcd[x]
     part = machine.layout.partition_of_slot[sl]
     tile = slots.tile[x, sl]
-    _lookups(trace.epilogue, tile * work.splits + slots.work[x, sl] // len(work.table), x, dom, part,
+    lookups(trace.epilogue, tile * work.splits + slots.work[x, sl] // len(work.table), x, dom, part,
              machine.l2, state)
     slots.arrived[tile] += 1
     if slots.arrived[tile] == work.splits:
-        _lookups(trace.last, tile, x, dom, part, machine.l2, state)
-
-
-@jit
-def _lookups(accesses, key, x, dom, part, l2, state):
-    """Segment ``key`` of ``accesses``, one :func:`lookup` each."""
-    for i in range(accesses.offsets[key], accesses.offsets[key + 1]):
-        lookup(accesses.lines[i], accesses.sets[i], accesses.writes[i], x, dom, part, l2, state)
+        lookups(trace.last, tile, x, dom, part, machine.l2, state)
 
 
 def trace_of(launch: LaunchModel, target: SimTarget, dtype) -> Trace:
@@ -247,7 +242,7 @@ def _checked_table(launch: LaunchModel, table: np.ndarray, target: SimTarget) ->
 def spill_lookups(spill_bytes: int, target: SimTarget) -> int:
     """Write lookups in the L2 of one work item's register spills: ``spill_bytes`` stored to
     local memory, each line once, all hits, and a line homed in another partition looked up in
-    both (as any store; :func:`harness.profilers.sim.caches.lookup`), so ``1 + (partitions - 1) /
+    both (as any store; :func:`harness.profilers.sim.caches.lookups`), so ``1 + (partitions - 1) /
     partitions`` lookups per line.  Only where stores are hits (NVIDIA); 0 elsewhere.  The
     spilled lines take no room in the simulated L2."""
     if spill_bytes <= 0 or not target.writes_hit:
@@ -285,3 +280,4 @@ def _result(name: str, state: State, target: SimTarget, num_programs: int, repla
         num_programs=num_programs, slots_per_xcd=target.slots_per_xcd, replay_s=replay_s, engine=ENGINE,
         name=name, merged_reads=int(counts[:, 4].sum()), fabric_hits=fabric_hits,
         fabric_misses=int(counts[:, 6].sum()))
+
