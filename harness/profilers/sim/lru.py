@@ -76,21 +76,34 @@ def tag_dtype(max_line: int):
 
 
 @jit
-def lru_access(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
-    """Access ``line`` in the set whose most recently used way is ``tags[set_base]``;
-    return True on a hit.  Either way the line ends up most recently used."""
-    # Find the line; an empty way (-1) ends the search, since empty ways come last.
+def _find(tags: np.ndarray, set_base: int, ways: int, line) -> int:
+    """Where ``line`` is in the set at ``set_base``, else the first empty way, else the least
+    recently used one (an empty way, -1, ends the search: empty ways come last)."""
     last = set_base + ways - 1
     i = set_base
     while i < last and tags[i] != line and tags[i] != -1:
         i += 1
-    hit = tags[i] == line
-    # Shift the more recently used ways down by one and put the line in front.  On a
-    # miss, i is the first empty way or the least recently used one, which drops out.
+    return i
+
+
+@jit
+def _to_front(tags: np.ndarray, set_base: int, i: int, line) -> None:
+    """Shift the ways more recently used than way ``i`` down by one (way ``i``'s line drops
+    out) and put ``line`` in front."""
     while i > set_base:
         tags[i] = tags[i - 1]
         i -= 1
     tags[set_base] = line
+
+
+@jit
+def lru_access(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
+    """Access ``line`` in the set whose most recently used way is ``tags[set_base]``;
+    return True on a hit.  Either way the line ends up most recently used (on a miss the
+    first empty way or the least recently used line makes room)."""
+    i = _find(tags, set_base, ways, line)
+    hit = tags[i] == line
+    _to_front(tags, set_base, i, line)
     return hit
 
 
@@ -100,17 +113,11 @@ def lru_insert_last(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
     used), but an absent line takes the least recently used way (or the first empty one) and
     stays least recently used: the next line the set needs evicts it first.  Returns True
     on a hit."""
-    last = set_base + ways - 1
-    i = set_base
-    while i < last and tags[i] != line and tags[i] != -1:
-        i += 1
+    i = _find(tags, set_base, ways, line)
     if tags[i] != line:
         tags[i] = line
         return False
-    while i > set_base:
-        tags[i] = tags[i - 1]
-        i -= 1
-    tags[set_base] = line
+    _to_front(tags, set_base, i, line)
     return True
 
 
