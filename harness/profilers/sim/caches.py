@@ -11,7 +11,7 @@ not go on to the MALL; write-backs are not modelled).  With ``writes_hit`` a sto
 homed in another partition is one more write hit, in the writer's partition, which it passes
 on its way over the fabric.
 
-``counts[x]`` holds XCD ``x``'s lookups by kind (the ``COL_*`` columns); ``mall_counts`` the
+``counts[x]`` holds XCD ``x``'s lookups by kind (:data:`COLUMNS`); ``mall_counts`` the
 MALL's hits and misses.
 """
 from __future__ import annotations
