@@ -33,7 +33,7 @@ cells, with the CI 1.96 * sqrt(std_a^2 / n_a + std_b^2 / n_b) from the repeats.
 
 Writes ``cells.csv`` (every cell, measured and predicted at the fitted f, its half),
 ``summary.md`` and ``calibration.json`` (the held-out figures: the ``sim_calibration``
-record of ``conf/target/<target>.yaml`` that :func:`harness.profilers.sim.calibration` reads).
+record of ``conf/target/<target>.yaml`` that :func:`harness.profilers.sim.target.calibration` reads).
 """
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.profilers.ncu import METRIC_L2_HIT_RATE  # noqa: E402
-from harness.profilers.sim import MERGE_UNITS, ORDER_BLIND, REFILLS, STORE_INSERTS  # noqa: E402
+from harness.profilers.sim.bands import ORDER_BLIND  # noqa: E402
+from harness.profilers.sim.target import MERGE_UNITS, REFILLS, STORE_INSERTS  # noqa: E402
 
 #: The grid of l2_capacity_fraction tried: half the L2 (every line duplicated) to all of it.
 FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
@@ -470,7 +471,7 @@ def errors(cells: pd.DataFrame, sign_min: float = 1.0, pred_min: float = PRED_SI
 
 def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
     """``{layer class: {"cells": n, stem: band, ...}}`` of predicted ``cells`` with a
-    ``layer_class`` column (:func:`harness.profilers.sim.layer_class`): Mondrian bands, one
+    ``layer_class`` column (:func:`harness.profilers.sim.bands.layer_class`): Mondrian bands, one
     set per class, each holding ``coverage`` of its own cells, and one per kernel family and
     class (key ``"<kernel>/<class>"``) where that family's cells of the class are enough for a
     band; a group with too few cells for a band of some measure leaves that measure out (its
@@ -494,7 +495,7 @@ def class_bands(cells: pd.DataFrame, coverage: float = BAND_COVERAGE) -> dict:
 
 
 def _blind(cells: pd.DataFrame) -> pd.Series:
-    """Whether each cell's grid is order-blind (:func:`harness.profilers.sim.order_blind`;
+    """Whether each cell's grid is order-blind (:func:`harness.profilers.sim.bands.order_blind`;
     False where a cells.csv written before the column does not say)."""
     return _flag(cells, "order_blind")
 
@@ -665,7 +666,7 @@ class Simulator:
     seconds: float = 0.0
     replay_seconds: float = 0.0
     counts: dict = field(default_factory=dict)    # (spec, f) -> (read hits, read misses, merged reads), sectors
-    classes: dict = field(default_factory=dict)   # spec -> its layer_class (harness.profilers.sim)
+    classes: dict = field(default_factory=dict)   # spec -> its layer_class (harness.profilers.sim.bands)
     blind: dict = field(default_factory=dict)     # spec -> whether its grid is order_blind (the same)
 
     def __call__(self, spec: SimSpec, fraction: float) -> tuple[float, float]:
@@ -686,7 +687,7 @@ class Simulator:
         return self.results[key]
 
     def _run(self, spec: SimSpec, fraction: float):
-        from harness.profilers.sim import simulate_job
+        from harness.profilers.sim.job import Remap, simulate_job
         from harness.job.user_code import load_kernel, load_remap
         from kernels import get_kernel
         from kernels.problem import ConvShape
@@ -701,9 +702,8 @@ class Simulator:
             grid = kernel.tile_grid(shape, kernel.check_tiles(dict(spec.tiles)))
             self.tables[tkey] = remap_table(remap, grid.num_pid_m, grid.num_pid_n, spec.num_xcds,
                                             spec.group_size)
-        return simulate_job(kernel, shape, dict(spec.tiles), None, spec.num_xcds, spec.group_size,
-                            scaled_target(self.target, fraction), spec.occupancy, table=self.tables[tkey],
-                            spill_bytes=spec.spill_bytes)
+        return simulate_job(kernel, shape, dict(spec.tiles), Remap(None, table=self.tables[tkey]),
+                            scaled_target(self.target, fraction), spec.occupancy, spill_bytes=spec.spill_bytes)
 
 
 # -----------------------------------------------------------
@@ -711,11 +711,11 @@ class Simulator:
 
 def record_bands(record: Mapping, kind: str = "band") -> Callable[..., dict]:
     """``bands(kernel, layer_class="", order_blind=False)``: the half-widths by measure stem of a
-    ``sim_calibration`` record, picked as a job picks them (:func:`harness.profilers.sim.prediction_error`:
+    ``sim_calibration`` record, picked as a job picks them (:func:`harness.profilers.sim.bands.prediction_error`:
     for the deltas of an order-blind grid those of such grids, else the kernel family's in the layer
     class, the class's, the family's, all cells'); empty for a record without bands.
     ``kind="mae"``: its mean absolute errors instead, the ± jobs showed before the bands."""
-    from harness.profilers.sim import prediction_error
+    from harness.profilers.sim.bands import prediction_error
 
     if kind == "mae":   # the record as it was before bands: prediction_error then gives its MAEs
         record = {k: v for k, v in record.items()

@@ -35,7 +35,10 @@ select_execution_mode()          # the interpreter, for the remap tables, when t
 
 import yaml  # noqa: E402
 
-from harness.profilers.sim import ENGINE, SimTarget, simulate_l2, simulate_run, table_device  # noqa: E402
+from harness.profilers.sim.job import simulate_run, table_device  # noqa: E402
+from harness.profilers.sim.lru import ENGINE  # noqa: E402
+from harness.profilers.sim.replay import simulate_l2  # noqa: E402
+from harness.profilers.sim.target import SimTarget  # noqa: E402
 from harness.job.shapes import expand_preset  # noqa: E402
 from kernels import get_kernel  # noqa: E402
 from swizzles import get_swizzle  # noqa: E402

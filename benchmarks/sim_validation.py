@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 import swizzlebench_conf  # noqa: E402
-from harness.profilers.sim import simulate_job  # noqa: E402
+from harness.profilers.sim.job import Remap, simulate_job  # noqa: E402
 from kernels import get_kernel  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402
 from swizzles import get_swizzle  # noqa: E402
@@ -38,8 +38,8 @@ def simulate_row(row: pd.Series, target: dict, line_bytes: int | None, occupancy
                       **{k: int(row[f"params.shape.{k}"]) for k in SHAPE_FIELDS})
     kernel = get_kernel(row["params.kernel"])
     tiles = {t: int(row[f"params.tile.{t}"]) for t in kernel.tile_names}
-    result = simulate_job(kernel, shape, tiles, get_swizzle(row["params.swizzle"]), int(row["params.num_xcds"]),
-                          int(row["params.group_size"]), target, occupancy, line_bytes=line_bytes)
+    result = simulate_job(kernel, shape, tiles, Remap(get_swizzle(row["params.swizzle"]), int(row["params.num_xcds"]),
+                          int(row["params.group_size"])), target, occupancy, line_bytes=line_bytes)
     return result.hit_rate
 
 

@@ -79,7 +79,7 @@ def _rocprofv3(cfg) -> Profiler:
 
 
 def _sim(cfg, target: dict | None) -> Profiler:
-    from harness.profilers.sim import SimProfiler
+    from harness.profilers.sim.profiler import SimProfiler
 
     if not target or not target.get("l2_bytes"):
         raise ProfilerUnavailable(f"profiler=sim needs a target with an L2 description; got {target!r}: "

@@ -26,7 +26,7 @@ def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig
     measured figure).  Returns run id -> predicted %."""
     if not settings.simulate or profiler.name == "sim":
         return {}
-    from harness.profilers.sim import SimProfiler
+    from harness.profilers.sim.profiler import SimProfiler
 
     outcomes = SimProfiler(target.as_dict()).profile(requests, workdir)
     return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}

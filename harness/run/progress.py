@@ -42,7 +42,7 @@ def progress_line(position: str, result: JobResult) -> str:
         if "sim_validation" in result.tags and m.get("l2_delta_ci_hi", 0) > m.get("l2_delta_ci_lo", 0):
             band = f" ± {(m['l2_delta_ci_hi'] - m['l2_delta_ci_lo']) / 2:.1f}"   # the model's measured delta error
         body += f"; L2 {m['l2_delta_pts']:+.2f}{band} pts {result.tags.get('l2_verdict', '')}"
-        if result.tags.get("sim_order_blind"):   # harness.profilers.sim.order_blind: its note
+        if result.tags.get("sim_order_blind"):   # harness.profilers.sim.bands.order_blind: its note
             body += f" ({result.tags['sim_order_blind']})"
     if m.get("compile.spills") or m.get("compile.spill_bytes"):   # the compiler ran out of registers
         unit = "spill stores" if str(result.params.get("compile.arch", "")).startswith("sm_") else "VGPRs spilled"

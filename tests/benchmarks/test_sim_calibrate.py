@@ -220,7 +220,7 @@ def test_pool_reports_the_held_out_cells_of_several_tables(cells, tmp_path, caps
 
 def test_with_layout_reads_a_recorded_chip_map():
     # The map and dispatch probe 5 recorded on an H100 node become the target's layout keys.
-    from harness.profilers.sim import SimTarget
+    from harness.profilers.sim.target import SimTarget
 
     layout = RESULTS / "sim_validation_h100" / "probes_2026-11-25" / "partition_map"
     target = cal.with_layout(cal.load_target("h100"), layout)

@@ -341,7 +341,9 @@ def test_the_simulated_l2_counts_the_compiled_kernels_spills_as_stores(tmp_path)
     """profiler=sim on an H100: a config that spills on sm_90 (igemm 128x128 at 8 warps on a
     C=8 layer, as above) logs its spill bytes per program, and the simulation adds one write
     lookup per spilled sector and work item (plus the far partition's for half of them)."""
-    from harness.profilers.sim import SimTarget, simulate_job, spill_lookups
+    from harness.profilers.sim.job import Remap, simulate_job
+    from harness.profilers.sim.replay import spill_lookups
+    from harness.profilers.sim.target import SimTarget
     from swizzles import SWIZZLES
 
     uri = f"sqlite:///{tmp_path}/store.db"
@@ -356,7 +358,7 @@ def test_the_simulated_l2_counts_the_compiled_kernels_spills_as_stores(tmp_path)
     target = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "target" / "h100.yaml").read_text())
     tiny = ConvShape("t1", 1, 8, 8, 8, 8, 3, 3, 1, 1)
     tiles = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
-    plain = simulate_job("igemm", tiny, tiles, SWIZZLES["identity"], 1, 8, target,
+    plain = simulate_job("igemm", tiny, tiles, Remap(SWIZZLES["identity"], 1, 8), target,
                          int(m["compile.programs_per_cu"]))
     per_item = spill_lookups(int(m["compile.spill_bytes_per_program"]),
                              SimTarget.from_target(target, int(m["compile.programs_per_cu"])))

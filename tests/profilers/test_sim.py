@@ -4,10 +4,12 @@ import math
 import numpy as np
 import pytest
 
-from harness.profilers import sim
 from harness.profilers.base import L2Reading
-from harness.profilers.sim import SimTarget, simulate_job, simulate_l2
-from harness.profilers.sim_cache import HAVE_NUMBA, CacheGeometry, LRUCache, replay_lines
+from harness.profilers.sim import address, bands, caches, replay
+from harness.profilers.sim.job import Remap, simulate_job
+from harness.profilers.sim.lru import HAVE_NUMBA, CacheGeometry, LRUCache, replay_lines
+from harness.profilers.sim.replay import simulate_l2
+from harness.profilers.sim.target import SimTarget
 from kernels import KERNELS
 from kernels.access import AccessList, AccessModel, LaunchModel, Schedule
 from kernels.problem import ConvShape
@@ -153,6 +155,13 @@ def test_working_set_that_fits_misses_each_line_once(swizzle):
     assert eight.mall_misses == unique                   # the MALL misses once per line overall
 
 
+def _interpret_replay(monkeypatch):
+    """Run the replay's loops as Python (the functions they call stay compiled)."""
+    for name in ("_replay", "_round", "_finish_item"):
+        monkeypatch.setattr(replay, name, getattr(replay, name).py_func)
+    monkeypatch.setattr(replay, "lookups", caches.lookups.py_func)
+
+
 def test_compiled_and_interpreted_replay_agree(monkeypatch):
     if not HAVE_NUMBA:
         pytest.skip("numba not installed: only the interpreted replay exists")
@@ -161,7 +170,7 @@ def test_compiled_and_interpreted_replay_agree(monkeypatch):
     table = _table(kernel, SHAPE, IGEMM_TILES, "xcd_grouped", group_size=2)
     target = machine(num_xcds=4, slots=2, l2_lines=64, ways=4, line=32, mall_lines=256)
     compiled = simulate_l2(model, table, target)
-    monkeypatch.setattr(sim, "_replay", sim._replay.py_func)
+    _interpret_replay(monkeypatch)
     interpreted = simulate_l2(model, table, target)
     for field in ("hits", "misses", "xcd_hits", "xcd_misses", "mall_hits", "mall_misses"):
         assert getattr(compiled, field) == getattr(interpreted, field), field
@@ -169,7 +178,7 @@ def test_compiled_and_interpreted_replay_agree(monkeypatch):
 
 
 def test_simulate_job_end_to_end():
-    result = simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["xcd_grouped"], 8, 4, MI300X, occupancy=1)
+    result = simulate_job("igemm", SHAPE, IGEMM_TILES, Remap(SWIZZLES["xcd_grouped"], 8, 4), MI300X, occupancy=1)
     assert result.read_hits + result.read_misses == KERNELS["igemm"].access_model(SHAPE, IGEMM_TILES, 128).num_accesses
     stores = KERNELS["igemm"].store_plan(SHAPE, IGEMM_TILES).access_list(128)
     assert result.write_hits + result.write_misses == len(stores.lines) and stores.writes.all()
@@ -189,7 +198,7 @@ def test_simulate_job_end_to_end():
 def test_nvidia_configuration_counts_32_byte_sectors():
     shape = ConvShape("p", N=1, C=8, H=6, W=6, F=4, R=3, S=3, stride=1, padding=1)
     tiles = {"BLOCK_Q": 8, "BLOCK_C": 8}
-    result = simulate_job("patch", shape, tiles, SWIZZLES["identity"], 1, 8, H100, line_bytes=32)
+    result = simulate_job("patch", shape, tiles, Remap(SWIZZLES["identity"], 1, 8), H100, line_bytes=32)
     assert result.line_bytes == 32 and len(result.domain_hits) == 1 and result.mall_hits is None
     assert result.accesses == KERNELS["patch"].access_model(shape, tiles, 32).num_accesses   # loads only
     assert result.read_hit_rate == result.hit_rate
@@ -200,7 +209,7 @@ def test_unresolved_target_and_bad_remap_are_rejected():
     with pytest.raises(ValueError, match="l2_bytes is not set"):
         SimTarget.from_target({**MI300X, "name": "auto", "l2_bytes": None})
     with pytest.raises(ValueError, match="not a permutation"):
-        simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["seed_patch"], 8, 8, MI300X)
+        simulate_job("igemm", SHAPE, IGEMM_TILES, Remap(SWIZZLES["seed_patch"], 8, 8), MI300X)
 
 
 # -----------------------------------------------------------
@@ -410,7 +419,7 @@ def test_store_insert_lru_keeps_reads_cached():
 
 
 def test_lru_insert_last_fills_the_victim_way():
-    from harness.profilers.sim_cache import lru_insert_last
+    from harness.profilers.sim.lru import lru_insert_last
 
     tags = np.full(4, -1, dtype=np.int64)
     assert not lru_insert_last(tags, 0, 4, 5)           # empty set: the first empty way
@@ -424,7 +433,7 @@ def test_lru_insert_last_fills_the_victim_way():
 
 def _homed(partitions: int) -> tuple[int, int]:
     """A line homed in partition 0 and one homed in partition 1 (128 B lines)."""
-    homes = {int(sim._home(line, 1, partitions)): line for line in range(100, 200)}
+    homes = {int(address.home(line, 1, partitions)): line for line in range(100, 200)}
     return homes[0], homes[1]
 
 
@@ -532,7 +541,7 @@ def test_partitions_split_the_l2_and_homes_are_balanced():
     assert target.l2.size_bytes == 25 * 2**20 and target.clusters == 8
     clusters = target.cluster_of_slot()
     assert clusters[:17].tolist() == [0] * 17 and clusters[17] == 1 and clusters[132] == 0
-    homes = np.array([sim._home(line, 4, 2) for line in range(0, 4 * 4096)])
+    homes = np.array([address.home(line, 4, 2) for line in range(0, 4 * 4096)])
     assert (homes[::4] == homes[3::4]).all()                       # a 128 B block's sectors share a home
     assert 0.45 < homes.mean() < 0.55
 
@@ -622,8 +631,7 @@ def test_compiled_and_interpreted_replay_agree_with_stores_and_splits(monkeypatc
     target = SimTarget(num_xcds=2, cus_per_xcd=3, occupancy=2, l2_domains=2,
                        l2=CacheGeometry(64 * 32, 4, 32), mall=CacheGeometry(256 * 32, 16, 32))
     compiled = simulate_l2(model, table, target)
-    monkeypatch.setattr(sim, "_replay", sim._replay.py_func)
-    monkeypatch.setattr(sim, "_lookup", sim._lookup.py_func)
+    _interpret_replay(monkeypatch)
     interpreted = simulate_l2(model, table, target)
     for field in ("read_hits", "read_misses", "hits", "misses", "xcd_hits", "xcd_misses", "mall_hits"):
         assert getattr(compiled, field) == getattr(interpreted, field), field
@@ -645,7 +653,7 @@ def _distinct(lines) -> int:
 def test_igemm_fast_persistent_reads_and_writes_every_tile_once():
     kernel = KERNELS["igemm_fast"]
     tiles = {**FAST_TILES, "PERSISTENT": 1}
-    result = simulate_job(kernel, SHAPE, tiles, SWIZZLES["grouped"], 1, 2, BIG, line_bytes=32)
+    result = simulate_job(kernel, SHAPE, tiles, Remap(SWIZZLES["grouped"], 1, 2), BIG, line_bytes=32)
     (model,) = kernel.launch_models(SHAPE, tiles, 32)
     assert result.num_programs == 4                     # min(33 tiles, 4 SMs)
     assert result.read_hits + result.read_misses == model.loads.num_accesses
@@ -654,14 +662,14 @@ def test_igemm_fast_persistent_reads_and_writes_every_tile_once():
     # row is 80 B, so tiles share sectors: the model's other store lookups hit.
     assert result.write_misses == 405
     assert result.write_hits + result.write_misses == len(model.epilogue.lines) == 648
-    plain = simulate_job(kernel, SHAPE, FAST_TILES, SWIZZLES["grouped"], 1, 2, BIG, line_bytes=32)
+    plain = simulate_job(kernel, SHAPE, FAST_TILES, Remap(SWIZZLES["grouped"], 1, 2), BIG, line_bytes=32)
     assert plain.num_programs == 33 and plain.accesses == result.accesses
 
 
 def test_igemm_fast_split_k_with_sum_pass():
     kernel = KERNELS["igemm_fast"]
     tiles = {**FAST_TILES, "SPLIT_K": 2}
-    result = simulate_job(kernel, SHAPE, tiles, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
+    result = simulate_job(kernel, SHAPE, tiles, Remap(SWIZZLES["identity"], 1, 8), BIG, line_bytes=32)
     assert result.num_programs == 66                    # 33 tiles x 2 splits
     # Partials: 2 x 162 x 40 fp32 = 51840 B = 1620 sectors, written once each.
     assert (result.write_hits, result.write_misses) == (0, 1620)
@@ -682,8 +690,8 @@ def test_igemm_fast_split_k_with_sum_pass():
 def test_igemm_fast_split_sum_reads_partials_back_in_the_same_launch():
     kernel = KERNELS["igemm_fast"]
     tiles = {**FAST_TILES, "SPLIT_K": 2, "SPLIT_SUM": 1}
-    result = simulate_job(kernel, SHAPE, tiles, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
-    plain = simulate_job(kernel, SHAPE, {**tiles, "SPLIT_SUM": 0}, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
+    result = simulate_job(kernel, SHAPE, tiles, Remap(SWIZZLES["identity"], 1, 8), BIG, line_bytes=32)
+    plain = simulate_job(kernel, SHAPE, {**tiles, "SPLIT_SUM": 0}, Remap(SWIZZLES["identity"], 1, 8), BIG, line_bytes=32)
     assert result.timed_run == ()                       # one launch
     # Besides the plain split launch: 33 tiles x 2 arrivals + 33 resets on 33 counters
     # (4 B each: 132 B from a 4096-aligned base, 5 sectors): 5 misses, 94 hits; the 1620
@@ -699,7 +707,7 @@ def test_igemm_fast_fold_pass_feeds_the_conv():
     # padded to 8), one tap.  32 B sectors throughout.
     shape = ConvShape("f", N=1, C=1, H=4, W=4, F=16, R=2, S=2, stride=2, padding=0)
     tiles = {**FAST_TILES, "FOLD": 1}
-    result = simulate_job("igemm_fast", shape, tiles, SWIZZLES["identity"], 1, 8, BIG, line_bytes=32)
+    result = simulate_job("igemm_fast", shape, tiles, Remap(SWIZZLES["identity"], 1, 8), BIG, line_bytes=32)
     # The conv alone, cold: 1 tile, 1 step: the folded input (4 pixels x 8 channels x 2 B =
     # 64 B: 2 sectors), the packed weights (16 rows x 16 columns x 2 B: 16 sectors), then
     # the output (4 pixels x 16 filters x 2 B: 4 sectors).  Nothing hits.
@@ -720,7 +728,7 @@ def test_set_hash_spreads_blocks_that_modulo_puts_in_one_set():
     # hash sends block 0 to group 0 and block 4 to group 1 (set 4), so the second pass hits both.
     from dataclasses import replace
 
-    from harness.profilers.sim import set_index
+    from harness.profilers.sim.address import set_index
 
     tiny = machine(slots=1, l2_lines=16, ways=1, line=32)
     model = synthetic([[[0], [16], [0], [16]]], line=32)
@@ -757,7 +765,7 @@ def test_dispatch_gap_starts_the_first_wave_apart():
 
 
 def test_scattered_items_marks_a_jump_from_the_predecessors_blocks():
-    from harness.profilers.sim import scattered_items
+    from harness.profilers.sim.dispatch import scattered_items
 
     # A 2 x 3 grid, operand rows: the input's M block (0, 1), the weights' N block (2, 3, 4).
     rows = np.array([[m, 2 + n] for m in range(2) for n in range(3)], dtype=np.int64)
@@ -796,16 +804,16 @@ def test_prediction_error_gives_bands_with_their_coverage_else_mean_errors():
     record = {"validated_on": "H100 ncu, 9 cells not fitted", "hit_rate_mae": {"all": 2.0}, "delta_mae": {"all": 1.0},
               "band_coverage": 0.9, "hit_rate_band": {"all": 5.0, "igemm": 4.0}, "delta_band": {"all": 3.0},
               "read_hit_rate_band": {"all": float("inf")}}
-    err = sim.prediction_error({"name": "h100", "sim_calibration": record}, "igemm")
+    err = bands.prediction_error({"name": "h100", "sim_calibration": record}, "igemm")
     assert (err.hit_rate, err.delta, err.read_hit_rate, err.coverage) == (4.0, 3.0, None, 0.9)
     assert err.validated == "validated on H100 ncu, 9 cells not fitted; ± covers 90 %"
     # An older record (mean absolute errors only): those, and no coverage claimed.
     old = {k: v for k, v in record.items() if not k.endswith("band") and k != "band_coverage"}
-    err = sim.prediction_error({"name": "h100", "sim_calibration": old}, "igemm")
+    err = bands.prediction_error({"name": "h100", "sim_calibration": old}, "igemm")
     assert (err.hit_rate, err.delta, err.coverage) == (2.0, 1.0, None)
     assert err.validated == "validated on H100 ncu, 9 cells not fitted"
     # Never validated: nothing to quote.
-    err = sim.prediction_error({"name": "mi300x"}, "igemm")
+    err = bands.prediction_error({"name": "mi300x"}, "igemm")
     assert err.hit_rate is None and err.validated == "not validated on mi300x hardware"
 
 
@@ -821,7 +829,7 @@ def test_order_blind_grids_are_those_whose_tiles_are_alike():
 
     def job(swizzle, **shape):
         s = ConvShape(name="s", **{"N": 1, "C": 32, "H": 8, "W": 8, "F": 16, "R": 1, "S": 1, **shape})
-        return sim.simulate_job("igemm", s, tiles, get_swizzle(swizzle), 1, 8, target)
+        return simulate_job("igemm", s, tiles, Remap(get_swizzle(swizzle), 1, 8), target)
 
     column = [job(order) for order in ("identity", "scatter", "colmajor")]
     assert all(r.order_blind for r in column)
@@ -838,15 +846,15 @@ def test_layer_class_misaligned_then_one_wave_then_regular():
         return ConvShape(name="s", N=1, C=C, H=8, W=8, F=F, R=1, S=1, stride=1, padding=0, dtype=dtype)
 
     # 24 fp16 channels = 48 B: a pixel's row straddles 32 B sectors, whatever the grid; so do 40 filters
-    assert sim.layer_class(shape(24), 32, num_work=10_000, resident=264) == "misaligned"
-    assert sim.layer_class(shape(256, F=40), 32, 10, 264) == "misaligned"
+    assert bands.layer_class(shape(24), 32, num_work=10_000, resident=264) == "misaligned"
+    assert bands.layer_class(shape(256, F=40), 32, 10, 264) == "misaligned"
     # 96 channels = 192 B, six whole sectors (a partial K step, but aligned rows): not misaligned
-    assert sim.layer_class(shape(96), 32, 10_000, 264) == "regular"
+    assert bands.layer_class(shape(96), 32, 10_000, 264) == "regular"
     # ... but 192 B is not a whole number of MI300X's 128 B lines
-    assert sim.layer_class(shape(96), 128, 10_000, 264) == "misaligned"
+    assert bands.layer_class(shape(96), 128, 10_000, 264) == "misaligned"
     # aligned: one wave when every work item is in flight at once
-    assert sim.layer_class(shape(256), 32, num_work=264, resident=264) == "one-wave"
-    assert sim.layer_class(shape(256), 32, num_work=265, resident=264) == "regular"
+    assert bands.layer_class(shape(256), 32, num_work=264, resident=264) == "one-wave"
+    assert bands.layer_class(shape(256), 32, num_work=265, resident=264) == "regular"
 
 
 def test_a_job_carries_its_layer_class_and_that_classes_band():
@@ -861,38 +869,38 @@ def test_a_job_carries_its_layer_class_and_that_classes_band():
     small = ConvShape(name="s", N=1, C=16, H=4, W=4, F=16, R=1, S=1, stride=1, padding=0)    # 1 program
     wide = ConvShape(name="w", N=1, C=16, H=8, W=8, F=32, R=1, S=1, stride=1, padding=0)     # 8 programs
     misaligned = ConvShape(name="r", N=1, C=24, H=8, W=8, F=32, R=1, S=1, stride=1, padding=0)   # 48 B rows
-    got = [sim.simulate_job("igemm", s, tiles, get_swizzle("identity"), 1, 8, target).layer_class
+    got = [simulate_job("igemm", s, tiles, Remap(get_swizzle("identity"), 1, 8), target).layer_class
            for s in (small, wide, misaligned)]
     assert got == ["one-wave", "regular", "misaligned"]
     # A persistent grid of 4 programs (one per SM) walking 8 tiles is not one wave
     fast = {**tiles, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0, "PERSISTENT": 1, "TMA": 0, "TMA_STORE": 0, "FOLD": 0,
             "SPLIT_SUM": 0}
-    persistent = sim.simulate_job("igemm_fast", wide, fast, get_swizzle("identity"), 1, 8, target)
+    persistent = simulate_job("igemm_fast", wide, fast, Remap(get_swizzle("identity"), 1, 8), target)
     assert persistent.num_programs == 4 and persistent.layer_class == "regular"
     record = {"validated_on": "X ncu", "hit_rate_mae": {"all": 2.0}, "band_coverage": 0.9,
               "hit_rate_band": {"all": 5.0}, "delta_band": {"all": 4.0},
               "class_bands": {"regular": {"cells": 20, "hit_rate": 3.0, "delta": 2.0}, "misaligned": {"cells": 9, "hit_rate": 20.0}}}
     t = {"name": "t", "sim_calibration": record}
-    regular = sim.prediction_error(t, "igemm", "regular")
+    regular = bands.prediction_error(t, "igemm", "regular")
     assert (regular.hit_rate, regular.delta) == (3.0, 2.0)
     assert regular.validated == "validated on X ncu; ± covers 90 % of regular layers"
-    assert (sim.prediction_error(t, "igemm", "misaligned").hit_rate, sim.prediction_error(t, "igemm", "misaligned").delta) == (20.0, 4.0)
-    assert sim.prediction_error(t, "igemm", "one-wave").hit_rate == 5.0     # no bands of its own
-    assert sim.prediction_error(t, "igemm").validated == "validated on X ncu; ± covers 90 %"
+    assert (bands.prediction_error(t, "igemm", "misaligned").hit_rate, bands.prediction_error(t, "igemm", "misaligned").delta) == (20.0, 4.0)
+    assert bands.prediction_error(t, "igemm", "one-wave").hit_rate == 5.0     # no bands of its own
+    assert bands.prediction_error(t, "igemm").validated == "validated on X ncu; ± covers 90 %"
     # An order-blind grid's deltas take the bands of such grids; its levels its class's.
     record["class_bands"]["order-blind"] = {"cells": 30, "delta": 1.5, "read_delta": 3.5}
-    blind = sim.prediction_error(t, "igemm", "regular", blind=True)
+    blind = bands.prediction_error(t, "igemm", "regular", blind=True)
     assert (blind.hit_rate, blind.delta, blind.read_delta) == (3.0, 1.5, 3.5)
     assert blind.validated == "validated on X ncu; ± covers 90 % of regular layers (Δ: of order-blind grids)"
-    assert sim.prediction_error(t, "igemm", "regular").delta == 2.0
+    assert bands.prediction_error(t, "igemm", "regular").delta == 2.0
     # A family's own bands for a class come first, measure by measure, then the class's.
     record["class_bands"]["igemm_fast/misaligned"] = {"cells": 12, "hit_rate": 30.0, "delta": 6.0}
-    fast_err = sim.prediction_error(t, "igemm_fast", "misaligned")
+    fast_err = bands.prediction_error(t, "igemm_fast", "misaligned")
     assert (fast_err.hit_rate, fast_err.delta) == (30.0, 6.0)
     assert fast_err.validated == "validated on X ncu; ± covers 90 % of igemm_fast's misaligned layers"
-    assert sim.prediction_error(t, "igemm", "misaligned").hit_rate == 20.0
+    assert bands.prediction_error(t, "igemm", "misaligned").hit_rate == 20.0
     record["class_bands"]["igemm_fast/misaligned"] = {"cells": 12, "hit_rate": 30.0}   # no delta band of its own
-    assert sim.prediction_error(t, "igemm_fast", "misaligned").delta == 4.0   # neither the class: the family's
+    assert bands.prediction_error(t, "igemm_fast", "misaligned").delta == 4.0   # neither the class: the family's
 
 
 # -----------------------------------------------------------
@@ -933,8 +941,8 @@ def test_each_output_rows_store_is_its_own_request():
     tiles = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16}
     target = {**BIG, "l2_line_bytes": 32, "l2_writes": "hit", "l2_request_bytes": 128}
     rows = 2 * 9 * 9
-    per_row = simulate_job("igemm", shape, tiles, SWIZZLES["identity"], 1, 8, target)
-    distinct = simulate_job("igemm", shape, tiles, SWIZZLES["identity"], 1, 8, {**target, "l2_request_bytes": 0})
+    per_row = simulate_job("igemm", shape, tiles, Remap(SWIZZLES["identity"], 1, 8), target)
+    distinct = simulate_job("igemm", shape, tiles, Remap(SWIZZLES["identity"], 1, 8), {**target, "l2_request_bytes": 0})
     assert per_row.write_hits + per_row.write_misses == 2 * rows
     assert distinct.write_hits + distinct.write_misses == rows * 48 // 32
     # The loads' runs of 32 B (16 channels) sit inside 128 B: no split, the same reads.
@@ -948,18 +956,18 @@ def test_spilled_lines_are_write_hits_counted_in_both_partitions_when_far():
     from dataclasses import replace
 
     nvidia = replace(machine(line=32), writes_hit=True)
-    assert sim.spill_lookups(1000, nvidia) == 32                 # ceil(1000 / 32) lines, one partition
-    assert sim.spill_lookups(1000, replace(nvidia, l2_partitions=2)) == 32 + 16   # half homed far: twice
-    assert sim.spill_lookups(1000, machine(line=32)) == 0        # stores that allocate: not modelled
-    assert sim.spill_lookups(0, nvidia) == 0
+    assert replay.spill_lookups(1000, nvidia) == 32                 # ceil(1000 / 32) lines, one partition
+    assert replay.spill_lookups(1000, replace(nvidia, l2_partitions=2)) == 32 + 16   # half homed far: twice
+    assert replay.spill_lookups(1000, machine(line=32)) == 0        # stores that allocate: not modelled
+    assert replay.spill_lookups(0, nvidia) == 0
 
 
 def test_a_job_that_spills_adds_its_lines_to_every_work_items_stores():
     # 33 tiles, each spilling 256 threads x 136 B = 34816 B = 1088 sectors, half of them homed
     # in the far partition: 1632 more write hits per tile; the reads do not change.
     target = {**BIG, "l2_line_bytes": 32, "l2_writes": "hit", "l2_partitions": 2}
-    plain = simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["identity"], 1, 8, target)
-    spilled = simulate_job("igemm", SHAPE, IGEMM_TILES, SWIZZLES["identity"], 1, 8, target, spill_bytes=34816)
+    plain = simulate_job("igemm", SHAPE, IGEMM_TILES, Remap(SWIZZLES["identity"], 1, 8), target)
+    spilled = simulate_job("igemm", SHAPE, IGEMM_TILES, Remap(SWIZZLES["identity"], 1, 8), target, spill_bytes=34816)
     assert spilled.write_hits - plain.write_hits == 33 * (1088 + 544)
     assert spilled.write_misses == plain.write_misses
     assert (spilled.read_hits, spilled.read_misses) == (plain.read_hits, plain.read_misses)

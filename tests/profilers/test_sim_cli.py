@@ -25,7 +25,7 @@ def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
     import yaml
     from pathlib import Path
 
-    from harness.profilers.sim import LAYER_CLASSES, prediction_error
+    from harness.profilers.sim.bands import LAYER_CLASSES, prediction_error
     target = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/target/h100.yaml").read_text())
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("sim-cli")
@@ -67,7 +67,7 @@ def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_pa
 
     import yaml
 
-    from harness.profilers.sim import simulate_job
+    from harness.profilers.sim.job import Remap, simulate_job
     from kernels.problem import ConvShape
     from swizzles import get_swizzle
 
@@ -87,7 +87,7 @@ def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_pa
     spills = int(m.get("compile.spill_bytes_per_program", 0))   # the compiled kernel's, as the job's request carries
 
     def hit(target):
-        return simulate_job("igemm", shape, tiles, get_swizzle("identity"), 1, 8, target, occupancy,
+        return simulate_job("igemm", shape, tiles, Remap(get_swizzle("identity"), 1, 8), target, occupancy,
                             spill_bytes=spills).hit_rate
 
     with_layout = hit({**h100, "sm_partition": [0, 1], "sm_dispatch": {1: [1]}})
@@ -103,7 +103,7 @@ def test_an_order_blind_grid_says_so_and_takes_the_band_of_such_grids(tmp_path):
 
     import yaml
 
-    from harness.profilers.sim import ORDER_BLIND_NOTE, prediction_error
+    from harness.profilers.sim.bands import ORDER_BLIND_NOTE, prediction_error
 
     uri = f"sqlite:///{tmp_path}/store.db"
     proc = _harness(["-m", "swizzle=scatter", "profiler=sim", "target=h100", "shape=tiny",

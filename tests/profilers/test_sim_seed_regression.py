@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 import pytest
 import yaml
 
-from harness.profilers.sim import simulate_job
+from harness.profilers.sim.job import Remap, simulate_job
 from kernels import get_kernel
 from kernels.problem import ConvShape
 from swizzles import resolve_swizzle
@@ -36,8 +36,8 @@ def test_seed_direct_conv_on_the_simulated_mi300x():
     kernel = get_kernel("direct")
     tiles = yaml.safe_load((CONF / "kernel" / "direct.yaml").read_text())["tiles"]
     shape = ConvShape("seed", 32, 32, 32, 32, 64, 3, 3, 1, 0)
-    identity = simulate_job(kernel, shape, tiles, resolve_swizzle("identity", None), 8, 8, target)
-    seed_xcd = simulate_job(kernel, shape, tiles, resolve_swizzle("seed_xcd", None), 8, 8, target)
+    identity = simulate_job(kernel, shape, tiles, Remap(resolve_swizzle("identity", None), 8, 8), target)
+    seed_xcd = simulate_job(kernel, shape, tiles, Remap(resolve_swizzle("seed_xcd", None), 8, 8), target)
     delta = seed_xcd.hit_rate - identity.hit_rate
     assert identity.hit_rate == pytest.approx(96.26, abs=0.05)
     assert delta == pytest.approx(3.21, abs=0.05)

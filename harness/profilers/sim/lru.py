@@ -1,4 +1,4 @@
-"""A set-associative LRU cache, the building block of the simulated L2 (see :mod:`.sim`).
+"""A set-associative LRU cache, the building block of the simulated L2 (:mod:`harness.profilers.sim`).
 
 The cache holds ``size_bytes / line_bytes`` lines in ``num_sets`` sets of ``ways``
 lines each.  Line id ``L`` (a byte address divided by the line size) lives in set
@@ -11,12 +11,12 @@ ways of set ``set`` of cache ``c`` are ``tags[(c * num_sets + set) * ways :][:wa
 kept in recency order, most recently used first, -1 for an empty way.  A hit moves
 the line to the front; a miss shifts the set down one way (dropping the least
 recently used line) and puts the new line in front.  Without timestamps a set of 16
-int32 tags is one 64 B host cache line, which is what makes the 256 MB MALL cheap to
-simulate.  Tags are int32 when every line id fits, int64 otherwise.
+int32 tags is one 64 B host cache line.  Tags are int32 when every line id fits, int64
+otherwise.
 
-The hot function is compiled with numba when it is installed (it is a dependency of
-the project).  Without numba the very same Python source runs interpreted: identical
-results, about a hundred times slower.
+The hot functions are compiled with numba when it is installed (it is a dependency of the
+project, :func:`jit`); without numba the very same Python source runs interpreted, with
+identical results.
 """
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ try:
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     _njit = None
     HAVE_NUMBA = False
+
+#: Which replay implementation runs: "numba" (compiled) or "python" (interpreted).
+ENGINE = "numba" if HAVE_NUMBA else "python"
 
 
 def jit(fn):
@@ -73,21 +76,34 @@ def tag_dtype(max_line: int):
 
 
 @jit
-def lru_access(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
-    """Access ``line`` in the set whose most recently used way is ``tags[set_base]``;
-    return True on a hit.  Either way the line ends up most recently used."""
-    # Find the line; an empty way (-1) ends the search, since empty ways come last.
+def _find(tags: np.ndarray, set_base: int, ways: int, line) -> int:
+    """Where ``line`` is in the set at ``set_base``, else the first empty way, else the least
+    recently used one (an empty way, -1, ends the search: empty ways come last)."""
     last = set_base + ways - 1
     i = set_base
     while i < last and tags[i] != line and tags[i] != -1:
         i += 1
-    hit = tags[i] == line
-    # Shift the more recently used ways down by one and put the line in front.  On a
-    # miss, i is the first empty way or the least recently used one, which drops out.
+    return i
+
+
+@jit
+def _to_front(tags: np.ndarray, set_base: int, i: int, line) -> None:
+    """Shift the ways more recently used than way ``i`` down by one (way ``i``'s line drops
+    out) and put ``line`` in front."""
     while i > set_base:
         tags[i] = tags[i - 1]
         i -= 1
     tags[set_base] = line
+
+
+@jit
+def lru_access(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
+    """Access ``line`` in the set whose most recently used way is ``tags[set_base]``;
+    return True on a hit.  Either way the line ends up most recently used (on a miss the
+    first empty way or the least recently used line makes room)."""
+    i = _find(tags, set_base, ways, line)
+    hit = tags[i] == line
+    _to_front(tags, set_base, i, line)
     return hit
 
 
@@ -97,17 +113,11 @@ def lru_insert_last(tags: np.ndarray, set_base: int, ways: int, line) -> bool:
     used), but an absent line takes the least recently used way (or the first empty one) and
     stays least recently used: the next line the set needs evicts it first.  Returns True
     on a hit."""
-    last = set_base + ways - 1
-    i = set_base
-    while i < last and tags[i] != line and tags[i] != -1:
-        i += 1
+    i = _find(tags, set_base, ways, line)
     if tags[i] != line:
         tags[i] = line
         return False
-    while i > set_base:
-        tags[i] = tags[i - 1]
-        i -= 1
-    tags[set_base] = line
+    _to_front(tags, set_base, i, line)
     return True
 
 

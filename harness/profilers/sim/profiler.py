@@ -1,0 +1,91 @@
+"""``profiler=sim`` (and ``profiler=auto`` with no GPU): each verified job's L2 figures
+predicted in process by the simulated L2, with no worker and no repeats (the simulation is
+deterministic).  Rates in %, error bands in % points.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from harness.profilers.sim.bands import ORDER_BLIND_NOTE, prediction_error
+from harness.profilers.sim.job import Remap, simulate_job
+from harness.profilers.sim.lru import ENGINE
+from harness.profilers.sim.result import SimResult
+from harness.profilers.sim.target import SimTarget
+from harness.profilers.wrapped import Profiler
+
+class SimProfiler(Profiler):
+    """Predicted L2 hit rates from the trace-driven model of the target's L2s."""
+
+    name = "sim"
+    deterministic = True
+
+    def __init__(self, target: Mapping[str, Any], occupancy: int | None = None, line_bytes: int | None = None):
+        self.target = dict(target)
+        self.occupancy = occupancy
+        self.line_bytes = line_bytes
+        SimTarget.from_target(self.target, occupancy, line_bytes)  # validate now: fail fast
+
+    def tags(self) -> dict[str, str]:
+        return {"profiler": self.name, "profiler_version": f"swizzlebench-sim/{ENGINE}",
+                "cache_control": "all", "sim_target": str(self.target.get("name", "?"))}
+
+    def profile(self, requests, workdir) -> dict:
+        from harness.profilers.wrapped import ProfileOutcome
+        from harness.pipeline.spec import JobSpec
+
+        outcomes = {}
+        for req in requests:
+            spec = JobSpec.from_dict(req.spec)
+            try:
+                occupancy = self.occupancy or getattr(req, "occupancy", None)   # compiled for the target
+                spills = getattr(req, "spill_bytes", None) or 0                  # ... and its spills
+                result = self._simulate(spec, occupancy, spills)
+                # The baseline's own spills are not known here: it is taken to spill as much.
+                baseline = (self._simulate(JobSpec.from_dict(req.baseline), occupancy, spills)
+                            if req.baseline is not None else None)
+            except NotImplementedError as exc:   # a kernel with no address model: its message says what to use
+                outcomes[req.key] = ProfileOutcome(None, str(exc))
+                continue
+            except (ValueError, MemoryError) as exc:
+                outcomes[req.key] = ProfileOutcome(None, f"simulation failed: {exc}")
+                continue
+            rows = ["xcd,hits,misses,hit_rate_pct"] + [
+                f"{x},{h},{m},{r:.4f}" for x, (h, m, r) in
+                enumerate(zip(result.xcd_hits, result.xcd_misses, result.xcd_hit_rates))]
+            outcome = ProfileOutcome(result.as_reading(), None, [],
+                                     artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
+                                     metrics={**result.as_metrics(prefix="sim."),
+                                              "sim.programs_per_cu": float(self._residency(occupancy))})
+            err = prediction_error(self.target, spec.kernel, result.layer_class, result.order_blind)
+            outcome.tags["sim_layer_class"] = result.layer_class
+            if result.order_blind:   # the model cannot tell this grid's orders apart
+                outcome.tags["sim_order_blind"] = ORDER_BLIND_NOTE
+            outcome.tags["sim_validation"] = err.validated
+            outcome.metrics["l2_read_hit_rate"] = result.read_hit_rate
+            if err.hit_rate is not None:
+                outcome.metrics["l2_hit_rate_err"] = err.hit_rate
+            if err.read_hit_rate is not None:
+                outcome.metrics["l2_read_hit_rate_err"] = err.read_hit_rate
+            if err.coverage is not None:   # the ± are bands that held this share of unfitted cells (%)
+                outcome.metrics["l2_err_coverage"] = 100.0 * err.coverage
+            outcome.delta_error, outcome.read_delta_error = err.delta, err.read_delta
+            if baseline is not None:   # deterministic: one pair is the exact difference
+                outcome.baseline_reading = baseline.as_reading()
+                outcome.pairs = [(outcome.reading.l2_hit_rate, outcome.baseline_reading.l2_hit_rate)]
+                outcome.read_pairs = [(result.read_hit_rate, baseline.read_hit_rate)]
+            outcomes[req.key] = outcome
+        return outcomes
+
+    def _residency(self, occupancy: int | None) -> int:
+        """Programs per CU the simulation used."""
+        return SimTarget.from_target(self.target, occupancy, self.line_bytes).occupancy
+
+    def _simulate(self, spec, occupancy: int | None = None, spill_bytes: int = 0) -> SimResult:
+        """``occupancy``: programs per CU, from the kernel compiled for the target (the
+        compile stage) when the job has one, else the target's or DEFAULT_OCCUPANCY;
+        ``spill_bytes``: what one program of it spills (bytes), from the same compile."""
+        from harness.pipeline.user_code import spec_kernel, spec_remap
+
+        return simulate_job(spec_kernel(spec), spec.shape, spec.tiles_dict,
+                            Remap(spec_remap(spec), spec.num_xcds, spec.group_size), self.target, occupancy,
+                            line_bytes=self.line_bytes, spill_bytes=spill_bytes)
