@@ -32,7 +32,7 @@ from harness.measure.roofline import Roofline
 from harness.job.shapes import expand_preset
 from harness.job.spec import JobSpec
 from harness.job.spec_config import build_spec
-from harness.tune.search import FASTEST
+from harness.tune.search import FASTEST, NONE, TABLE
 from harness.profilers import Profiler, make_profiler
 from harness.schema import Config, IsolationConfig, ProfilerConfig, TargetConfig, typed_config
 from harness.storage.provenance import git_commit, library_versions
@@ -46,6 +46,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     """Run every shape of the job's preset and log each to MLflow; returns the results."""
     device = describe_device(mode)
     resolve_target(cfg, device)
+    given_config_wins(cfg)
     job = typed_config(cfg)   # user errors first: nothing is logged for a command that is refused
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     entries = expand_preset(vars(job.shape))
@@ -96,6 +97,22 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
     with open_dict(cfg):
         cfg.target = OmegaConf.merge(OmegaConf.structured(TargetConfig), target)
     log.info("target=auto resolved to %s for device %r", target.name, device.name)
+
+
+#: Overrides that give a launch config: with any of them, ``tune=table`` gives way to it.
+LAUNCH_OVERRIDES = ("kernel.tiles.", "kernel.tiles=", "launch.")
+
+
+def given_config_wins(cfg: DictConfig) -> None:
+    """``tune=table`` (the default) launches each layer's committed config; a launch config
+    given on the command line (``kernel.tiles.*``, ``launch.*``) is what the user asked to
+    measure, so with one the job runs it as configured (``tune=none``, logged as such)."""
+    if cfg.tune.name != TABLE or not HydraConfig.initialized():
+        return
+    given = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").startswith(LAUNCH_OVERRIDES)]
+    if given:
+        log.info("tune=table: %s given, so the configured launch config runs (tune=none)", ", ".join(given))
+        cfg.tune.name = NONE
 
 
 def check_launch_config(job: Config, entries: list) -> None:

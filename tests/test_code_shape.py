@@ -8,17 +8,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 60
 MAX_PARAMS = 8
 
-_SIM = "profilers: being split (sim helper)"
-
 #: Qualified name -> why it stays long.
 ALLOWED = {
-    "harness.profilers.sim.SimTarget.from_target": _SIM,
-    "harness.profilers.sim._read_miss": _SIM,
-    "harness.profilers.sim._lookup": _SIM,
-    "harness.profilers.sim._replay": _SIM,
-    "harness.profilers.sim._start": _SIM,
-    "harness.profilers.sim._assign": _SIM,
-    "harness.profilers.sim.simulate_job": _SIM,
     "harness.search.sweeper.SearchSweeper.__init__": "Hydra instantiates the sweeper with one keyword per "
                                                      "config key of its node",
     "harness.tools.wheelhouse.build_wheelhouse": "one keyword per command-line flag of the tool",

@@ -3,8 +3,9 @@ tuning happens at run time (``tune=table``, the main command's default).
 
 One JSON file per (kernel, target) beside this module, ``<kernel>_<target>.json``:
 ``{"device": ..., "how": ..., "entries": {shape key: {"shape": {...}, "config": {...}}}}``.
-The H100 table was chosen by timing on an H100 (``benchmarks/conv_speed.py``); the MI300X
-table by compiling for gfx942 only (``benchmarks/amd_table.py``: no MI300X was timed).
+Each table's ``how`` says how it was made: the H100's by timing on an H100, the MI300X's by
+compiling for gfx942 only (no MI300X was timed); the commands are in docs/benchmarks.md,
+"Kernel speed".
 
 A layer outside the table gets the config of its *nearest* entry (:meth:`TunedTable.lookup`):
 among the entries with the same filter size, stride and padding, the one closest in

@@ -87,7 +87,7 @@ def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_pa
     spills = int(m.get("compile.spill_bytes_per_program", 0))   # the compiled kernel's, as the job's request carries
 
     def hit(target):
-        return simulate_job("igemm", shape, tiles, Remap(get_swizzle("identity"), 1, 8), target, occupancy,
+        return simulate_job(p["kernel"], shape, tiles, Remap(get_swizzle("identity"), 1, 8), target, occupancy,
                             spill_bytes=spills).hit_rate
 
     with_layout = hit({**h100, "sm_partition": [0, 1], "sm_dispatch": {1: [1]}})

@@ -31,7 +31,7 @@ class SimProfiler(Profiler):
 
     def profile(self, requests, workdir) -> dict:
         from harness.profilers.wrapped import ProfileOutcome
-        from harness.pipeline.spec import JobSpec
+        from harness.job.spec import JobSpec
 
         outcomes = {}
         for req in requests:
@@ -84,7 +84,7 @@ class SimProfiler(Profiler):
         """``occupancy``: programs per CU, from the kernel compiled for the target (the
         compile stage) when the job has one, else the target's or DEFAULT_OCCUPANCY;
         ``spill_bytes``: what one program of it spills (bytes), from the same compile."""
-        from harness.pipeline.user_code import spec_kernel, spec_remap
+        from harness.job.user_code import spec_kernel, spec_remap
 
         return simulate_job(spec_kernel(spec), spec.shape, spec.tiles_dict,
                             Remap(spec_remap(spec), spec.num_xcds, spec.group_size), self.target, occupancy,
