@@ -35,6 +35,7 @@ def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
     for r in jobs:
         assert r.info.status == "FINISHED", r.data.tags.get("status_reason")
         assert r.data.params[f"tile.{key}"] == value
+        assert r.data.params["tune"] == "none"   # a launch config on the command line wins over tune=table
         metrics = r.data.metrics
         assert 0.0 <= metrics["l2_hit_rate"] <= 100.0 and metrics["l2_hit_rate"] == metrics["sim.l2_hit_rate"]
         assert "sim.l2_read_hit_rate" in metrics and metrics["sim.l2_write_lookups"] > 0
