@@ -5,8 +5,8 @@ no GPU: nothing here is timed, on an MI300X or anywhere.
         [--out kernels/tuned/igemm_fast_mi300x.json]
         [--candidates benchmarks/results/amd_table/candidates.csv]
 
-For every layer of the named shape presets (default: ResNet-50 first, then every other
-preset; duplicates by dimensions merged, as in ``benchmarks/conv_speed.py``), every config of
+For every layer of the named shape presets (default: every preset; duplicates by dimensions
+merged, as in ``benchmarks/conv_speed.py``; in the order of :func:`layer_order`), every config of
 the kernel's AMD candidate space (``tune_space`` with the traits of ``mi300x``, gfx942, 304
 CUs) is compiled for gfx942 by the harness's compile stage (:mod:`harness.pipeline.compile`,
 through the report cache of :mod:`harness.pipeline.compile_client`; Triton's own cache
@@ -75,7 +75,7 @@ class Candidate:
     spills: int = 0             # VGPRs spilled, summed over the launch's kernels
     scratch_bytes: int = 0      # scratch per lane, bytes, the launch's largest
     kernels: int = 1            # jit kernels one launch runs
-    binary: str = ""            # Triton's hash of the main kernel's binary
+    binary: str = ""            # Triton's hash of the main kernel's binary (first 16 hex digits)
 
     @property
     def eligible(self) -> bool:
@@ -120,7 +120,7 @@ def compile_candidate(client: CompileClient, shape: ConvShape, cfg: Config) -> C
     return Candidate(cfg, waves_per_simd=int(occ.get("waves_per_simd") or 0), vgprs=int(m.registers or 0),
                      lds_bytes=m.shared_bytes, spills=sum(k.spills for k in report.kernels),
                      scratch_bytes=max(k.spill_bytes for k in report.kernels), kernels=len(report.kernels),
-                     binary=m.triton_hash)
+                     binary=m.triton_hash[:16])
 
 
 # -----------------------------------------------------------
@@ -175,6 +175,23 @@ def entry(shape: ConvShape, best: Candidate, steps: dict[str, int]) -> dict:
             "rule": steps}
 
 
+def layer_kind(shape: ConvShape) -> tuple:
+    """What :meth:`TunedTable.lookup` matches a layer's nearest entry on."""
+    return shape.R, shape.S, shape.stride, shape.padding > 0, shape.dtype
+
+
+def layer_order(shapes: list[ConvShape]) -> list[ConvShape]:
+    """ResNet-50's layers first, then one layer of each kind (:func:`layer_kind`) the table
+    has no entry of yet, then the rest: a run cut short leaves no kind without an entry."""
+    first = [s for s in shapes if s.name.startswith("resnet/")]
+    kinds = {layer_kind(s) for s in first}
+    for s in shapes:
+        if layer_kind(s) not in kinds:
+            kinds.add(layer_kind(s))
+            first.append(s)
+    return first + [s for s in shapes if s not in first]
+
+
 def main() -> None:
     import triton
 
@@ -188,7 +205,7 @@ def main() -> None:
     args = ap.parse_args()
 
     start = time.perf_counter()
-    shapes = preset_shapes(args.presets.split(","))
+    shapes = layer_order(preset_shapes(args.presets.split(",")))
     how = (f"compiled for gfx942 with Triton {triton.__version__} and not timed on an MI300X "
            f"(python benchmarks/amd_table.py), chosen by the compile report: {RULE}")
     table = TunedTable(f"AMD Instinct MI300X ({ARCH}, {CUS} CUs): compiled only", {}, how)
