@@ -6,6 +6,8 @@ rule, re-run on the stored compile figures of every candidate
 made-up reports; and the main command's ``tune=table`` launches the entry's config."""
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from pathlib import Path
 
@@ -28,18 +30,20 @@ TABLE = load_table("igemm_fast", "mi300x")
 ENTRIES = sorted(TABLE.entries.items()) if TABLE else []
 
 
+@functools.cache
+def stored_candidates() -> dict[str, list[Candidate]]:
+    return read_candidates(amd_table.CANDIDATES_CSV)
+
+
 def shape_of(entry: dict) -> ConvShape:
     s = entry["shape"]
     return ConvShape(s["name"], **{k: v for k, v in s.items() if k not in ("name", "dtype")}, dtype=s["dtype"])
 
 
 def test_the_table_says_it_was_compiled_not_timed():
-    import triton
-
     assert TABLE is not None and len(TABLE.entries) >= 23     # ResNet-50's layers at least
-    assert TABLE.how.startswith("compiled for gfx942 with Triton ")
+    assert re.match(r"compiled for gfx942 with Triton \d+\.\d+", TABLE.how)
     assert "not timed on an MI300X" in TABLE.how.split(":")[0]   # the part the job's tag shows
-    assert triton.__version__.split(".")[0] in TABLE.how
     resnet = {k for k, e in ENTRIES if e["shape"]["name"].startswith("resnet/")}
     assert len(resnet) == 23
 
@@ -52,7 +56,7 @@ def test_each_entry_is_in_the_amd_space_and_is_the_rules_pick(key, entry):
     assert chosen in KERNELS["igemm_fast"].tune_space(shape, amd_table.TRAITS)
     figures = entry["compile"]
     assert figures["spills"] == figures["scratch_bytes"] == 0 and figures["lds_bytes"] <= 65536
-    cands = read_candidates(amd_table.CANDIDATES_CSV)[key]
+    cands = stored_candidates()[key]
     best, steps = choose(cands)
     assert best.config == chosen and steps == entry["rule"]
     assert {k: getattr(best, k) for k in figures} == figures
