@@ -3,13 +3,13 @@ no GPU: nothing here is timed, on an MI300X or anywhere.
 
     python benchmarks/amd_table.py [--presets resnet,unseen] [--jobs 2] [--deadline-s 3000]
         [--out kernels/tuned/igemm_fast_mi300x.json]
-        [--candidates benchmarks/results/amd_table/candidates.csv]
+        [--candidates benchmarks/results/amd_table/candidates.csv.xz]
 
 For every layer of the named shape presets (default: every preset; duplicates by dimensions
 merged, as in ``benchmarks/conv_speed.py``; in the order of :func:`layer_order`), every config of
 the kernel's AMD candidate space (``tune_space`` with the traits of ``mi300x``, gfx942, 304
-CUs) is compiled for gfx942 by the harness's compile stage (:mod:`harness.pipeline.compile`,
-through the report cache of :mod:`harness.pipeline.compile_client`; Triton's own cache
+CUs) is compiled for gfx942 by the harness's compile stage (:mod:`harness.compile.build`,
+through the report cache of :mod:`harness.compile.client`; Triton's own cache
 serves the binaries that several layers share: the kernel takes most shape sizes as
 run-time arguments).  The layer's config is then chosen by :data:`RULE` (:func:`rank`):
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import lzma
 import multiprocessing as mp
 import re
 import sys
@@ -43,9 +44,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from conv_speed import preset_shapes  # noqa: E402
 from harness.hardware.arch import arch_limits  # noqa: E402
-from harness.pipeline.compile import CompileFailed  # noqa: E402
-from harness.pipeline.compile_client import CompileClient  # noqa: E402
-from harness.pipeline.spec import JobSpec  # noqa: E402
+from harness.compile.build import CompileFailed  # noqa: E402
+from harness.compile.client import CompileClient  # noqa: E402
+from harness.job.spec import JobSpec  # noqa: E402
 from kernels import KERNELS  # noqa: E402
 from kernels.igemm_fast import AMD_OPTIONS  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402
@@ -59,7 +60,7 @@ LDS_BYTES = arch_limits(ARCH).shared_per_cu
 RULE = ("no spills or scratch; LDS within the CU's 64 KB; then the most waves per SIMD; then the largest "
         "BLOCK_M x BLOCK_N; then the simplest config (fewest AMD knobs, stages, kernels per launch; no split-K, "
         "not persistent); then the deeper BLOCK_K")
-CANDIDATES_CSV = ROOT / "benchmarks" / "results" / "amd_table" / "candidates.csv"
+CANDIDATES_CSV = ROOT / "benchmarks" / "results" / "amd_table" / "candidates.csv.xz"
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def read_candidates(path: Path) -> dict[str, list[Candidate]]:
     """The CSV back, by layer key, in the space's order."""
     out: dict[str, list[Candidate]] = {}
     ints = [f.name for f in fields(Candidate) if f.type in ("int", int)]
-    with open(path, newline="") as fh:
+    with lzma.open(path, "rt", newline="") as fh:
         for row in csv.DictReader(fh):
             out.setdefault(row["key"], []).append(Candidate(
                 config_from_label(row["config"]), error=row["error"], binary=row["binary"],
@@ -207,12 +208,12 @@ def main() -> None:
     start = time.perf_counter()
     shapes = layer_order(preset_shapes(args.presets.split(",")))
     how = (f"compiled for gfx942 with Triton {triton.__version__} and not timed on an MI300X "
-           f"(python benchmarks/amd_table.py), chosen by the compile report: {RULE}")
+           f"(amd_table.py), chosen by the compile report: {RULE}")
     table = TunedTable(f"AMD Instinct MI300X ({ARCH}, {CUS} CUs): compiled only", {}, how)
     args.candidates.parent.mkdir(parents=True, exist_ok=True)
     left_out, binaries, total = [], set(), 0
     pool = mp.Pool(args.jobs) if args.jobs > 1 else None
-    with open(args.candidates, "w", newline="") as fh:
+    with lzma.open(args.candidates, "wt", newline="") as fh:
         writer = csv.DictWriter(fh, COLUMNS)
         writer.writeheader()
         for shape in shapes:

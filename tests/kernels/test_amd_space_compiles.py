@@ -1,5 +1,5 @@
 """Every kind of config in igemm_fast's AMD candidate space compiles for gfx942 on this CPU
-(the compile stage, harness/pipeline/compile.py), on four representative ResNet-50 layers: a
+(the compile stage, harness/compile/build.py), on four representative ResNet-50 layers: a
 3x3 (l11), a 1x1 (l16), a strided 3x3 (l13) and the 7x7 stride-2 stem (l01).
 
 A sample, to stay under a minute on a fresh cache: the space's configs are grouped by code
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pipeline.compile import CompileFailed
-from harness.pipeline.compile_client import CompileClient
-from harness.pipeline.spec import JobSpec
+from harness.compile.build import CompileFailed
+from harness.compile.client import CompileClient
+from harness.job.spec import JobSpec
 from kernels import KERNELS
 from kernels.igemm_fast import AMD_OPTIONS
 from kernels.problem import ConvShape

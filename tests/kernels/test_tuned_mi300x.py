@@ -2,7 +2,7 @@
 benchmarks/amd_table.py from gfx942 compile reports, not timed): every entry is a config of
 the kernel's AMD space for its layer, its compile figures pass the rule's filters, and the
 rule, re-run on the stored compile figures of every candidate
-(benchmarks/results/amd_table/candidates.csv), picks the same config; the rule itself on
+(benchmarks/results/amd_table/candidates.csv.xz), picks the same config; the rule itself on
 made-up reports; and the main command's ``tune=table`` launches the entry's config."""
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import amd_table  # noqa: E402
 from amd_table import Candidate, choose, config_from_label, read_candidates  # noqa: E402
-from harness.pipeline.job_tuning import table_job  # noqa: E402
-from harness.pipeline.result import JobResult  # noqa: E402
-from harness.pipeline.spec import JobSpec  # noqa: E402
+from harness.job.plan import plan_job  # noqa: E402
+from harness.tune.per_job import table_job  # noqa: E402
+from harness.job.result import JobResult  # noqa: E402
+from harness.job.spec import JobSpec  # noqa: E402
 from kernels import KERNELS  # noqa: E402
 from kernels.problem import ConvShape  # noqa: E402
 from kernels.tuned import load_table, shape_key  # noqa: E402
@@ -98,10 +99,13 @@ def test_the_rule_in_its_order():
 def test_tune_table_launches_the_entry_on_mi300x():
     key, entry = next((k, e) for k, e in ENTRIES if e["shape"]["name"] == "resnet/l11")
     shape = shape_of(entry)
-    spec = JobSpec(kernel="igemm_fast", tiles=(("BLOCK_M", 16),), swizzle="identity", num_xcds=8, group_size=8,
+    flags = dict.fromkeys(("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD", "SPLIT_SUM"), 0)
+    tiles = tuple(KERNELS["igemm_fast"].tile_entries(
+        {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1, **flags}).items())
+    spec = JobSpec(kernel="igemm_fast", tiles=tiles, swizzle="identity", num_xcds=8, group_size=8,
                    shape=shape, shape_preset="resnet", num_warps=4, num_stages=3, target="mi300x", seed=0)
     result = JobResult("t")
-    launched = table_job(spec, KERNELS["igemm_fast"], "gfx942", result)
+    launched = table_job(plan_job(spec), "gfx942", result).spec
     assert Config.make(launched.tiles_dict, launched.num_warps, launched.num_stages) == Config.from_dict(entry["config"])
     assert result.params["tune.table"] == "igemm_fast_mi300x.json"
     assert "not timed on an MI300X" in result.tags["tune"]
