@@ -184,6 +184,13 @@ def parse_formula(text: str) -> Formula:
         raise _error_at(text, line, column,
                         f"the formula is {len(text)} characters long; the limit is {MAX_CHARS}")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:   # a lone surrogate: a non-UTF-8 byte of the command line, or a YAML escape
+        line, column = _position_of_index(text, exc.start)
+        raise _error_at(text.encode("utf-8", "backslashreplace").decode("utf-8"), line, column,
+                        f"character {text[exc.start]!r} is not allowed: not valid Unicode text "
+                        "(a byte that is not UTF-8, or a lone surrogate)") from None
     _check_tokens(text)
     try:
         with warnings.catch_warnings():   # e.g. "invalid decimal literal" for `7x`: an error below
@@ -560,10 +567,13 @@ def load_formula_file(path: str | os.PathLike) -> str:
         if not file.is_file():
             reason = "is not a file" if file.exists() else "does not exist"
             raise FormulaError(f"formula file {str(file)!r} {reason}")
-        if file.stat().st_size > 4 * MAX_CHARS:
+        limit = 4 * MAX_CHARS   # bytes: MAX_CHARS characters of up to 4 UTF-8 bytes each
+        with file.open("rb") as stream:   # at most limit + 1 bytes: st_size is 0 for /proc files
+            data = stream.read(limit + 1)
+        if len(data) > limit:
             raise FormulaError(f"formula file {str(file)!r} is too large (the limit is {MAX_CHARS} "
                                "characters)")
-        return file.read_text(encoding="utf-8")
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")   # as text mode reads it
     except UnicodeDecodeError as exc:
         raise FormulaError(f"formula file {str(file)!r} is not UTF-8 text: {exc.reason} at byte "
                            f"{exc.start}") from None
