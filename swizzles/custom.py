@@ -545,6 +545,57 @@ def generate_source(formula: Formula) -> str:
     return _MODULE_TEMPLATE.format(formula=formula_lines, body="\n".join(body), result=RESULT_NAME)
 
 
+# --------------------------------------------------------------------------- division by zero
+
+
+class _ZeroDivisor(Exception):
+    """Raised inside :func:`zero_divisor` at the first division by zero."""
+
+
+def zero_divisor(text: str, num_pid_m: int, num_pid_n: int, num_xcds: int, group_size: int) -> str | None:
+    """Where formula ``text`` divides by zero over the grid (every pid at once, in the
+    generated code's int32 semantics), as ``pid P: the divisor `d` of `//` is 0``; None when no
+    divisor is ever 0.  A division by zero is undefined on a GPU and silently 0 under the
+    interpreter, so the permutation gate refuses it on every device."""
+    import numpy as np
+
+    formula = parse_formula(text)
+    pids = np.arange(num_pid_m * num_pid_n, dtype=np.int64)
+    values: dict[str, object] = {"pid": pids, "num_pids": num_pid_m * num_pid_n, "num_xcds": num_xcds,
+                                 "num_pid_m": num_pid_m, "num_pid_n": num_pid_n, "group_size": group_size}
+
+    def wrap(x):   # int32 wrap-around, as the generated code's tensors
+        return (np.asarray(x, dtype=np.int64) + 2**31) % 2**32 - 2**31
+
+    def value(node: ast.expr):
+        if isinstance(node, ast.Constant):
+            return np.int64(node.value)
+        if isinstance(node, ast.Name):
+            return values[node.id]
+        if isinstance(node, ast.UnaryOp):
+            return wrap(-value(node.operand))
+        if isinstance(node, ast.Call):
+            pick = np.minimum if node.func.id == "min" else np.maximum
+            return pick(value(node.args[0]), value(node.args[1]))
+        symbol = _BINARY_OPERATORS[type(node.op)]
+        left, right = value(node.left), value(node.right)
+        if symbol in ("//", "%"):
+            zero = np.broadcast_to(right == 0, pids.shape)
+            if zero.any():
+                raise _ZeroDivisor(f"pid {int(np.argmax(zero))}: the divisor `{_Renderer().render(node.right)}` "
+                                   f"of `{symbol}` is 0")
+            quotient = np.abs(left) // np.abs(right) * np.where((left < 0) != (right < 0), -1, 1)
+            return wrap(quotient if symbol == "//" else left - right * quotient)
+        return wrap({"+": np.add, "-": np.subtract, "*": np.multiply}[symbol](left, right))
+
+    try:
+        for assignment in formula.assignments:
+            values[assignment.name] = value(assignment.tree)
+    except _ZeroDivisor as exc:
+        return str(exc)
+    return None
+
+
 # --------------------------------------------------------------------------- compile and load
 
 

@@ -29,6 +29,7 @@ from harness.pipeline.tuning import FASTEST, TuneError, TuneOptions, candidates
 from kernels.tuning import Config, DeviceTraits
 from harness.pipeline.user_code import spec_kernel, spec_remap
 from kernels.base import LaunchConfig, Operands, SwizzleBinding
+from swizzles.custom import zero_divisor
 from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
 
 
@@ -125,7 +126,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
         # Gate 1: the remap over the job's real, full-size grid must be a permutation.
         result.artifacts["kernel_source.py"] = _source_as_launched(kernel, swizzle_fn, spec, tiles)
         try:
-            planned = _plan(spec, swizzle_fn, grid, device)
+            planned = _plan(spec, swizzle_fn, grid, device, spec.swizzle_formula)
         except _GateFailed as exc:
             result.tags["gate.permutation"] = str(exc)
             return result.fail(f"swizzle {spec.swizzle}: {exc}", gate=exc.gate)
@@ -235,8 +236,11 @@ def _compile_only(spec: JobSpec, kernel, copts: CompileOptions, result: JobResul
     return result
 
 
-def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo) -> _Planned:
-    """The permutation gate for one swizzle over the job's full grid."""
+def _plan(spec: JobSpec, swizzle_fn, grid, device: DeviceInfo, formula: str | None = None) -> _Planned:
+    """The permutation gate for one swizzle (``formula``: its text, if a formula) over the job's full grid."""
+    divides_by_zero = formula and zero_divisor(formula, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size)
+    if divides_by_zero:   # undefined on a GPU, 0 under the interpreter: refused on every device
+        raise _GateFailed(f"division by zero at {divides_by_zero}; never run", "permutation")
     table = remap_table(swizzle_fn, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size,
                         device.torch_device)
     verdict = check_permutation(table)
@@ -260,7 +264,7 @@ def _plan_baseline(spec: JobSpec, kernel, device: DeviceInfo, result: JobResult)
     record_configs(result, spec)
     try:
         planned = _plan(spec, spec_remap(bspec), kernel.tile_grid(bspec.shape, kernel.check_tiles(bspec.tiles_dict)),
-                        device)
+                        device, bspec.swizzle_formula)
     except _GateFailed as exc:
         _no_comparison(result, f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}")
         return None
