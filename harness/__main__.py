@@ -26,6 +26,10 @@ register()   # the config's schema, Hydra's base_config (also stored when conf/ 
 def main(cfg: DictConfig) -> list:
     """The task: the job's results (one JobResult per shape run, none for a shape skipped by
     resume), which Hydra hands to the sweeper as ``JobReturn.return_value``."""
+    from harness.hardware.device import GPU
+    from harness.job.shapes import refuse_unrunnable
+
+    refuse_unrunnable(cfg.shape, on_cpu=MODE != GPU)   # before the pipeline's imports: fast and small (issue 42)
     from harness.app import run_hydra_job
 
     return run_hydra_job(cfg, MODE)

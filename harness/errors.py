@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import ConfigCompositionException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, Node
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 #: Exit status of a command stopped by a user error (2, as argparse does for bad usage).
@@ -76,14 +76,15 @@ def unknown_key(full_key: str, valid: Iterable[str]) -> str:
 def compose_error_line(exc: ConfigCompositionException) -> str | None:
     """One line for a composition refused by the schema (a value of the wrong type, an
     unknown key): the key, the value and what is valid; None for Hydra's own errors."""
-    cause = exc.__cause__
+    cause = exc.__cause__ or exc.__context__   # a preset file's bad value: raised during the merge, not from it
     if not isinstance(cause, OmegaConfBaseException) or not getattr(cause, "full_key", None):
         return None
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
         schema = getattr(cause, "object_type", None)
         return unknown_key(cause.full_key, [f.name for f in fields(schema)] if is_dataclass(schema) else [])
     reason = str(getattr(cause, "msg", cause)).splitlines()[0]
-    return f"{cause.full_key}={cause.value!r} is invalid: {reason}"
+    value = cause.value._value() if isinstance(cause.value, Node) else cause.value   # e.g. AnyNode(42)
+    return f"{cause.full_key}={value!r} is invalid: {reason}"
 
 
 @contextmanager

@@ -184,6 +184,13 @@ def parse_formula(text: str) -> Formula:
         raise _error_at(text, line, column,
                         f"the formula is {len(text)} characters long; the limit is {MAX_CHARS}")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:   # a lone surrogate: a non-UTF-8 byte of the command line, or a YAML escape
+        line, column = _position_of_index(text, exc.start)
+        raise _error_at(text.encode("utf-8", "backslashreplace").decode("utf-8"), line, column,
+                        f"character {text[exc.start]!r} is not allowed: not valid Unicode text "
+                        "(a byte that is not UTF-8, or a lone surrogate)") from None
     _check_tokens(text)
     try:
         with warnings.catch_warnings():   # e.g. "invalid decimal literal" for `7x`: an error below
@@ -538,6 +545,57 @@ def generate_source(formula: Formula) -> str:
     return _MODULE_TEMPLATE.format(formula=formula_lines, body="\n".join(body), result=RESULT_NAME)
 
 
+# --------------------------------------------------------------------------- division by zero
+
+
+class _ZeroDivisor(Exception):
+    """Raised inside :func:`zero_divisor` at the first division by zero."""
+
+
+def zero_divisor(text: str, num_pid_m: int, num_pid_n: int, num_xcds: int, group_size: int) -> str | None:
+    """Where formula ``text`` divides by zero over the grid (every pid at once, in the
+    generated code's int32 semantics), as ``pid P: the divisor `d` of `//` is 0``; None when no
+    divisor is ever 0.  A division by zero is undefined on a GPU and silently 0 under the
+    interpreter, so the permutation gate refuses it on every device."""
+    import numpy as np
+
+    formula = parse_formula(text)
+    pids = np.arange(num_pid_m * num_pid_n, dtype=np.int64)
+    values: dict[str, object] = {"pid": pids, "num_pids": num_pid_m * num_pid_n, "num_xcds": num_xcds,
+                                 "num_pid_m": num_pid_m, "num_pid_n": num_pid_n, "group_size": group_size}
+
+    def wrap(x):   # int32 wrap-around, as the generated code's tensors
+        return (np.asarray(x, dtype=np.int64) + 2**31) % 2**32 - 2**31
+
+    def value(node: ast.expr):
+        if isinstance(node, ast.Constant):
+            return np.int64(node.value)
+        if isinstance(node, ast.Name):
+            return values[node.id]
+        if isinstance(node, ast.UnaryOp):
+            return wrap(-value(node.operand))
+        if isinstance(node, ast.Call):
+            pick = np.minimum if node.func.id == "min" else np.maximum
+            return pick(value(node.args[0]), value(node.args[1]))
+        symbol = _BINARY_OPERATORS[type(node.op)]
+        left, right = value(node.left), value(node.right)
+        if symbol in ("//", "%"):
+            zero = np.broadcast_to(right == 0, pids.shape)
+            if zero.any():
+                raise _ZeroDivisor(f"pid {int(np.argmax(zero))}: the divisor `{_Renderer().render(node.right)}` "
+                                   f"of `{symbol}` is 0")
+            quotient = np.abs(left) // np.abs(right) * np.where((left < 0) != (right < 0), -1, 1)
+            return wrap(quotient if symbol == "//" else left - right * quotient)
+        return wrap({"+": np.add, "-": np.subtract, "*": np.multiply}[symbol](left, right))
+
+    try:
+        for assignment in formula.assignments:
+            values[assignment.name] = value(assignment.tree)
+    except _ZeroDivisor as exc:
+        return str(exc)
+    return None
+
+
 # --------------------------------------------------------------------------- compile and load
 
 
@@ -560,10 +618,13 @@ def load_formula_file(path: str | os.PathLike) -> str:
         if not file.is_file():
             reason = "is not a file" if file.exists() else "does not exist"
             raise FormulaError(f"formula file {str(file)!r} {reason}")
-        if file.stat().st_size > 4 * MAX_CHARS:
+        limit = 4 * MAX_CHARS   # bytes: MAX_CHARS characters of up to 4 UTF-8 bytes each
+        with file.open("rb") as stream:   # at most limit + 1 bytes: st_size is 0 for /proc files
+            data = stream.read(limit + 1)
+        if len(data) > limit:
             raise FormulaError(f"formula file {str(file)!r} is too large (the limit is {MAX_CHARS} "
                                "characters)")
-        return file.read_text(encoding="utf-8")
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")   # as text mode reads it
     except UnicodeDecodeError as exc:
         raise FormulaError(f"formula file {str(file)!r} is not UTF-8 text: {exc.reason} at byte "
                            f"{exc.start}") from None

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from harness.errors import UserError
 from kernels.problem import ConvShape
@@ -37,8 +37,13 @@ def expand_preset(preset: Mapping[str, Any]) -> list[ShapeEntry]:
     """
     preset_name = str(preset.get("name", "shape"))
     dtype = str(preset.get("dtype", "float16"))
-    entries = [dict(e) for e in preset.get("shapes", [])]
+    raw_shapes = preset.get("shapes") or []
+    if isinstance(raw_shapes, str) or not isinstance(raw_shapes, Sequence) or not all(isinstance(e, Mapping) for e in raw_shapes):
+        raise UserError(f"shape.shapes of preset {preset_name!r} must be a list of shapes "
+                        f"({{name, N, C, H, W, F, R, S, ...}}), not {raw_shapes!r}")
+    entries = [dict(e) for e in raw_shapes]
     names = [str(e.get("name", f"s{i}")) for i, e in enumerate(entries)]
+    names_all = list(names)
     select = preset.get("select")
     if select is not None:
         wanted = [str(s) for s in select]
@@ -48,6 +53,10 @@ def expand_preset(preset: Mapping[str, Any]) -> list[ShapeEntry]:
                              f"valid: {', '.join(names)}")
         entries = [e for e, n in zip(entries, names) if n in wanted]
         names = [n for n in names if n in wanted]
+    if not entries:
+        chosen = "shape.select=[] selects" if select is not None and names_all else "it has"
+        raise UserError(f"preset {preset_name!r} has no shape to run: {chosen} no shapes; "
+                        f"valid: {', '.join(names_all) or 'a preset with shapes (shape.shapes=[...])'}")
     out = []
     for raw, name in zip(entries, names):
         try:
@@ -78,3 +87,31 @@ def downscale(shape: ConvShape) -> ConvShape:
     W = shape.W if Q == shape.Q else max(1, (Q - 1) * shape.stride + shape.S - 2 * shape.padding)
     return dataclasses.replace(shape, N=min(shape.N, lim["N"]), C=min(shape.C, lim["C"]),
                                F=min(shape.F, lim["F"]), H=H, W=W)
+
+
+def check_interpreter_fit(entries: list[ShapeEntry]) -> None:
+    """Refuse, before anything is allocated, a shape whose down-scaled instance (``downscale``)
+    still exceeds the interpreter's output caps: padding is kept, so a large padding keeps a
+    large output.  Arithmetic only; raises UserError naming the shape and the largest padding
+    that fits."""
+    lim = INTERPRETER_LIMITS
+    for entry in entries:
+        if entry.shape is None:
+            continue
+        small = downscale(entry.shape)
+        if small.P > lim["P"] or small.Q > lim["Q"]:
+            s = entry.shape
+            fit = min(((lim["P"] - 1) * s.stride + s.R - 1) // 2, ((lim["Q"] - 1) * s.stride + s.S - 1) // 2)
+            raise UserError(f"shape {entry.name!r}: padding={s.padding} cannot be checked on the CPU: its "
+                            f"down-scaled instance keeps the padding and has a {small.P} x {small.Q} output "
+                            f"(the interpreter's limit is {lim['P']} x {lim['Q']}); use padding <= {fit} "
+                            "or a GPU")
+
+
+def refuse_unrunnable(preset: Mapping[str, Any], on_cpu: bool) -> None:
+    """The preset's checks that need no device nor pipeline: no shape to run, a malformed
+    list, a bad ``select``, and on the CPU a shape the interpreter's check cannot fit.
+    Raises UserError (one line, exit 2)."""
+    entries = expand_preset(preset)
+    if on_cpu:
+        check_interpreter_fit(entries)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from kernels import get_kernel
@@ -54,16 +55,34 @@ def locate(path: str, what: str, expected: str) -> object:
     hydra_log = logging.getLogger("hydra.utils")
     quiet, hydra_log.disabled = hydra_log.disabled, True   # it would log the error raised below
     try:
+        _import_ends_process(module)
         obj = get_object(module)
         for name in attributes.split(".") if attributes else ():
             obj = getattr(obj, name)
-    except Exception as exc:   # ImportError, AttributeError, or whatever the user's module raised
+    except (Exception, SystemExit) as exc:   # ImportError, AttributeError, or whatever the user's module raised
         cause = exc.__cause__ or exc
         reason = " ".join(f"{type(cause).__name__}: {cause}".split())
         raise ValueError(f"{what}={path!r} could not be imported ({reason}); expected {expected}, {_WHERE}") from None
     finally:
         hydra_log.disabled = quiet
     return obj
+
+
+@functools.lru_cache(maxsize=None)
+def _import_ends_process(module: str) -> None:
+    """Import ``module`` first in a child process (same ``sys.path``): a module that ends its
+    process at import (``os._exit``, a crash) would end the job's process with its run still
+    RUNNING.  Raises ImportError saying so; an exception or ``sys.exit`` is left to the import
+    in this process, which reports it."""
+    import subprocess
+    import sys
+
+    probe = "import importlib, sys\ntry:\n    importlib.import_module(sys.argv[1])\nexcept BaseException:\n    pass"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
+    done = subprocess.run([sys.executable, "-c", probe, module], env=env, capture_output=True, timeout=600)
+    if done.returncode != 0:
+        raise ImportError(f"importing {module} ended its process with exit status {done.returncode} "
+                          "(os._exit or a crash at import)")
 
 
 @functools.lru_cache(maxsize=None)

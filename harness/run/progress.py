@@ -1,6 +1,7 @@
 """The one live line per job printed as a sweep runs."""
 from __future__ import annotations
 
+from harness.errors import full_error_requested
 from harness.tune.best_vs_best import comparison_head
 from harness.job.result import FINISHED, JobResult
 from harness.storage.run_fields import run_tags
@@ -10,8 +11,8 @@ def progress_line(position: str, result: JobResult) -> str:
     """``[job 2 | 3/23] igemm/xcd/resnet-l03/w8  FINISHED  0.412 ms [0.405, 0.420] ...``"""
     m = result.metrics
     head = f"{position} {result.run_name:<36} {result.status:<8}"
-    if result.status != FINISHED:
-        return f"{head} {result.reason}"
+    if result.status != FINISHED:   # its first line; the whole reason (e.g. a formula's caret excerpt) is stored
+        return f"{head} {result.reason if full_error_requested() else result.reason.partition(chr(10))[0]}"
     if result.compile_only:
         return f"{head} {result.reason}"
     if "time_ms_median" in m:

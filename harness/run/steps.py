@@ -33,6 +33,7 @@ from harness.tune.search import FASTEST, TuneError, TuneOptions, candidates
 from kernels.base import Operands
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
+from swizzles.custom import zero_divisor
 from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
 
 
@@ -310,8 +311,13 @@ def _compile_only(plan: PlannedJob, copts: CompileOptions, result: JobResult) ->
 
 
 def _permuted(arm: Arm, grid, device: DeviceInfo) -> _Permuted:
-    """The permutation gate for one arm over ``grid`` (the job's full grid, or the baseline's)."""
+    """The permutation gate for one arm over ``grid`` (the job's full grid, or the baseline's);
+    a formula that divides by zero anywhere on the grid fails it on every device."""
     spec = arm.spec
+    divides_by_zero = spec.swizzle_formula and zero_divisor(spec.swizzle_formula, grid.num_pid_m, grid.num_pid_n,
+                                                            spec.num_xcds, spec.group_size)
+    if divides_by_zero:   # undefined on a GPU, 0 under the interpreter: refused on every device
+        raise _GateFailed(f"division by zero at {divides_by_zero}; never run", "permutation")
     table = remap_table(arm.remap, grid.num_pid_m, grid.num_pid_n, spec.num_xcds, spec.group_size,
                         device.torch_device)
     verdict = check_permutation(table)

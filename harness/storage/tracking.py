@@ -158,7 +158,9 @@ class Tracker:
         """The sweep's parent run id: a run in the store, or a spool id when offline.  The run
         is tagged with the launching host and process, so that a later sweep can tell it was
         killed (``close_dead_sweeps``)."""
-        tags = {**tags, "swizzlebench.kind": "sweep", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+        tags = {**storable_mapping(tags), "swizzlebench.kind": "sweep", HOST_TAG: socket.gethostname(),
+                PID_TAG: str(os.getpid())}
+        params, run_name = storable_mapping(params), storable(run_name)
         if not self.offline:
             self.close_dead_sweeps()
             try:
@@ -177,7 +179,7 @@ class Tracker:
 
     def end_sweep(self, run_id: str, status: str = FINISHED, reason: str | None = None) -> None:
         """End the sweep's run with ``status`` (and ``reason`` as its status_reason tag)."""
-        tags = {STATUS_REASON_TAG: reason[:5000]} if reason else {}
+        tags = {STATUS_REASON_TAG: storable(reason[:5000])} if reason else {}
         if is_spool_id(run_id):
             found = self.spool.find(run_id)
             if found is not None:
@@ -210,8 +212,9 @@ class Tracker:
     def start_job(self, run_name: str, parent_run_id: str | None, tags: dict[str, str]) -> str:
         """Create the job's run as RUNNING before any work: a crash leaves a visible trace.
         Offline (or under a spooled sweep) the run gets a spool id and is spooled at finish."""
+        run_name = storable(run_name)
         start = _RunStart(run_name, parent_run_id,
-                          {**tags, "swizzlebench.kind": "job", INVOCATION_TAG: self.invocation_id})
+                          {**storable_mapping(tags), "swizzlebench.kind": "job", INVOCATION_TAG: self.invocation_id})
         run_id = None
         if not self.offline and not is_spool_id(parent_run_id):
             tags = dict(start.tags)
@@ -230,6 +233,7 @@ class Tracker:
         """Log the job's result and end its run.  Returns None, or the path of the spool
         record when the store could not take it (a line saying so is printed)."""
         start = self._runs.pop(run_id, None) or _RunStart(result.run_name, None)
+        storable_result(result)
         if not self.offline and not is_spool_id(run_id):
             try:
                 self._finish_in_store(run_id, result)
@@ -412,6 +416,25 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
         if exp.tags.get(tag) != value:
             client.set_experiment_tag(exp.experiment_id, tag, value)
     return exp.experiment_id
+
+
+def storable(text: str) -> str:
+    """``text`` made encodable as UTF-8: a lone surrogate (a non-UTF-8 byte of the command
+    line, a YAML escape) becomes its ``\\udcXX`` escape, so that neither the store, the spool
+    nor the terminal fails on the user's text."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(text, str) else text
+
+
+def storable_mapping(mapping: dict) -> dict:
+    """``mapping`` with its str keys and values made :func:`storable`."""
+    return {storable(k): storable(v) for k, v in mapping.items()}
+
+
+def storable_result(result: JobResult) -> None:
+    """Make the result's text (run name, params, tags, reason, text artifacts) storable, in place."""
+    result.params, result.tags = storable_mapping(result.params), storable_mapping(result.tags)
+    result.artifacts = storable_mapping(result.artifacts)
+    result.reason, result.run_name = storable(result.reason), storable(result.run_name)
 
 
 def mlflow_ui_url(base: str, experiment_id: str, charts: bool = False) -> str:

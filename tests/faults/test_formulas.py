@@ -16,8 +16,11 @@ NOT_PERMUTATIONS = {
     "pid * 0": "swizzle custom-",
     "(pid * 2) % num_pids": "swizzle custom-",
     "num_pids - pid": "swizzle custom-",
-    "pid // (pid - pid)": "swizzle custom-",          # divide by zero at run time, on every pid:
-    "pid % (num_xcds - num_xcds)": "swizzle custom-", # undefined on a GPU, so the gate must refuse them
+}
+#: formula -> its divisor that is 0 at run time (undefined on a GPU: the gate refuses it on every device)
+ZERO_DIVISORS = {
+    "pid // (pid - pid)": "the divisor `pid - pid` of `//` is 0",
+    "pid % (num_xcds - num_xcds)": "the divisor `num_xcds - num_xcds` of `%` is 0",
 }
 #: formula -> (column, what the refusal says)
 HOSTILE = {
@@ -33,7 +36,7 @@ HOSTILE = {
 
 @pytest.fixture(scope="module")
 def sweep(seeded_store):
-    formulas = [*NOT_PERMUTATIONS, *HOSTILE]
+    formulas = [*NOT_PERMUTATIONS, *ZERO_DIVISORS, *HOSTILE]
     quoted = ",".join(f'"{f}"' for f in formulas)
     proc = harness(["-m", "swizzle=custom", f"swizzle.expr={quoted}", "shape=tiny", "shape.select=[t1]", *FAST,
                     f"tracking.uri={seeded_store.uri}", f"experiment={EXPERIMENT}",
@@ -65,3 +68,24 @@ def test_hostile_formula_is_refused_with_position_and_allowed_forms(sweep, seede
     assert ALLOWED_FORMS in reason(run)
     assert "Traceback" not in proc.stderr
     assert not (seeded_store.root / "PWNED").exists() and not list(seeded_store.root.rglob("PWNED"))
+
+
+@pytest.mark.parametrize("formula", list(ZERO_DIVISORS))
+def test_division_by_zero_at_run_time_fails_the_gate(sweep, formula):
+    _, runs = sweep
+    run = next(r for r in runs if r.data.params.get("swizzle.formula") == parse_formula(formula).text)
+    assert run.info.status == "FAILED" and run.data.tags["failed_gate"] == "permutation"
+    assert reason(run).startswith("swizzle custom-")
+    assert f": division by zero at pid 0: {ZERO_DIVISORS[formula]}; never run" in reason(run), reason(run)
+    assert "max_rel_err" not in run.data.metrics
+
+
+def test_each_formula_error_is_one_line(sweep):
+    """The job line has the reason's first line; the caret excerpt and the allowed forms are
+    in the run's reason (and printed with HYDRA_FULL_ERROR=1)."""
+    proc, runs = sweep
+    assert ALLOWED_FORMS not in proc.stdout
+    assert not [ln for ln in proc.stdout.splitlines() if ln.strip() == "^"]   # no caret line
+    bodies = sorted(line.split(" FAILED ", 1)[1].strip() for line in job_lines(proc))
+    assert bodies == sorted(reason(r).partition("\n")[0] for r in runs)
+    assert sum("\n" in reason(r) for r in runs) >= len(HOSTILE)   # the stored reasons keep the excerpt

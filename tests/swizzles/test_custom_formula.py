@@ -6,6 +6,7 @@ import ast
 import builtins
 import hashlib
 import inspect
+import itertools
 import json
 import os
 import pickle
@@ -20,7 +21,7 @@ import pytest
 
 from swizzles import get_swizzle
 from swizzles.custom import (ALLOWED_FORMS, MAX_CHARS, FormulaError, compile_formula, formula_cache_dir,
-                             generate_source, load_formula_file, parse_formula)
+                             generate_source, load_formula_file, parse_formula, zero_divisor)
 from swizzles.permutation import check_permutation, remap_table
 
 GRIDS = [(1, 1), (1, 7), (3, 7), (5, 5), (4, 2), (8, 8), (13, 11), (125, 8), (9, 1), (64, 1)]
@@ -523,3 +524,15 @@ def test_unreadable_formula_files_give_a_clear_error(tmp_path, case, words):
     with pytest.raises(FormulaError) as caught:
         load_formula_file(path)
     assert words in str(caught.value) and str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("formula", list(AS_BUILTIN))
+def test_zero_divisor_finds_no_zero_where_the_formula_never_divides_by_zero(formula):
+    """The built-ins' formulas divide by zero only where ``num_pids // num_xcds`` is 0."""
+    for grid, (num_xcds, group_size) in itertools.product(GRIDS, LAUNCH):
+        found = zero_divisor(formula, *grid, num_xcds, group_size)
+        divides_by_blocks_per_xcd = "(pid // (num_pids // num_xcds))" in formula
+        if divides_by_blocks_per_xcd and grid[0] * grid[1] < num_xcds:
+            assert found == "pid 0: the divisor `num_pids // num_xcds` of `//` is 0", (grid, num_xcds)
+        else:
+            assert found is None, (formula, grid, num_xcds, found)

@@ -1,0 +1,95 @@
+"""Refusals before any run (issue 42, item 5): an empty shape list, ``shape.select=[]``, a
+malformed preset file, a padding the CPU check cannot fit: each is one line ``error: ...``
+on stderr, exit status 2, within the bounds below (CPU time, wall time, the child's maximum
+RSS), and no job run is logged.  A formula file over the size limit read from ``/proc`` (its
+size reads 0) is a FAILED run saying so, as every formula error is."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.errors import USER_ERROR_EXIT
+from tests.faults import FAST, cli_env, harness, reason, runs_of
+
+#: Bounds on one refused command: CPU seconds (user + sys: the wall time of an idle machine;
+#: this project's 2 shared cores run several suites at once), wall seconds on such a loaded
+#: machine, and maximum resident memory (MB).
+REFUSAL_CPU_S = 10
+REFUSAL_WALL_S = 60
+REFUSAL_RSS_MB = 500
+#: case -> (overrides, what the one line must say)
+CASES = {
+    "empty_shapes": (["shape=tiny", "shape.shapes=[]"], "preset 'tiny' has no shape to run: it has no shapes"),
+    "select_nothing": (["shape=tiny", "shape.select=[]"],
+                       "preset 'tiny' has no shape to run: shape.select=[] selects no shapes; valid: t1, t2, t3"),
+    "huge_padding": (["shape=tiny", "shape.shapes=[{name:pad,N:1,C:4,H:5,W:5,F:4,R:3,S:3,padding:20000}]"],
+                     "shape 'pad': padding=20000 cannot be checked on the CPU: its down-scaled instance keeps "
+                     "the padding and has a 39999 x 39999 output"),
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    line: str        # the one ``error: ...`` line
+    cpu_s: float     # the child's user + sys seconds
+    wall_s: float
+    rss_mb: float    # the child's maximum resident set
+
+
+def _refused(args: list[str], cwd: Path) -> Refusal:
+    """Run the CLI, measure that one child (``os.wait4``), check exit 2 and one line."""
+    out, err = cwd / "refusal.out", cwd / "refusal.err"
+    start = time.monotonic()
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=cwd, env=cli_env(), stdout=stdout,
+                                stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stderr_text = err.read_text()
+    assert proc.returncode == USER_ERROR_EXIT, (proc.returncode, stderr_text[-2000:])
+    errors = [line for line in stderr_text.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in stderr_text, stderr_text[-2000:]
+    assert errors[0] == stderr_text.strip().splitlines()[-1]
+    refusal = Refusal(errors[0], usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024)
+    assert refusal.cpu_s < REFUSAL_CPU_S and refusal.wall_s < REFUSAL_WALL_S, refusal
+    assert refusal.rss_mb < REFUSAL_RSS_MB, refusal
+    return refusal
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_refused_in_one_line_quickly(seeded_store, case):
+    overrides, words = CASES[case]
+    experiment = f"refuse-{case}"
+    refusal = _refused([*overrides, *FAST, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
+                        f"hydra.run.dir={seeded_store.root}/{experiment}"], seeded_store.root)
+    assert words in refusal.line, refusal.line
+    assert runs_of(seeded_store.uri, experiment) == []
+
+
+def test_malformed_preset_file_is_refused_in_one_line(seeded_store, tmp_path):
+    """A preset file of the user's own config dir with ``shapes: 42``."""
+    (tmp_path / "shape").mkdir()
+    (tmp_path / "shape" / "broken.yaml").write_text("name: broken\nshapes: 42\n")
+    refusal = _refused([f"--config-dir={tmp_path}", "shape=broken", *FAST, f"tracking.uri={seeded_store.uri}",
+                        "experiment=refuse-broken-preset", f"hydra.run.dir={tmp_path}/run"], tmp_path)
+    assert refusal.line.startswith("error: shape.shapes=42 is invalid"), refusal.line
+
+
+def test_formula_file_over_the_limit_is_refused_whatever_the_file(seeded_store, tmp_path):
+    """``/proc/self/maps`` reports size 0: the limit holds on the bytes read, not st_size."""
+    experiment = "refuse-proc-formula-file"
+    proc = harness(["-m", "shape=tiny", "shape.select=[t1]", "swizzle=custom", "swizzle.file=/proc/self/maps", *FAST,
+                    f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
+                    f"hydra.sweep.dir={tmp_path}/sweep"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run, = runs_of(seeded_store.uri, experiment)
+    assert run.info.status == "FAILED" and run.data.tags["failed_gate"] == "swizzle"
+    assert reason(run) == ("invalid swizzle: swizzle formula: formula file '/proc/self/maps' is too large "
+                           "(the limit is 4000 characters)")
