@@ -28,7 +28,7 @@ def test_groups_have_the_documented_options():
     from swizzles.families import FAMILIES
     assert set(FAMILIES) <= set(_options("swizzle"))   # one option per parametric family
     assert _options("shape") == ["calibrate", "holdout", "resnet", "seed", "tiny", "unseen", "unseen10", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6", "unseen7", "unseen8", "unseen9"]
-    assert _options("tune") == ["fastest", "none"]
+    assert _options("tune") == ["fastest", "none", "table"]
     assert _options("study") == ["calibrate"]
     assert _options("target") == ["auto", "h100", "h200", "mi300x"]
     assert set(_options("profiler")) >= {"auto", "ncu", "none", "rocprofv3"}
@@ -46,7 +46,7 @@ def test_profiler_options(profiler):
 
 def test_defaults():
     cfg = _compose()
-    assert cfg.kernel.name == "igemm" and cfg.swizzle.name == "identity" and cfg.shape.name == "seed"
+    assert cfg.kernel.name == "igemm_fast" and cfg.tune.name == "table" and cfg.swizzle.name == "identity" and cfg.shape.name == "seed"
     assert cfg.target.name == "auto" and cfg.tracking.uri == "sqlite:///mlflow.db"
     assert cfg.launch.num_warps == cfg.kernel.num_warps
 

@@ -79,20 +79,21 @@ def _cand(bm=64, bn=64, bk=32, waves=4, lds=8192, spills=0, scratch=0, error="",
 
 def test_the_rule_in_its_order():
     small, big = _cand(waves=4), _cand(bm=128, bn=128, waves=2)
-    assert choose([big, small])[0] is small                                   # occupancy first
-    assert choose([small, _cand(bm=128, waves=4)])[0].config.tiles_dict["BLOCK_M"] == 128   # then tile area
-    spilled = _cand(waves=8, spills=3)
+    assert choose([big, small])[0] is big                                     # 2 waves are enough: then tile area
+    assert choose([_cand(bm=128, bn=128, waves=1), small])[0] is small       # below 2 waves: occupancy first
+    assert choose([small, _cand(waves=8)])[0].waves_per_simd == 8             # same tile: more waves
+    spilled = _cand(bm=256, bn=256, waves=8, spills=3)
     assert choose([spilled, small])[0] is small                               # no spills
-    assert choose([_cand(waves=8, scratch=64), small])[0] is small            # no scratch
-    assert choose([_cand(waves=8, lds=65537), small])[0] is small             # LDS within 64 KB
-    assert choose([_cand(waves=8, error="out of resource"), small])[0] is small
+    assert choose([_cand(bm=256, waves=8, scratch=64), small])[0] is small    # no scratch
+    assert choose([_cand(bm=256, waves=8, lds=65537), small])[0] is small     # LDS within 64 KB
+    assert choose([_cand(bm=256, waves=8, error="out of resource"), small])[0] is small
     knob = _cand(waves=4, WAVES_PER_EU=2)
     assert choose([knob, small])[0] is small                                  # no AMD knob at a tie
     deep = _cand(bk=64, waves=4)
     assert choose([small, deep])[0] is deep                                   # then the deeper BLOCK_K
     best, steps = choose([spilled, big, small, knob])
-    assert best is small and steps == {"candidates": 4, "compiled": 4, "no_spills": 3, "eligible": 3,
-                                       "most_waves": 2, "largest_tile": 2}
+    assert best is big and steps == {"candidates": 4, "compiled": 4, "no_spills": 3, "eligible": 3,
+                                     "enough_waves": 3, "largest_tile": 1}
     assert choose([spilled]) == (None, {"candidates": 1, "compiled": 1, "no_spills": 0, "eligible": 0})
 
 
