@@ -212,6 +212,9 @@ def test_igemm_fast_gfx942_candidate_space_compiles_without_a_failure(compiler, 
 # Through the real CLI.
 
 def _harness(args, cwd, timeout=600):
+    from tests.stores import seed_stores
+
+    seed_stores(args)
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
@@ -267,18 +270,18 @@ def test_design_card_sweep_compiles_every_job_for_gfx942_and_sm_90(tmp_path):
     (and target=h100): every job FINISHED, compiled for the target's arch; one job's logged
     VGPR count and waves per SIMD equal what a hand-written triton.compile reports."""
     uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["-m", "target=mi300x,h100", "swizzle=xcd,grouped", "shape=resnet", "compile.only=true",
+                     f"tracking.uri={uri}", "experiment=compile", f"hydra.sweep.dir={tmp_path}/m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     for target, arch in (("mi300x", "gfx942"), ("h100", "sm_90")):
-        proc = _harness(["-m", "swizzle=xcd,grouped", "shape=resnet", f"target={target}", "compile.only=true",
-                         f"tracking.uri={uri}", f"experiment=compile-{target}",
-                         f"hydra.sweep.dir={tmp_path}/{target}"], cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        runs = _runs(uri, f"compile-{target}")
+        runs = [r for r in _runs(uri, "compile") if r.data.tags["target"] == target]
         assert len(runs) == 46 and all(r.info.status == "FINISHED" for r in runs)
         assert {r.data.params["compile.arch"] for r in runs} == {arch}
         assert all(r.data.metrics["compile.registers"] > 0 and r.data.metrics["compile.programs_per_cu"] >= 1
                    for r in runs)
         assert "time_ms_median" not in runs[0].data.metrics and "l2_hit_rate" not in runs[0].data.metrics
-    run = next(r for r in _runs(uri, "compile-mi300x") if r.data.tags["mlflow.runName"] == "igemm/xcd/resnet-l02/w8")
+    run = next(r for r in _runs(uri, "compile") if r.data.tags["target"] == "mi300x"
+               and r.data.tags["mlflow.runName"] == "igemm/xcd/resnet-l02/w8")
     p, m = run.data.params, run.data.metrics
     shape = [p[f"shape.{k}"] for k in ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")]
     tiles = json.dumps({k[5:]: int(v) for k, v in p.items() if k.startswith("tile.")})

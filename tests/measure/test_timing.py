@@ -62,29 +62,36 @@ def test_a_bad_timer_is_refused_with_what_is_valid():
         PairedSettings(placements=0)
 
 
-def _run(tmp_path: Path, placements: int) -> dict:
-    uri = f"sqlite:///{tmp_path}/p{placements}.db"
+def _run(tmp_path: Path, placements: tuple[int, ...]) -> dict[int, dict]:
+    """One multirun, a job per placement count (in sweep order): that job's run and its
+    progress lines, by placement count."""
+    uri = f"sqlite:///{tmp_path}/p.db"
+    from tests.stores import seed_stores
+    seed_stores([f"tracking.uri={uri}"])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=custom", "swizzle.expr=num_pids - 1 - pid", "shape=tiny",
                            "shape.select=[t1]", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16",
                            "kernel.tiles.BLOCK_K=16", "profiler=none", "target=h100", f"compare.timer={STANDIN}",
-                           f"compare.placements={placements}", f"tracking.uri={uri}", "experiment=placements",
-                           f"hydra.sweep.dir={tmp_path}/m{placements}"],
+                           f"compare.placements={','.join(map(str, placements))}", f"tracking.uri={uri}",
+                           "experiment=placements", f"hydra.sweep.dir={tmp_path}/m"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("placements")
-    runs = [r for r in client.search_runs([exp.experiment_id])
-            if r.data.tags.get("swizzlebench.kind") == "job"]
-    assert len(runs) == 1
-    return {"run": runs[0], "stdout": proc.stdout}
+    runs = sorted((r for r in client.search_runs([exp.experiment_id])
+                   if r.data.tags.get("swizzlebench.kind") == "job"), key=lambda r: r.info.start_time)
+    assert len(runs) == len(placements)
+    return {n: {"run": run, "stdout": "\n".join(line for line in proc.stdout.splitlines()
+                                                 if line.startswith(f"[job {job} |"))}
+            for job, (n, run) in enumerate(zip(placements, runs))}
 
 
 def test_a_placement_effect_is_a_verdict_for_one_placement_and_not_over_eight(tmp_path):
     """Through the real CLI with the stand-in timer: on one placement the candidate reads
     +3 % slower with a tight CI ("slower"); over eight placements whose effects average to
     zero the CI covers 1 and the verdict is "no difference detected"."""
-    one, eight = _run(tmp_path, 1), _run(tmp_path, 8)
+    both = _run(tmp_path, (1, 8))
+    one, eight = both[1], both[8]
     r1, r8 = one["run"].data, eight["run"].data
     assert r1.tags["verdict"] == "slower"
     assert r1.metrics["speedup_ci_hi"] < 1.0 and r1.metrics["paired_placements"] == 1
