@@ -43,9 +43,9 @@ def compare_configs(compare: Mapping, tune_mode: str) -> str | None:
                         f"({SAME}: the baseline on the candidate's config; {TUNED_EACH}: each tuned, best vs best)")
     if value == SAME:
         return None
-    if tune_mode == "none":
+    if tune_mode != "fastest":   # none: nothing is tuned; table: one config per layer, whatever the swizzle
         raise UserError(f"compare.configs={TUNED_EACH} (best vs best) needs tune mode, which chooses each swizzle's "
-                        "config: add tune=fastest")
+                        f"config: add tune=fastest (tune={tune_mode} gives every swizzle the same config)")
     baseline = compare.get("baseline")
     if baseline is None or str(baseline).strip().lower() in ("", "none", "null"):
         raise UserError(f"compare.configs={TUNED_EACH} (best vs best) needs a baseline to compare with: "

@@ -270,7 +270,7 @@ def test_design_card_sweep_compiles_every_job_for_gfx942_and_sm_90(tmp_path):
     (and target=h100): every job FINISHED, compiled for the target's arch; one job's logged
     VGPR count and waves per SIMD equal what a hand-written triton.compile reports."""
     uri = f"sqlite:///{tmp_path}/store.db"
-    proc = _harness(["-m", "target=mi300x,h100", "swizzle=xcd,grouped", "shape=resnet", "compile.only=true",
+    proc = _harness(["-m", "kernel=igemm", "target=mi300x,h100", "swizzle=xcd,grouped", "shape=resnet", "compile.only=true",
                      f"tracking.uri={uri}", "experiment=compile", f"hydra.sweep.dir={tmp_path}/m"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for target, arch in (("mi300x", "gfx942"), ("h100", "sm_90")):

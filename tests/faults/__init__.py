@@ -24,7 +24,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 #: Small tiles and no profiler keep a job to about a second under the interpreter.
-FAST = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16", "profiler=none"]
+FAST = ["kernel=igemm", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16", "profiler=none"]
 CLI_TIMEOUT_S = 240
 
 

@@ -31,7 +31,7 @@ EXPECTED_RUNS = {f"igemm/{swizzle}/tiny-t{i}/w8" for swizzle in ("identity", "xc
 
 
 def _sweep(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    proc = _harness(["-m", *args, f"hydra.sweep.dir={cwd}/multirun"], cwd=cwd, timeout=timeout)
+    proc = _harness(["-m", "kernel=igemm", *args, f"hydra.sweep.dir={cwd}/multirun"], cwd=cwd, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return proc
 

@@ -38,7 +38,7 @@ def proposed(tmp_path_factory):
     stdin = "".join(json.dumps({"id": f"f{i}", "formula": f}) + "\n" for i, (f, _) in enumerate(formulas))
     uri = f"sqlite:///{tmp}/store.db"
     env = {**os.environ, "TRITON_INTERPRET": "1", "SWIZZLEBENCH_CACHE": str(tmp / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "harness.search.propose", "--jsonl", "shape=tiny", "shape.select=[t1]",
+    proc = subprocess.run([sys.executable, "-m", "harness.search.propose", "--jsonl", "kernel=igemm", "shape=tiny", "shape.select=[t1]",
                            *SMALL_TILES, f"tracking.uri={uri}", "experiment=propose-test"],
                           input=stdin, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     return proc, formulas, marker, uri, tmp

@@ -19,7 +19,7 @@ SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.til
 
 def _search(tmp, *args):
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", "SWIZZLEBENCH_CACHE": str(tmp / "cache")}
-    common = ["-m", "hydra/sweeper=swizzle_search", "shape=tiny", "shape.select=[t2]", *SMALL_TILES,
+    common = ["-m", "hydra/sweeper=swizzle_search", "kernel=igemm", "shape=tiny", "shape.select=[t2]", *SMALL_TILES,
               f"tracking.uri=sqlite:///{tmp}/store.db", "experiment=search-test",
               f"hydra.sweeper.storage=sqlite:///{tmp}/search.db", "hydra.sweeper.families=[grouped_m,hilbert]",
               "hydra.sweeper.baselines=[identity]"]

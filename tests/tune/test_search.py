@@ -260,12 +260,17 @@ def test_table_mode_launches_the_committed_config_without_timing(tmp_path):
     """The main command's default (tune=table) through the real CLI on the CPU, compiled for
     the H100: each layer launches its entry of kernels/tuned/igemm_fast_h100.json, the compile
     stage builds that config for sm_90, and nothing is tuned or timed."""
-    from kernels.tuned import load_table
-    from tests.profilers.test_profiler_pipeline import _jobs, _sweep as profiler_sweep
+    from mlflow.tracking import MlflowClient
 
-    proc, client = profiler_sweep(tmp_path, "none", extra=["swizzle=identity", "shape.select=[t1,t3]", "target=h100",
-                                                             "kernel=igemm_fast", "tune=table"])
+    from kernels.tuned import load_table
+    from tests.profilers.test_profiler_pipeline import _jobs
+    from tests.test_cli import _harness
+
+    uri = f"sqlite:///{tmp_path}/store.db"      # the defaults: kernel=igemm_fast tune=table
+    proc = _harness(["-m", "swizzle=identity", "shape=tiny", "shape.select=[t1,t3]", "target=h100", "profiler=none",
+                     f"tracking.uri={uri}", "experiment=prof", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
     table = load_table("igemm_fast", "h100")
     runs = {r.data.params["shape.name"]: r for r in _jobs(client)}
     assert set(runs) == {"t1", "t3"}
