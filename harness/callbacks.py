@@ -17,7 +17,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Collection, Sequence
+from typing import TYPE_CHECKING, Collection, Sequence
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -31,7 +31,9 @@ from harness.hardware.pinning import parse_devices, require_isolation
 from harness.storage.provenance import git_commit
 from harness.job.result import FAILED
 from harness.storage.spool import is_spool_id, spool_dir_for, sync_command
-from harness.storage.tracking import Tracker, mlflow_ui_url, resolve_tracking_uri
+
+if TYPE_CHECKING:
+    from harness.storage.tracking import Tracker
 
 SWEEP_ENV = "SWIZZLEBENCH_SWEEP_RUN_ID"
 SWEEP_FILE = "sweep_run.json"
@@ -94,7 +96,15 @@ def write_sweep_file(sweep_dir: Path, run_id: str, tracking_uri: str, experiment
 
 
 #: The sweep run this process started and has not ended: run id -> its tracker.
-_OPEN_SWEEPS: dict[str, Tracker] = {}
+_OPEN_SWEEPS: dict[str, "Tracker"] = {}
+
+
+def _tracking():
+    """:mod:`harness.storage.tracking`, imported when a sweep first uses its store: it loads
+    MLflow (and through it torch), so a command refused before then stays small and quick."""
+    from harness.storage import tracking
+
+    return tracking
 
 
 def end_refused_sweep(reason: str) -> None:
@@ -108,9 +118,10 @@ def end_refused_sweep(reason: str) -> None:
 
 class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        tracking = _tracking()
         require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
-        uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-        tracker = Tracker(uri, config.experiment,
+        uri = tracking.resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
+        tracker = tracking.Tracker(uri, config.experiment,
                           spool_dir=spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd))
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
@@ -130,23 +141,25 @@ class MlflowSweepCallback(Callback):
         run_id = sweep_run_id()
         if job_return.status != JobStatus.FAILED or not run_id:
             return
+        tracking = _tracking()
         error = getattr(job_return, "_return_value", None)  # the property re-raises it
         reason = f"job {config.hydra.job.get('num', '?')} raised {type(error).__name__}: {error}"
-        uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
-        tracker = Tracker(uri, config.experiment,
+        uri = tracking.resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
+        tracker = tracking.Tracker(uri, config.experiment,
                           spool_dir=spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd))
         tracker.end_sweep(run_id, FAILED, reason=reason)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        tracking = _tracking()
         run_id = os.environ.pop(SWEEP_ENV, None)
         _OPEN_SWEEPS.pop(str(run_id), None)
         if run_id:
-            uri = resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
+            uri = tracking.resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
             spool_dir = spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd)
-            tracker = Tracker(uri, config.experiment, spool_dir=spool_dir)
+            tracker = tracking.Tracker(uri, config.experiment, spool_dir=spool_dir)
             tracker.end_sweep(run_id)
             if uri.startswith(("http://", "https://")) and tracker.experiment_id:
-                log.info("MLflow UI: %s", mlflow_ui_url(uri, tracker.experiment_id))
+                log.info("MLflow UI: %s", tracking.mlflow_ui_url(uri, tracker.experiment_id))
             if tracker.offline or is_spool_id(run_id):
                 log.warning("Sweep report skipped: the sweep's runs are spooled in %s (tracking store %s "
                             "unreachable). Log them with `%s`, then build the report with: python -m harness.report "

@@ -13,7 +13,7 @@ FAIL_FAST = {
     "fault.kind=bogus": "fault.kind='bogus' is invalid; valid kinds: segv, hang, illegal_address, raise",
     "shape.select=[t1,nope]": "shape.select names ['nope'] not in preset 'tiny'; valid: t1, t2, t3",
     # checked for the target before any job runs (harness/job/launch_limits.py)
-    "kernel.tiles.BLOCK_M=48": "kernel.tiles: kernel 'igemm_fast': tile BLOCK_M=48 must be a power of two >= 1",
+    "kernel.tiles.BLOCK_M=48": "kernel.tiles: kernel 'igemm': tile BLOCK_M=48 must be a power of two >= 1",
 }
 #: override -> what each shape's FAILED reason must say
 PER_SHAPE = {
