@@ -234,8 +234,12 @@ class Tracker:
         record when the store could not take it (a line saying so is printed)."""
         start = self._runs.pop(run_id, None) or _RunStart(result.run_name, None)
         storable_result(result)
+        renamed = start.run_name != result.run_name   # tune mode launched another config than the one asked
+        start.run_name = result.run_name
         if not self.offline and not is_spool_id(run_id):
             try:
+                if renamed:
+                    retry_when_locked(self.client.update_run, run_id, name=result.run_name)
                 self._finish_in_store(run_id, result)
                 return None
             except STORE_ERRORS as exc:

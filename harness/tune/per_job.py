@@ -75,6 +75,7 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult) -> PlannedJ
     launched = plan.with_configs(choice.config)
     result.params.update(launched.spec.as_params())
     result.launched = launched.spec.to_dict()
+    result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
     return launched
 
 
@@ -122,6 +123,7 @@ def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: Jo
     launched = plan.with_configs(tuned.config, base_config)
     result.params.update(launched.spec.as_params())
     result.launched = launched.spec.to_dict()
+    result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
     return launched
 
 

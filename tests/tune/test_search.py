@@ -282,5 +282,6 @@ def test_table_mode_launches_the_committed_config_without_timing(tmp_path):
         chosen = table.lookup(shape).config
         assert p["tune.table"] == "igemm_fast_h100.json" and p["tune.chosen"] == chosen.label
         assert int(p["num_warps"]) == chosen.num_warps and int(p["num_stages"]) == chosen.num_stages
+        assert run.info.run_name.endswith(f"/w{chosen.num_warps}")      # the name shows the config it ran
         assert t["tune"].startswith("table igemm_fast_h100.json: its own entry") and "not timed here" in t["tune"]
         assert "sm_90" in t["gate.compile"] and "tune.trials" not in p
