@@ -239,11 +239,9 @@ def render(rows: list[dict], meta: dict, command: str) -> str:
         return f"{v * 1e3:.1f}" if v else "-"
 
     for r in rows:
+        vs_inductor = f"{r['ratio_inductor']:.3f}" if r.get("ratio_inductor") else "-"
         lines.append(f"| {r['shape']} | {r['dims']} | {r['label']} | {us(r['ours_ms'])} | {us(r['cudnn_ms'])} | "
-                     f"{us(r['cudnn_bench_ms'])} | {us(r.get('inductor_ms'))} | {r['ratio']:.3f} | "
-                     f"{r['ratio_inductor']:.3f} |" if r.get("inductor_ms") else
-                     f"| {r['shape']} | {r['dims']} | {r['label']} | {us(r['ours_ms'])} | {us(r['cudnn_ms'])} | "
-                     f"{us(r['cudnn_bench_ms'])} | - | {r['ratio']:.3f} | - |")
+                     f"{us(r['cudnn_bench_ms'])} | {us(r.get('inductor_ms'))} | {r['ratio']:.3f} | {vs_inductor} |")
     lines.append("")
     groups: dict[str, list[dict]] = {}
     for r in rows:

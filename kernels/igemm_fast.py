@@ -885,7 +885,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
             for bn in filter_tiles(shape.F):
                 rows = shape.N * -(-shape.P * shape.Q // bm) if nchw else -(-M // bm)
                 tiles_mn = rows * -(-shape.F // bn)
-                if bm == 256 and bn > 128 or bm == 256 and not few and tiles_mn < 2 * traits.num_sms:
+                if bm == 256 and (bn > 128 or not few and tiles_mn < 2 * traits.num_sms):
                     continue                                   # 256-row tiles: 256x64 / 256x128 on big grids
                 for warps in warps_for(bm, bn):
                     for bk in ks:
