@@ -841,7 +841,8 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
     * on strided layers with few channels, the folded layer (stride into channels) in tap
       and row order;
     * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
-      of at least 4 K steps each, the partials added by a second kernel or by the last split;
+      of at least 4 K steps each, the partials added by a second kernel or by the last split
+      (compute-bound layers: 2, 3 or 4 slices at every K width);
     * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
       each base tile shape, so that the measurements, not a guess, decide;
     * on AMD (``traits.vendor == "amd"``, gfx942): no TMA, two pipeline stages (Triton's AMD
@@ -897,12 +898,19 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                             if s * (bm + bn) * bk * element_bytes(conv) <= HOPPER_SMEM_BYTES) or (2,)
                         for stages in stages_here:
                             add(base, warps, stages)
+                        deep, shallow = stages_here[-1], stages_here[0]
+                        if heavy and tiles_mn <= traits.num_sms:
+                            # A compute-bound layer on a small grid: split-K at every K width
+                            # (narrower K steps leave room for two programs per SM).
+                            for split in (2, 3, 4):
+                                if steps_of(bk) >= 4 * split:
+                                    for split_sum in (0, 1):
+                                        add({**base, "SPLIT_K": split, "SPLIT_SUM": split_sum}, warps, deep)
                         if bk != ks[-1]:
                             continue
                         # Twins of the deepest-K base: TMA off, TMA store, persistent (with and
                         # without TMA store), split-K.  The TMA store's output tile takes shared
                         # memory too, so its twins get the shallowest pipeline.
-                        deep, shallow = stages_here[-1], stages_here[0]
                         if amd:
                             for knob, value in (("WAVES_PER_EU", 2), ("MATRIX_INSTR_NONKDIM", 16), ("KPACK", 2)):
                                 add({**base, knob: value}, warps, deep)
