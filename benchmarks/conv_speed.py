@@ -7,6 +7,7 @@ writes the per-target tuning table the harness launches by default (``kernels/tu
     python benchmarks/conv_speed.py --out OUT [--presets resnet,unseen] [--shapes l03,l19]
         [--table kernels/tuned/h100.json]   # time the table's configs instead of tuning
         [--inductor] [--jobs 16] [--deadline-s 500]
+        [--merge-into kernels/tuned/igemm_fast_h100.json]   # also write that table, re-tuned layers replaced
 
 Per layer (every layer of the named shape presets, duplicates by dimensions merged):
 
@@ -277,6 +278,8 @@ def main() -> None:
     ap.add_argument("--finalists", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--launches", type=int, default=10)
+    ap.add_argument("--merge-into", default=None,
+                    help="also write OUT/merged.json: this table with the layers tuned here replaced")
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no new layer after this many seconds from the start (compiles included)")
     args = ap.parse_args()
@@ -314,6 +317,11 @@ def main() -> None:
         (out / "results.json").write_text(json.dumps({"meta": meta, "command": command, "rows": rows,
                                                       "compile_errors": errors[:200]}, indent=1))
         tuned.save(out / f"{KERNEL}_{meta['device'].split()[1].lower()}.json")
+        if args.merge_into:
+            merged = TunedTable.load(Path(args.merge_into))
+            merged.entries.update(tuned.entries)
+            merged.how = f"{merged.how}; re-tuned {len(tuned.entries)} layers: {tuned.how}"
+            merged.save(out / "merged.json")
     if args.inductor:
         for row in rows:
             if args.deadline_s and time.perf_counter() - started > args.deadline_s:

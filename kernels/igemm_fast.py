@@ -842,7 +842,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
       and row order;
     * split-K only where a tile size leaves SMs idle (fewer tiles than SMs), up to 4 slices
       of at least 4 K steps each, the partials added by a second kernel or by the last split
-      (compute-bound layers: 2, 3 or 4 slices at every K width);
+      (compute-bound layers: at every K width);
     * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
       each base tile shape, so that the measurements, not a guess, decide;
     * on AMD (``traits.vendor == "amd"``, gfx942): no TMA, two pipeline stages (Triton's AMD
@@ -888,7 +888,9 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                 tiles_mn = rows * -(-shape.F // bn)
                 if bm == 256 and (bn > 128 or not few and tiles_mn < 2 * traits.num_sms):
                     continue                                   # 256-row tiles: 256x64 / 256x128 on big grids
-                for warps in warps_for(bm, bn):
+                # Compute-bound layers also try two warpgroups on 128x64 / 64x128 tiles (each
+                # warpgroup then owns a 64-row or 64-column half, as cuDNN's sm90 kernels split them).
+                for warps in (4, 8) if heavy and bm * bn == 8192 else warps_for(bm, bn):
                     for bk in ks:
                         base = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1,
                                 "PACK_K": pack, "NCHW_IN": nchw, "PERSISTENT": 0, "TMA": tma,
@@ -902,7 +904,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         if heavy and tiles_mn <= traits.num_sms:
                             # A compute-bound layer on a small grid: split-K at every K width
                             # (narrower K steps leave room for two programs per SM).
-                            for split in (2, 3, 4):
+                            for split in (2, 4):
                                 if steps_of(bk) >= 4 * split:
                                     for split_sum in (0, 1):
                                         add({**base, "SPLIT_K": split, "SPLIT_SUM": split_sum}, warps, deep)
