@@ -28,20 +28,26 @@ from kernels.tuning import Config, DeviceTraits, filter_tiles, warps_for
 
 
 def input_runs(shape: ConvShape, block_m: int, x_base: int, eb: int, r: np.ndarray, s: np.ndarray,
-               c: np.ndarray, nbytes: np.ndarray):
+               c: np.ndarray, nbytes: np.ndarray, rows=None):
     """The input loads of an NHWC implicit GEMM, as a :class:`~kernels.access.OperandLoads` runs
     function over pixel tiles.  ``r, s, c, nbytes`` are ``(steps, runs)`` arrays: at each step
     every output pixel of the tile reads, for each run, ``nbytes`` bytes starting at channel
-    ``c`` of its tap ``(r, s)`` (nothing where the tap falls in the padding, or ``nbytes`` is 0)."""
+    ``c`` of its tap ``(r, s)`` (nothing where the tap falls in the padding, or ``nbytes`` is 0).
+    ``rows(pid_m)`` -> ``(n, p, q, loads)`` says which pixel each of a tile's BLOCK_M rows is,
+    and whether it loads at all; by default row ``i`` is pixel ``pid_m * BLOCK_M + i`` of the
+    M = N*P*Q output pixels, loading below M."""
     N, C, H, W, P, Q = shape.N, shape.C, shape.H, shape.W, shape.P, shape.Q
 
-    def runs(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def pixel_rows(pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
         m = pid_m[:, None] * block_m + np.arange(block_m)  # (rows, BLOCK_M) output pixel index
-        q, p, n = m % Q, (m // Q) % P, m // (P * Q)
+        return m // (P * Q), (m // Q) % P, m % Q, m < N * P * Q
+
+    def runs(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n, p, q, loads = (rows or pixel_rows)(pid_m)
         # axes: (rows, steps, pixels, runs)
         ih = (p * shape.stride - shape.padding)[:, None, :, None] + r[None, :, None, :]
         iw = (q * shape.stride - shape.padding)[:, None, :, None] + s[None, :, None, :]
-        on = ((m < N * P * Q)[:, None, :, None] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        on = (loads[:, None, :, None] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
               & (nbytes > 0)[None, :, None, :])
         start = x_base + (((n[:, None, :, None] * H + ih) * W + iw) * C + c[None, :, None, :]) * eb
         length = np.broadcast_to(nbytes[None, :, None, :], on.shape)

@@ -60,6 +60,16 @@ What changes, and why (measured on an H100: docs/benchmarks.md, "Kernel speed"):
    pieces at 6-byte offsets.  The fold is a pass over the input that the vendor call does not
    need, so it runs inside the timed launch (:func:`fold_input_kernel`).
 
+10. **Pixel rectangles** (``BOX_W > 0``, stride-1 layers in tap order, Hopper): a tile's
+   BLOCK_M output rows are a ``(BLOCK_M // BOX_W) x BOX_W`` rectangle of one image's pixels,
+   so at tap (r, s) its A tile is the input rectangle shifted by ``(r - padding, s -
+   padding)``: one 4-D box ``[1, BLOCK_M // BOX_W, BOX_W, BLOCK_K]`` of the NHWC input,
+   loaded by a tensor descriptor (TMA) in one bulk copy.  Coordinates may be negative or run
+   past the image: the hardware fills zeros there, which is the zero padding.  Hopper has no
+   im2col mode in Triton, and this is the layout that needs none; the price is the
+   rectangle's rows past the image's edge, computed and dropped (none where BOX_W divides Q
+   and the height divides P).
+
 The input is otherwise NHWC.  Like every family's input transform it runs *inside* the
 timed launcher (:meth:`kernels.base.ConvKernel.input_view`): the harness hands this kernel
 and the vendor call the same input tensor (channels_last by default, ``input_layout``), so
@@ -151,6 +161,18 @@ def _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K: tl
     return tl.trans(a_t)
 
 
+@triton.jit
+def _a_tile_box(x_desc, step, n_img, p0, q0, C, S, padding, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A for step = (tap, channel block) of a rectangle of pixels (BOX_W): the input box at the
+    rectangle's corner shifted by the tap, through the tensor descriptor, as BLOCK_M rows."""
+    num_cb = tl.cdiv(C, BLOCK_K)
+    tap = step // num_cb
+    r = tap // S
+    s = tap - r * S
+    box = x_desc.load([n_img, p0 + r - padding, q0 + s - padding, (step - tap * num_cb) * BLOCK_K])
+    return box.reshape(BLOCK_M, BLOCK_K)
+
+
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "stride", "padding", "num_programs"])
 def igemm_fast_kernel(
     x_ptr, w_ptr, y_ptr, ws_ptr, count_ptr, x_desc, w_desc, y_desc,
@@ -159,18 +181,24 @@ def igemm_fast_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, PACK_K: tl.constexpr, NCHW_IN: tl.constexpr, TMA: tl.constexpr,
     A_TMA: tl.constexpr, TMA_STORE: tl.constexpr, SPLIT_SUM: tl.constexpr, PADDED: tl.constexpr,
-    DOT_IN_FP32: tl.constexpr = False,
+    BOX_W: tl.constexpr = 0, DOT_IN_FP32: tl.constexpr = False,
 ):
     # -----------------------------------------------------------
     # The work: num_pid_m x num_pid_n output tiles (the grid the swizzle sees), each
     # reduced in SPLIT_K slices of the K steps.  Work item w is slice w // num_tiles of
     # launch-order tile w % num_tiles.  Without PERSISTENT the launch has one program per
     # work item and the loop below runs once; with it, num_programs programs share them.
-    # With NCHW_IN, pixel tiles never straddle two images (each image is its own matrix).
+    # With NCHW_IN, pixel tiles never straddle two images (each image is its own matrix);
+    # with BOX_W each is a rectangle of BOX_H x BOX_W pixels of one image.
     M = N * PQ
     tiles_per_image = tl.cdiv(PQ, BLOCK_M)
+    BOX_H: tl.constexpr = BLOCK_M // BOX_W if BOX_W else 1
+    rects_w = tl.cdiv(Q, BOX_W) if BOX_W else 1
+    rects_per_image = tl.cdiv(P, BOX_H) * rects_w
     if NCHW_IN:
         num_pid_m = N * tiles_per_image
+    elif BOX_W:
+        num_pid_m = N * rects_per_image
     else:
         num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(F, BLOCK_N)
@@ -202,6 +230,16 @@ def igemm_fast_kernel(
             mask_m = offs_hw < PQ
             offs_m = n_img * PQ + offs_hw
             x_img = n_img * C * PQ
+        elif BOX_W:
+            n_img = pid_m // rects_per_image
+            rect = pid_m - n_img * rects_per_image
+            p0 = (rect // rects_w) * BOX_H
+            q0 = (rect - (rect // rects_w) * rects_w) * BOX_W
+            rows = tl.arange(0, BLOCK_M)
+            p = p0 + rows // BOX_W
+            q = q0 + rows % BOX_W
+            mask_m = (p < P) & (q < Q)
+            offs_m = (n_img * P + p) * Q + q
         else:
             offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
             mask_m = offs_m < M
@@ -216,6 +254,8 @@ def igemm_fast_kernel(
         for step in range(first, tl.minimum(first + steps_per_split, num_steps)):
             if A_TMA:
                 a = x_desc.load([pid_m * BLOCK_M, step * BLOCK_K])
+            elif BOX_W:
+                a = _a_tile_box(x_desc, step, n_img, p0, q0, C, S, padding, BLOCK_M, BLOCK_K)
             elif NCHW_IN:
                 a = _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K)
             elif PACK_K == 2:
@@ -300,7 +340,7 @@ FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD", "SPLIT_S
 AMD_OPTIONS = {"WAVES_PER_EU": "waves_per_eu", "MATRIX_INSTR_NONKDIM": "matrix_instr_nonkdim", "KPACK": "kpack"}
 _AMD_VALUES = {"WAVES_PER_EU": range(0, 9), "MATRIX_INSTR_NONKDIM": (0, 16, 32), "KPACK": (0, 1, 2)}
 #: Optional config entries (0 when left out): the AMD knobs.
-OPTIONAL = tuple(AMD_OPTIONS)
+OPTIONAL = tuple(AMD_OPTIONS) + ("BOX_W",)
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
@@ -391,7 +431,7 @@ def derived_flags(conv: ConvShape, tiles: Mapping[str, int]) -> dict[str, bool]:
     multiples), the last split adding the partials (only where there are splits), and
     whether taps can fall in the padding."""
     return {"A_TMA": bool(tiles["TMA"] and is_matrix_layer(conv) and conv.C % 8 == 0
-                          and not tiles["PACK_K"] and not tiles["NCHW_IN"]),
+                          and not tiles["PACK_K"] and not tiles["NCHW_IN"] and not tiles.get("BOX_W")),
             "SPLIT_SUM": bool(tiles["SPLIT_K"] > 1 and tiles["SPLIT_SUM"]),
             "PADDED": conv.padding > 0}
 
@@ -404,7 +444,13 @@ def descriptors(x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, shap
     program a global write and a fence before its first load."""
     bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
     M = shape.N * shape.P * shape.Q
-    return (TensorDescriptor(x, [M, shape.C], [shape.C, 1], [bm, bk]) if a_tma else None,
+    if tiles.get("BOX_W"):                       # NHWC as 4-D, one rectangle of pixels per box
+        hw = shape.H * shape.W
+        x_desc = TensorDescriptor(x, [shape.N, shape.H, shape.W, shape.C], [hw * shape.C, shape.W * shape.C, shape.C, 1],
+                                  [1, bm // tiles["BOX_W"], tiles["BOX_W"], bk])
+    else:
+        x_desc = TensorDescriptor(x, [M, shape.C], [shape.C, 1], [bm, bk]) if a_tma else None
+    return (x_desc,
             TensorDescriptor.from_tensor(w_packed, [bn, bk]) if tiles["TMA"] else None,
             TensorDescriptor(out, [M, shape.F], [shape.F, 1], [bm, bn]) if tiles["TMA_STORE"] else None)
 
@@ -474,6 +520,11 @@ class FastImplicitGemmConv(ImplicitGemmConv):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be an integer")
             if key in _AMD_VALUES:
                 ok, rule = value in _AMD_VALUES[key], "one of " + ", ".join(map(str, _AMD_VALUES[key]))
+            elif key == "BOX_W":
+                bm = given.get("BLOCK_M", 0)
+                ok = value == 0 or (value > 0 and not value & (value - 1) and value <= bm and bm // value <= 256
+                                    and value <= 256)
+                rule = "0 (off) or a power of two <= BLOCK_M, with BLOCK_M // BOX_W <= 256"
             elif key == "PACK_K":
                 ok, rule = value in (0, 1, 2), "0 (tap order), 1 (packed) or 2 (rows)"
             elif key in FLAGS:
@@ -487,7 +538,12 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         return {t: int(given[t]) for t in self.tile_names}
 
     def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
-        """igemm's grid, except with NCHW_IN: pixel tiles per image, ``N * cdiv(P*Q, BLOCK_M)``."""
+        """igemm's grid, except with NCHW_IN: pixel tiles per image, ``N * cdiv(P*Q, BLOCK_M)``,
+        and with BOX_W: pixel rectangles per image, ``N * cdiv(P, BOX_H) * cdiv(Q, BOX_W)``."""
+        if tiles.get("BOX_W"):
+            bw = tiles["BOX_W"]
+            return TileGrid(shape.N * triton.cdiv(shape.P, tiles["BLOCK_M"] // bw) * triton.cdiv(shape.Q, bw),
+                            triton.cdiv(shape.F, tiles["BLOCK_N"]))
         if not tiles.get("NCHW_IN"):
             return super().tile_grid(shape, tiles)
         if not is_matrix_layer(shape):
@@ -536,6 +592,17 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             if bad:
                 raise ValueError(f"kernel {self.name!r}: TMA_STORE=1 needs SPLIT_K=1, NCHW_IN=0 and F % 8 == 0; "
                                  f"got {'; '.join(bad)}")
+        if tiles.get("BOX_W"):
+            bad = [why for why, no in ((f"stride {shape.stride}", shape.stride != 1),
+                                       ("TMA=0 (the box is a tensor-descriptor load)", not tiles["TMA"]),
+                                       (f"PACK_K={tiles['PACK_K']}", tiles["PACK_K"]), ("NCHW_IN=1", tiles["NCHW_IN"]),
+                                       ("FOLD=1", tiles["FOLD"]), ("TMA_STORE=1 (a rectangle is not a row range)",
+                                                                   tiles["TMA_STORE"]),
+                                       (f"C={shape.C} (rows must be a multiple of 16 bytes: C % 8 == 0)", shape.C % 8))
+                   if no]
+            if bad:
+                raise ValueError(f"kernel {self.name!r}: BOX_W={tiles['BOX_W']} needs a stride-1 layer, TMA=1, "
+                                 f"PACK_K=0, NCHW_IN=0, FOLD=0, TMA_STORE=0 and C % 8 == 0; got {'; '.join(bad)}")
         if tiles["FOLD"] and (shape.stride == 1 or tiles["NCHW_IN"]):
             raise ValueError(f"kernel {self.name!r}: FOLD=1 folds a stride > 1 into channels and reads NHWC; "
                              f"{shape.name!r} has stride {shape.stride}" + (", NCHW_IN=1" if tiles["NCHW_IN"] else ""))
@@ -588,7 +655,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
             SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"],
-            TMA_STORE=tiles["TMA_STORE"], **derived, DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
+            TMA_STORE=tiles["TMA_STORE"], **derived, BOX_W=tiles["BOX_W"], DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages, **amd_options(tiles, x.device))
         if split > 1 and not derived["SPLIT_SUM"]:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](workspace, out, out.numel(),
@@ -618,6 +685,12 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         if tiles["NCHW_IN"]:
             x_runs = _nchw_input_runs(shape, bm, bk, bases["x"], eb)
             x_runs_per_step = bk
+        elif tiles["BOX_W"]:
+            num_cb = triton.cdiv(C, bk)
+            tap, c0 = steps // num_cb, (steps % num_cb) * bk
+            x_runs = input_runs(shape, bm, bases["x"], eb, (tap // S)[:, None], (tap % S)[:, None], c0[:, None],
+                                (np.minimum(bk, C - c0) * eb)[:, None], rows=_box_rows(shape, bm, tiles["BOX_W"]))
+            x_runs_per_step = bm
         elif tiles["PACK_K"]:
             if tiles["PACK_K"] == 2:                                 # (row r, j = s * C + c) per column
                 per_row = triton.cdiv(S * C, bk)
@@ -646,7 +719,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         tile_ids = np.arange(grid.num_pids, dtype=np.int64)
         return LoadPlan(num_steps=len(steps), elem_bytes=eb, operands=(
             OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, x_runs_per_step, x_runs,
-                         bulk=derived_flags(shape, tiles)["A_TMA"]),
+                         bulk=derived_flags(shape, tiles)["A_TMA"] or bool(tiles["BOX_W"])),
             OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs, bulk=bool(tiles["TMA"])),
         ))
 
@@ -721,6 +794,8 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         M, F = conv.N * conv.P * conv.Q, conv.F
         if tiles["NCHW_IN"]:
             pixels = _image_tile_pixels(bm, conv.P * conv.Q)
+        elif tiles["BOX_W"]:
+            pixels = _box_tile_pixels(conv, bm, tiles["BOX_W"])
         else:
             pixels = tile_pixels(bm, M)
         tile_ids = np.arange(grid.num_pids, dtype=np.int64)
@@ -758,6 +833,39 @@ def _image_tile_pixels(block_m: int, pq: int):
         return (pid_m // per_image)[:, None] * pq + hw, hw < pq
 
     return pixels
+
+
+def _box_rect(shape: ConvShape, block_m: int, box_w: int, pid_m: np.ndarray):
+    """BOX_W's pixel rectangles: ``(n, p, q)`` of each of tile ``pid_m``'s BLOCK_M rows, all
+    ``(len(pid_m), BLOCK_M)``; rows past the image (p >= P or q >= Q) included."""
+    box_h = block_m // box_w
+    rects_w = triton.cdiv(shape.Q, box_w)
+    per_image = triton.cdiv(shape.P, box_h) * rects_w
+    rect = pid_m % per_image
+    i = np.arange(block_m)
+    p = ((rect // rects_w) * box_h)[:, None] + i // box_w
+    q = ((rect % rects_w) * box_w)[:, None] + i % box_w
+    return np.broadcast_to((pid_m // per_image)[:, None], p.shape), p, q
+
+
+def _box_tile_pixels(shape: ConvShape, block_m: int, box_w: int):
+    """Output rows of BOX_W's rectangles (see :func:`kernels.igemm.tile_pixels`): valid inside the image."""
+    def pixels(pid_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n, p, q = _box_rect(shape, block_m, box_w, pid_m)
+        return (n * shape.P + p) * shape.Q + q, (p < shape.P) & (q < shape.Q)
+
+    return pixels
+
+
+def _box_rows(shape: ConvShape, block_m: int, box_w: int):
+    """BOX_W's rows for :func:`kernels.igemm.input_runs`: every row of the rectangle loads,
+    those past the image's edge included (the box's elements outside the input are
+    zero-filled by the hardware, with no memory access: input_runs drops them)."""
+    def rows(pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
+        n, p, q = _box_rect(shape, block_m, box_w, pid_m)
+        return n, p, q, np.ones(p.shape, dtype=bool)
+
+    return rows
 
 
 def fold_pass_plan(shape: ConvShape, bases: Mapping[str, int], eb: int) -> LaunchPlan:
@@ -826,6 +934,18 @@ def sum_pass_plan(numel: int, split: int, bases: Mapping[str, int], eb: int) -> 
                       swizzled=False, profiled=False)
 
 
+def box_widths(shape: ConvShape, block_m: int, keep: int = 2) -> list[int]:
+    """BOX_W values worth trying for BLOCK_M-row pixel rectangles on ``shape``: the ``keep``
+    widths (8 to 64, at most BLOCK_M, rectangles at least 2 rows tall) that waste the fewest
+    rows past the image's edges, wider first among equals."""
+    def waste(bw: int) -> float:
+        bh = block_m // bw
+        return triton.cdiv(shape.P, bh) * bh * triton.cdiv(shape.Q, bw) * bw / (shape.P * shape.Q)
+
+    widths = [bw for bw in (8, 16, 32, 64) if bw <= block_m // 2]
+    return sorted(widths, key=lambda bw: (waste(bw), -bw))[:keep]
+
+
 #: Shared memory a Hopper block may use (bytes): 227 KB; deeper pipelines than fit are not tried.
 HOPPER_SMEM_BYTES = 227 * 1024
 
@@ -845,6 +965,8 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
       (compute-bound layers: at every K width);
     * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
       each base tile shape, so that the measurements, not a guess, decide;
+    * on compute-bound stride-1 layers with TMA, pixel-rectangle twins (``BOX_W``: the input
+      as TMA boxes) at the two least wasteful rectangle widths;
     * on AMD (``traits.vendor == "amd"``, gfx942): no TMA, two pipeline stages (Triton's AMD
       stream pipeliner keeps one stage in LDS, 64 KB per CU), and twins of each base tile
       shape with the AMD backend's knobs (kernels.igemm_fast.AMD_OPTIONS): an occupancy hint
@@ -916,6 +1038,13 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         if amd:
                             for knob, value in (("WAVES_PER_EU", 2), ("MATRIX_INSTR_NONKDIM", 16), ("KPACK", 2)):
                                 add({**base, knob: value}, warps, deep)
+                        if tma and heavy and conv.stride == 1 and conv.C % 8 == 0 and warps == 4 and not fold_on:
+                            # Pixel rectangles with the input as TMA boxes, one warpgroup only: with
+                            # two, Triton 3.6 computed wrong outputs from the reshaped box on an H100
+                            # (docs/benchmarks.md, "Kernel speed"); the gate would refuse them anyway.
+                            for bw in box_widths(conv, bm):
+                                for stages in stages_here[:2]:
+                                    add({**base, "BOX_W": bw}, warps, stages)
                         store = tma and not nchw and shape.F % 8 == 0
                         if tma:
                             add({**base, "TMA": 0}, warps, deep)

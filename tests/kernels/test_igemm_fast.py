@@ -58,6 +58,13 @@ VARIANTS = {
     # a 3x3 stride-3 layer folds into a 1x1 over 3 channels x 9 phases = 27 (padded to 32)
     # channels, here read through a tensor descriptor: grid 5 x 2
     "fold_s3": (ConvShape("s3", N=2, C=3, H=17, W=16, F=20, R=3, S=3, stride=3, padding=1), {"FOLD": 1, "TMA": 1}),
+    # output tiles as 2 x 8 rectangles of pixels, the input of each tap one 4-D box through a
+    # tensor descriptor (negative and past-the-edge coordinates read zeros; C = 24: the second
+    # channel block half past C): 9 x 7 output, rectangles past both edges, grid 5 x 2; then
+    # split-K over a persistent grid
+    "box": (ConvShape("box", N=1, C=24, H=9, W=7, F=20, R=3, S=3, stride=1, padding=1), {"TMA": 1, "BOX_W": 8}),
+    "box_split_persistent": (ConvShape("box", N=1, C=40, H=9, W=7, F=20, R=3, S=3, stride=1, padding=1),
+                             {"TMA": 1, "BOX_W": 8, "SPLIT_K": 2, "PERSISTENT": 1}),
 }
 
 
@@ -196,6 +203,11 @@ def test_flags_say_what_they_need():
     with pytest.raises(ValueError, match=r"FOLD=1 folds a stride > 1 .* 'odd3' has stride 1"):
         KERNEL.check_flags(tap, {**BASE, "FOLD": 1}, cpu)
     KERNEL.check_flags(store, {**BASE, "TMA_STORE": 1}, cpu)      # what it can do passes
+    strided, _ = VARIANTS["fold_3x3"]
+    with pytest.raises(ValueError, match=r"BOX_W=8 needs a stride-1 layer.* got stride 2; TMA=0"):
+        KERNEL.check_flags(strided, {**BASE, "BOX_W": 8}, cpu)
+    with pytest.raises(ValueError, match=r"tile BOX_W=32 must be 0 \(off\) or a power of two <= BLOCK_M"):
+        KERNEL.check_tiles({**BASE, "BOX_W": 32})
 
 
 def test_folded_layer_is_the_same_conv():
