@@ -1030,6 +1030,13 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                                 if steps_of(bk) >= 4 * split:
                                     for split_sum in (0, 1):
                                         add({**base, "SPLIT_K": split, "SPLIT_SUM": split_sum}, warps, deep)
+                        if tma and heavy and conv.stride == 1 and conv.C % 8 == 0 and warps == 4 and not fold_on:
+                            # Pixel rectangles with the input as TMA boxes, one warpgroup only: with
+                            # two, Triton 3.6 computed wrong outputs from the reshaped box on an H100
+                            # (benchmarks/README.md, "Kernel speed"); the gate would refuse them anyway.
+                            for bw in box_widths(conv, bm):
+                                for stages in stages_here[:2]:
+                                    add({**base, "BOX_W": bw}, warps, stages)
                         if bk != ks[-1]:
                             continue
                         # Twins of the deepest-K base: TMA off, TMA store, persistent (with and
@@ -1038,13 +1045,6 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         if amd:
                             for knob, value in (("WAVES_PER_EU", 2), ("MATRIX_INSTR_NONKDIM", 16), ("KPACK", 2)):
                                 add({**base, knob: value}, warps, deep)
-                        if tma and heavy and conv.stride == 1 and conv.C % 8 == 0 and warps == 4 and not fold_on:
-                            # Pixel rectangles with the input as TMA boxes, one warpgroup only: with
-                            # two, Triton 3.6 computed wrong outputs from the reshaped box on an H100
-                            # (docs/benchmarks.md, "Kernel speed"); the gate would refuse them anyway.
-                            for bw in box_widths(conv, bm):
-                                for stages in stages_here[:2]:
-                                    add({**base, "BOX_W": bw}, warps, stages)
                         store = tma and not nchw and shape.F % 8 == 0
                         if tma:
                             add({**base, "TMA": 0}, warps, deep)
