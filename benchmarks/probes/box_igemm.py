@@ -32,8 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 @triton.jit
 def box_conv_kernel(x_desc, w_desc, y_ptr, C, F, P, Q, padding,
                     R: tl.constexpr, S: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr,
-                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    BLOCK_M: tl.constexpr = TH * TW
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: tl.constexpr):
+    """HALVES: the rectangle as two boxes of TH/2 rows, each its own dot and accumulator."""
+    HM: tl.constexpr = TH * TW // HALVES
+    HH: tl.constexpr = TH // HALVES
     tiles_h = tl.cdiv(P, TH)
     tiles_w = tl.cdiv(Q, TW)
     num_pid_n = tl.cdiv(F, BLOCK_N)
@@ -45,24 +47,34 @@ def box_conv_kernel(x_desc, w_desc, y_ptr, C, F, P, Q, padding,
     p0 = (rect // tiles_w) * TH
     q0 = (rect - (rect // tiles_w) * tiles_w) * TW
     num_cb = tl.cdiv(C, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc0 = tl.zeros((HM, BLOCK_N), dtype=tl.float32)
+    acc1 = tl.zeros((HM, BLOCK_N), dtype=tl.float32)
     for step in range(R * S * num_cb):
         tap = step // num_cb
         c0 = (step - tap * num_cb) * BLOCK_K
         r = tap // S
         s = tap - r * S
-        a = x_desc.load([n, p0 + r - padding, q0 + s - padding, c0]).reshape(BLOCK_M, BLOCK_K)
         b = w_desc.load([pid_n * BLOCK_N, step * BLOCK_K])
-        acc = tl.dot(a, b.T, acc)
-    i = tl.arange(0, BLOCK_M)
+        a0 = x_desc.load([n, p0 + r - padding, q0 + s - padding, c0]).reshape(HM, BLOCK_K)
+        acc0 = tl.dot(a0, b.T, acc0)
+        if HALVES == 2:
+            a1 = x_desc.load([n, p0 + HH + r - padding, q0 + s - padding, c0]).reshape(HM, BLOCK_K)
+            acc1 = tl.dot(a1, b.T, acc1)
+    i = tl.arange(0, HM)
+    offs_f = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     p = p0 + i // TW
     q = q0 + i % TW
-    offs_f = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = ((p < P) & (q < Q))[:, None] & (offs_f < F)[None, :]
-    tl.store(y_ptr + ((n * P + p) * Q + q)[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + ((n * P + p) * Q + q)[:, None] * F + offs_f[None, :], acc0.to(y_ptr.dtype.element_ty), mask=mask)
+    if HALVES == 2:
+        p = p + HH
+        mask = ((p < P) & (q < Q))[:, None] & (offs_f < F)[None, :]
+        tl.store(y_ptr + ((n * P + p) * Q + q)[:, None] * F + offs_f[None, :], acc1.to(y_ptr.dtype.element_ty),
+                 mask=mask)
 
 
-def bind(x: torch.Tensor, w: torch.Tensor, padding: int, th: int, tw: int, bn: int, bk: int, warps: int, stages: int):
+def bind(x: torch.Tensor, w: torch.Tensor, padding: int, th: int, tw: int, bn: int, bk: int, warps: int, stages: int,
+         halves: int = 1):
     """The launch closure for NCHW-shaped channels_last ``x`` (N, C, H, W) and weights (F, C, R, S);
     C must be a multiple of BLOCK_K.  Returns (run, out) with ``out`` NHWC."""
     N, C, H, W = x.shape
@@ -74,13 +86,13 @@ def bind(x: torch.Tensor, w: torch.Tensor, padding: int, th: int, tw: int, bn: i
     if Fo % bn:
         w_packed = torch.cat([w_packed, w_packed.new_zeros(bn - Fo % bn, R * S * C)])
     out = torch.empty((N, P, Q, Fo), dtype=x.dtype, device=x.device)
-    x_desc = TensorDescriptor(x_nhwc, list(x_nhwc.shape), list(x_nhwc.stride()), [1, th, tw, bk])
+    x_desc = TensorDescriptor(x_nhwc, list(x_nhwc.shape), list(x_nhwc.stride()), [1, th // halves, tw, bk])
     w_desc = TensorDescriptor.from_tensor(w_packed, [bn, bk])
     grid = (N * triton.cdiv(P, th) * triton.cdiv(Q, tw) * triton.cdiv(Fo, bn),)
 
     def run():
         box_conv_kernel[grid](x_desc, w_desc, out, C, Fo, P, Q, padding, R=R, S=S, TH=th, TW=tw,
-                              BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+                              BLOCK_N=bn, BLOCK_K=bk, HALVES=halves, num_warps=warps, num_stages=stages)
     return run, out
 
 
@@ -92,12 +104,12 @@ def compile_check() -> None:
 
     x = torch.empty((32, 256, 14, 14), dtype=torch.float16, device="meta").contiguous(memory_format=torch.channels_last)
     w = torch.empty((256, 256, 3, 3), dtype=torch.float16, device="meta")
-    for th, tw, bn, warps in ((8, 16, 128, 8), (8, 8, 256, 4), (8, 16, 256, 8)):
+    for th, tw, bn, warps, halves in ((8, 16, 128, 8, 1), (8, 8, 256, 4, 1), (8, 16, 256, 8, 2)):
         with recording_launches() as launches:
-            run, _ = bind(x, w, 1, th, tw, bn, 64, warps, 4)
+            run, _ = bind(x, w, 1, th, tw, bn, 64, warps, 4, halves)
             run()
         build = compile_launch(launches[0], arch_limits("sm_90"))
-        print(th, tw, bn, warps, json.dumps(build.to_dict() if hasattr(build, "to_dict") else build.__dict__)[:1500])
+        print(th, tw, bn, warps, halves, json.dumps(build.to_dict() if hasattr(build, "to_dict") else build.__dict__)[:1500])
 
 
 def time_layers(args) -> None:
@@ -116,21 +128,23 @@ def time_layers(args) -> None:
         wc = w.contiguous(memory_format=torch.channels_last)
         ref = F.conv2d(x.float(), w.float(), None, padding=shape.padding)
         fns = {"cudnn": lambda: F.conv2d(x, wc, None, padding=shape.padding)}
-        rects = ((2, 64), (4, 32), (8, 16), (8, 8))
-        for (th, tw), bn, warps, stages in itertools.product(rects, (128, 256), (4, 8), (3, 4)):
-            if th * tw * bn > 128 * 256 or (th * tw == 64 and warps == 8 and bn == 128):
-                continue
+        configs = [((th, tw), bn, warps, stages, 1) for (th, tw), bn, warps, stages in itertools.product(
+            ((4, 32), (8, 16), (8, 8)), (128, 256), (4,), (3, 4)) if th * tw * bn <= 128 * 256]
+        configs += [((th, tw), bn, 8, stages, 2) for (th, tw), bn, stages in itertools.product(
+            ((4, 32), (8, 16), (16, 8), (8, 8)), (128, 256), (3, 4)) if th * tw * bn <= 128 * 256]
+        for (th, tw), bn, warps, stages, halves in configs:
+            name = f"{th}x{tw} N{bn} w{warps} s{stages} h{halves}"
             try:
-                run, out = bind(x, w, shape.padding, th, tw, bn, 64, warps, stages)
+                run, out = bind(x, w, shape.padding, th, tw, bn, 64, warps, stages, halves)
                 run()
                 torch.cuda.synchronize()
                 err = (out.permute(0, 3, 1, 2).float() - ref).abs().max().item()
                 if err > 0.05 * ref.abs().max().item():
-                    print(f"{shape.name} {th}x{tw} N{bn} w{warps} s{stages}: WRONG (max err {err:.3g})", flush=True)
+                    print(f"{shape.name} {name}: WRONG (max err {err:.3g})", flush=True)
                     continue
-                fns[f"{th}x{tw} N{bn} w{warps} s{stages}"] = run
+                fns[name] = run
             except Exception as exc:  # noqa: BLE001 (a probe: report and go on)
-                print(f"{shape.name} {th}x{tw} N{bn} w{warps} s{stages}: {type(exc).__name__} {str(exc)[:150]}", flush=True)
+                print(f"{shape.name} {name}: {type(exc).__name__} {str(exc)[:150]}", flush=True)
         first = timer.medians(fns, rounds=1, launches=3)
         top = ["cudnn"] + [k for k in sorted(first, key=first.get) if k != "cudnn"][:5]
         final = timer.medians({k: fns[k] for k in top}, rounds=4, launches=10)
