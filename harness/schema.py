@@ -213,6 +213,7 @@ class TargetConfig:
     mall_ways: Optional[int] = None           # simulator: MALL associativity (default 16)
     l2_writes: Optional[str] = None           # simulator: hit (NVIDIA) or allocate (default)
     sim_calibration: Optional[Dict[str, Any]] = None
+    sim_published: Optional[str] = None       # simulator: the public record checked where there is no calibration, and why no band
     peak_tflops: Optional[float] = None       # roofline (harness.measure.roofline)
     dram_bytes_per_s: Optional[float] = None
 
