@@ -121,7 +121,7 @@ class ProfilerConfig:
     repeats: int = 5
     cache_control: str = "all"
     clock_control: str = "base"
-    counters: List[str] = field(default_factory=lambda: ["TCC_HIT_sum", "TCC_MISS_sum"])
+    counters: List[str] = field(default_factory=lambda: ["TCC_HIT_sum", "TCC_MISS_sum", "TCC_EA0_RDREQ_sum", "TCC_EA0_RDREQ_32B_sum"])
     batch: bool = True
     executable: Optional[str] = None
     timeout_s: float = 1800.0

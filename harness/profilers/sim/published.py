@@ -276,31 +276,46 @@ def predict(cell: PublishedCell, target: dict, occupancy: int) -> float:
     return simulate_l2(model, problem.table(cell.order), sim).hit_rate
 
 
-#: The occupancies (programs per CU) the calibration chose between, on the fit half only.
-OCCUPANCIES = (1, 2)
+#: The geometry the calibration chose between, on the fit half only: programs per CU (the
+#: GEMM's 48 KB of LDS per stage leaves room for one; the seed conv's 32 programs all fit
+#: either way) and the L2's set index (modulo, or a hash of the 128 B block: the MI300X's L2
+#: hashes addresses over its 16 channels, rocprof-compute's L2 page).
+CANDIDATES = tuple({"occupancy": occ, "l2_set_hash": h} for occ in (1, 2) for h in (False, True))
+
+
+def table_rows(target: dict, fit_only: bool = False) -> tuple[dict, list[tuple[PublishedCell, float]]]:
+    """The geometry of :data:`CANDIDATES` with the least fit-half MAE, and every cell's
+    prediction with it (``fit_only``: only the fit half's)."""
+    def run(geometry: dict, cells) -> list[float]:
+        t = {**target, "l2_set_hash": geometry["l2_set_hash"]}
+        return [predict(c, t, geometry["occupancy"]) for c in cells]
+
+    fit = [c for c in CELLS if c.split == "fit"]
+    scores = [(sum(abs(p - c.measured) for p, c in zip(run(g, fit), fit)) / len(fit), i) for i, g in enumerate(CANDIDATES)]
+    for mae, i in scores:
+        print(f"fit-half MAE {mae:.2f} with {CANDIDATES[i]}")
+    best = CANDIDATES[min(scores)[1]]
+    cells = fit if fit_only else list(CELLS)
+    return best, list(zip(cells, run(best, cells)))
 
 
 def main() -> None:
-    """Fit the occupancy on the fit half, then print the table (markdown) and the MAEs."""
+    """Fit the geometry on the fit half, then print the table (markdown) and the MAEs."""
     from pathlib import Path
 
     from omegaconf import OmegaConf
 
     target = OmegaConf.to_container(OmegaConf.load(Path(__file__).parents[3] / "conf" / "target" / "mi300x.yaml"))
-    pred = {occ: [predict(c, target, occ) for c in CELLS] for occ in OCCUPANCIES}
-
-    def mae(occ: int, split: str) -> float:
-        errs = [abs(p - c.measured) for p, c in zip(pred[occ], CELLS) if c.split == split]
-        return sum(errs) / len(errs)
-
-    best = min(OCCUPANCIES, key=lambda occ: mae(occ, "fit"))
-    print(f"fit-half MAE by occupancy: {({occ: round(mae(occ, 'fit'), 2) for occ in OCCUPANCIES})}; chosen {best}")
+    best, rows = table_rows(target)
+    print(f"chosen: {best}")
     print("| cell | source | measured | predicted | error | half |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
-    for cell, p in zip(CELLS, pred[best]):
+    for cell, p in rows:
         print(f"| {cell.name} | [{cell.run[1].rsplit('/', 1)[-1]}/{cell.log}, iteration {cell.iteration}]({cell.url}) "
               f"| {cell.measured:.1f} | {p:.2f} | {p - cell.measured:+.2f} | {cell.split} |")
-    print(f"MAE fit {mae(best, 'fit'):.2f}, held-out {mae(best, 'held-out'):.2f}")
+    for split in ("fit", "held-out"):
+        errs = [abs(p - c.measured) for c, p in rows if c.split == split]
+        print(f"MAE {split}: {sum(errs) / len(errs):.2f} over {len(errs)} cells")
 
 
 if __name__ == "__main__":
