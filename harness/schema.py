@@ -121,7 +121,7 @@ class ProfilerConfig:
     repeats: int = 5
     cache_control: str = "all"
     clock_control: str = "base"
-    counters: List[str] = field(default_factory=lambda: ["TCC_HIT_sum", "TCC_MISS_sum"])
+    counters: List[str] = field(default_factory=lambda: ["TCC_HIT_sum", "TCC_MISS_sum", "TCC_EA0_RDREQ_sum", "TCC_EA0_RDREQ_32B_sum"])
     batch: bool = True
     executable: Optional[str] = None
     timeout_s: float = 1800.0
@@ -213,6 +213,7 @@ class TargetConfig:
     mall_ways: Optional[int] = None           # simulator: MALL associativity (default 16)
     l2_writes: Optional[str] = None           # simulator: hit (NVIDIA) or allocate (default)
     sim_calibration: Optional[Dict[str, Any]] = None
+    sim_published: Optional[str] = None       # simulator: the public record checked where there is no calibration, and why no band
     peak_tflops: Optional[float] = None       # roofline (harness.measure.roofline)
     dram_bytes_per_s: Optional[float] = None
 

@@ -1,4 +1,5 @@
-"""rocprofv3 (ROCm rocprofiler-sdk) backend: build the command line, read its CSV files.
+"""rocprofv3 (ROCm rocprofiler-sdk) backend: build the command line, read its output (CSV
+files, or the ``rocpd`` SQLite database that rocprofv3 writes by default: harness.profilers.rocpd).
 
 Everything here is a pure function of strings and paths (plus two optional tool
 queries), so it runs and is tested on machines without a GPU.
@@ -27,7 +28,8 @@ therefore searches the whole tree below ``DIR``.  The columns drifted too: older
 lack ``Accum_VGPR_Count`` and ``Kernel_Id``, ``Agent_Id`` went from ``1`` to
 ``"Agent 1"``, and the trace once had ``Private_Segment_Size``/``Group_Segment_Size``
 and no ``Stream_Id``.  Only the columns named below are read, so all of these parse
-alike.
+alike.  A ``*.db`` rocpd database below ``DIR`` (rocprofv3 run without ``--output-format
+csv``) is read the same way.
 """
 from __future__ import annotations
 
@@ -37,11 +39,12 @@ import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.profilers.wrapped import ProcessWrappingProfiler
 from harness.profilers.base import DispatchCounters, lookup_hit_rate
+from harness.profilers.rocpd import RawDispatch as _Dispatch, is_rocpd, read_rocpd
+from harness.profilers.tcc import DEFAULT_COUNTERS, TCC_HIT, TCC_MISS, counter_passes, dram_read_bytes
 
 # %%
 # Which counters
@@ -49,35 +52,42 @@ from harness.profilers.base import DispatchCounters, lookup_hit_rate
 #
 # MI300X (gfx942) defines no derived L2 hit-rate counter, so the rate is computed the
 # way rocprof-compute does: ``100 * TCC_HIT_sum / (TCC_HIT_sum + TCC_MISS_sum)``; both are
-# sums over all TCC (L2) channels, in requests.
-#
-# DRAM traffic is *not* collected by default.  ``TCC_EA0_RDREQ_sum`` (L2 -> fabric read
-# requests) would fit the same pass -- gfx942 takes at most four TCC counters per pass,
-# and this makes three -- but it counts requests of mixed size (32, 64 or 128 B), and
-# turning it into bytes needs further counters whose meaning differs between gfx942 and
-# gfx950.  Add it to ``counters`` if wanted: it then appears in ``extra`` as a request
-# count, and ``dram_read_bytes`` stays None.
-TCC_HIT = "TCC_HIT_sum"
-TCC_MISS = "TCC_MISS_sum"
-ROCPROF_COUNTERS = [TCC_HIT, TCC_MISS]
+# sums over all TCC (L2) channels, in requests.  The DRAM read bytes are rocprofiler-sdk's
+# ``FETCH_SIZE`` for gfx942, from its two terms ``TCC_EA0_RDREQ_sum`` and
+# ``TCC_EA0_RDREQ_32B_sum`` (harness.profilers.tcc).  The four fill one pass (gfx942 takes at
+# most four TCC counters per pass); a longer list is split into passes
+# (:func:`harness.profilers.tcc.counter_passes`), each a separate run of the program.
+ROCPROF_COUNTERS = list(DEFAULT_COUNTERS)
 
 
 def build_rocprofv3_command(worker_cmd: list[str], outdir: Path, name: str, kernel_regex: str,
                             counters: Sequence[str] = ROCPROF_COUNTERS,
-                            executable: str = "rocprofv3") -> list[str]:
+                            executable: str = "rocprofv3", input_file: Path | None = None) -> list[str]:
     """The argv that profiles ``worker_cmd`` under rocprofv3: ``counters`` for every
     dispatch whose kernel name matches ``kernel_regex``, plus a kernel trace (for the
-    durations), as CSV files below ``outdir`` named after ``name``."""
+    durations), as CSV files below ``outdir`` named after ``name``.  Counters that need
+    several passes (:func:`harness.profilers.tcc.counter_passes`) are read from
+    ``input_file``, which the caller writes with :func:`pass_input`; rocprofv3 then writes
+    each pass to ``outdir/pmc_N/``."""
     if not counters:
         raise ValueError("counters is empty: rocprofv3 --pmc needs at least one counter")
     if not worker_cmd:
         raise ValueError("worker_cmd is empty: rocprofv3 needs a program to launch")
+    passes = counter_passes(counters)
+    if len(passes) > 1 and input_file is None:
+        raise ValueError(f"counters {list(counters)} need {len(passes)} passes: give an input_file")
     # ``--output-format csv`` matters: newer rocprofv3 writes a SQLite (rocpd) database
     # by default.  ``--kernel-include-regex`` filters counter collection only; the kernel
     # trace still lists every dispatch, which the reader handles by joining on the id.
-    return [executable, "--pmc", *counters, "--kernel-trace",
+    select = ["--pmc", *counters] if len(passes) == 1 else ["-i", str(input_file)]
+    return [executable, *select, "--kernel-trace",
             "--kernel-include-regex", kernel_regex,
             "--output-format", "csv", "-d", str(outdir), "-o", name, "--", *worker_cmd]
+
+
+def pass_input(counters: Sequence[str]) -> str:
+    """rocprofv3's text input file for ``counters``: one ``pmc:`` line per pass."""
+    return "".join(f"pmc: {' '.join(p)}\n" for p in counter_passes(counters))
 
 
 # %%
@@ -93,29 +103,24 @@ def build_rocprofv3_command(worker_cmd: list[str], outdir: Path, name: str, kern
 # 4. Merge the passes: the ``pmc_N`` folders are separate runs of the same program, so
 #    dispatch *k* of one pass is dispatch *k* of the others.
 
-@dataclass
-class _Dispatch:
-    """One dispatch while the files are being read."""
-
-    kernel_name: str
-    counters: dict[str, float] = field(default_factory=dict)
-    duration_ns: float | None = None
-
-
 # Per-pass folders: ``pmc_N`` for a text input file (``pmc:`` lines), ``pass_N`` for a
 # JSON/YAML one (``jobs:``), as rocprofv3.py names them.
 _PASS_DIR = re.compile(r"^(?:pmc|pass)_(\d+)$")
 
 
 def read_rocprofv3_output(outdir: Path) -> list[DispatchCounters]:
-    """Dispatches profiled in the rocprofv3 CSV output below ``outdir``, ordered by
-    Dispatch_Id; hit rate in %, hits/misses in TCC requests, durations in ns."""
+    """Dispatches profiled in the rocprofv3 output below ``outdir`` (CSV files, else rocpd
+    databases), ordered by Dispatch_Id; hit rate in %, hits/misses in TCC requests,
+    durations in ns, DRAM read bytes where the counters give them."""
     outdir = Path(outdir)
     # Numeric pass order (pmc_2 before pmc_10): on a conflict the earlier pass wins.
     counter_files = sorted(outdir.rglob("*counter_collection.csv"),
                            key=lambda path: (_pass_of(path, outdir), str(path)))
     if not counter_files:
-        raise ValueError(f"no *counter_collection.csv below {outdir}: {_describe_tree(outdir)}")
+        counter_files = sorted((p for p in outdir.rglob("*.db") if is_rocpd(p)),
+                               key=lambda path: (_pass_of(path, outdir), str(path)))
+    if not counter_files:
+        raise ValueError(f"no *counter_collection.csv or rocpd database below {outdir}: {_describe_tree(outdir)}")
 
     # Passes are matched up by dispatch id alone (process ids differ between runs),
     # which is only sound when every pass profiled a single process.
@@ -127,9 +132,12 @@ def read_rocprofv3_output(outdir: Path) -> list[DispatchCounters]:
 
     by_key: dict[tuple[int, int], _Dispatch] = {}
     for path in counter_files:
-        trace = _trace_beside(path)
-        durations = _read_trace(trace) if trace else {}
-        for (process, dispatch_id), dispatch in _read_counter_file(path, durations).items():
+        if path.suffix == ".db":
+            dispatches = read_rocpd(path)
+        else:
+            trace = _trace_beside(path)
+            dispatches = _read_counter_file(path, _read_trace(trace) if trace else {})
+        for (process, dispatch_id), dispatch in dispatches.items():
             key = (0 if several_passes else process, dispatch_id)
             merged = by_key.setdefault(key, _Dispatch(dispatch.kernel_name))
             for counter, value in dispatch.counters.items():
@@ -228,7 +236,7 @@ def _to_record(index: int, d: _Dispatch) -> DispatchCounters:
     extra = {name: value for name, value in d.counters.items() if name not in (TCC_HIT, TCC_MISS)}
     return DispatchCounters(kernel_name=d.kernel_name, dispatch_index=index, l2_hit_rate=rate,
                             l2_hits=hits, l2_misses=misses, duration_ns=d.duration_ns,
-                            dram_read_bytes=None, extra=extra)
+                            dram_read_bytes=dram_read_bytes(d.counters), extra=extra)
 
 
 def _describe_tree(outdir: Path) -> str:
@@ -252,16 +260,18 @@ def _describe_tree(outdir: Path) -> str:
 # (``Invalid counter name``, or ``C1 C2 not collected on agent gfx942``) and exits 1.
 
 def check_counters(counters: Sequence[str], executable: str = "rocprofv3-avail") -> str | None:
-    """None when ``counters`` can be collected together in one pass (or when
-    ``executable`` is not installed, so nothing can be checked); else the tool's reason."""
+    """None when each pass of ``counters`` (:func:`harness.profilers.tcc.counter_passes`)
+    can be collected together (or when ``executable`` is not installed, so nothing can be
+    checked); else the tool's reason for the first pass it rejects."""
     path = shutil.which(executable)
     if path is None:
         return None
-    proc = subprocess.run([path, "pmc-check", *counters], capture_output=True, text=True, timeout=120)
-    output = "\n".join(part.strip() for part in (proc.stdout, proc.stderr) if part.strip())
-    if proc.returncode != 0 or "Fatal error" in output:
-        return (f"{executable} pmc-check {' '.join(counters)} rejected the counter set "
-                f"(exit code {proc.returncode}): {output or '(no output)'}")
+    for group in counter_passes(counters):
+        proc = subprocess.run([path, "pmc-check", *group], capture_output=True, text=True, timeout=120)
+        output = "\n".join(part.strip() for part in (proc.stdout, proc.stderr) if part.strip())
+        if proc.returncode != 0 or "Fatal error" in output:
+            return (f"{executable} pmc-check {' '.join(group)} rejected the counter set "
+                    f"(exit code {proc.returncode}): {output or '(no output)'}")
     return None
 
 
@@ -306,11 +316,17 @@ class Rocprofv3Profiler(ProcessWrappingProfiler):
     def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
         # Triton kernels on AMD may carry a ".kd" suffix in the dispatch's kernel name.
         regex = kernel_regex[:-1] + r"(\.kd)?$" if kernel_regex.endswith("$") else kernel_regex
+        input_file = None
+        if len(counter_passes(self.counters)) > 1:   # one pmc: line per pass
+            input_file = workdir / "rocprof_passes.txt"
+            workdir.mkdir(parents=True, exist_ok=True)
+            input_file.write_text(pass_input(self.counters))
         return build_rocprofv3_command(worker_cmd, workdir / "rocprof", "swizzlebench", regex,
-                                       self.counters, self.executable)
+                                       self.counters, self.executable, input_file)
 
     def read_dispatches(self, workdir: Path, stdout: str) -> list[DispatchCounters]:
         return read_rocprofv3_output(workdir / "rocprof")
 
     def raw_files(self, workdir: Path) -> list[Path]:
-        return sorted((workdir / "rocprof").rglob("*.csv")) if (workdir / "rocprof").exists() else []
+        out = workdir / "rocprof"
+        return sorted([*out.rglob("*.csv"), *out.rglob("*.db")]) if out.exists() else []

@@ -20,16 +20,26 @@ def compared(spec: JobSpec, result: JobResult) -> bool:
 
 
 def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig, requests: list,
-                        workdir: Path) -> dict[str, float]:
+                        workdir: Path) -> dict[str, tuple[dict[str, float], dict[str, str]]]:
     """With ``profiler.simulate=true``, also predict each job's hit rate with the simulator
-    configured as the target (logged as ``sim_l2_hit_rate``, for the report's simulated vs
-    measured figure).  Returns run id -> predicted %."""
+    configured as the target: run id -> (metrics, tags).  The metric ``sim_l2_hit_rate`` (%,
+    for the report's simulated vs measured figure) comes with its band ``sim_l2_hit_rate_err``
+    where the target is validated, and always with the tag ``sim_l2_validation`` (what it was
+    validated on, or "not validated ..."): a simulated figure never goes without one."""
     if not settings.simulate or profiler.name == "sim":
         return {}
     from harness.profilers.sim.profiler import SimProfiler
 
     outcomes = SimProfiler(target.as_dict()).profile(requests, workdir)
-    return {key: o.reading.l2_hit_rate for key, o in outcomes.items() if o.reading is not None}
+    predicted = {}
+    for key, o in outcomes.items():
+        if o.reading is None:
+            continue
+        metrics = {"sim_l2_hit_rate": o.reading.l2_hit_rate}
+        if "l2_hit_rate_err" in o.metrics:
+            metrics["sim_l2_hit_rate_err"] = o.metrics["l2_hit_rate_err"]
+        predicted[key] = (metrics, {"sim_l2_validation": o.tags["sim_validation"]})
+    return predicted
 
 
 def _compiled(result: JobResult, metric: str) -> int | None:
@@ -57,7 +67,8 @@ def profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig,
     predicted = _simulate_alongside(profiler, settings, target, requests, workdir / "profiler" / "sim")
     for run_id, _, result, position in pending:
         if run_id in predicted:
-            result.metrics["sim_l2_hit_rate"] = predicted[run_id]
+            result.metrics.update(predicted[run_id][0])
+            result.tags.update(predicted[run_id][1])
         _record_outcome(result, outcomes[run_id], profiler, min_l2_delta)
         tracker.finish_job(run_id, result)
         print(progress_line(position, result), flush=True)

@@ -57,6 +57,8 @@ def test_sweep_logs_hit_rates_through_standin(tmp_path, profiler):
         assert m["l2_hit_rate_std"] == pytest.approx(0.0, abs=1e-9)
         assert m["l2_hits"] == hits and m["l2_misses"] == misses and m["l2_samples"] == 3
         assert m["profiled_time_ms"] > 0
+        if profiler == "rocprofv3":   # FETCH_SIZE's terms: the stand-in's EA0 read requests, none of 32 B
+            assert m["dram_read_bytes"] == 64 * misses
         assert tags["profiler"] == profiler and tags["profiler_version"] and tags["cache_control"]
         files = [a.path for a in client.list_artifacts(run.info.run_id, "profiler")]
         assert any(f.endswith(".csv") for f in files), files

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.profilers.base import L2Reading
-from harness.profilers.rocprofv3 import (ROCPROF_COUNTERS, build_rocprofv3_command, check_counters,
+from harness.profilers.rocprofv3 import (ROCPROF_COUNTERS, build_rocprofv3_command, check_counters, pass_input,
                                          read_rocprofv3_output, rocprofv3_version)
+from harness.profilers.tcc import counter_passes
 from tests.standin_workload import JOB, expected_counters, fake_worker, run
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "rocprofv3"
@@ -26,11 +27,14 @@ def rate(hits: float, misses: float) -> float:
 # %% build_rocprofv3_command
 
 def test_default_counters():
-    assert ROCPROF_COUNTERS == ["TCC_HIT_sum", "TCC_MISS_sum"]
+    # the hit rate's two and FETCH_SIZE's two terms (DRAM read bytes): four TCC counters, one pass
+    assert ROCPROF_COUNTERS == ["TCC_HIT_sum", "TCC_MISS_sum", "TCC_EA0_RDREQ_sum", "TCC_EA0_RDREQ_32B_sum"]
+    assert counter_passes(ROCPROF_COUNTERS) == [ROCPROF_COUNTERS]
 
 
 def test_build_command():
-    cmd = build_rocprofv3_command(["python", "-m", "harness.worker"], Path("/tmp/prof"), "job7", "conv2d_.*")
+    cmd = build_rocprofv3_command(["python", "-m", "harness.worker"], Path("/tmp/prof"), "job7", "conv2d_.*",
+                                  counters=["TCC_HIT_sum", "TCC_MISS_sum"])
     assert cmd == ["rocprofv3", "--pmc", "TCC_HIT_sum", "TCC_MISS_sum", "--kernel-trace",
                    "--kernel-include-regex", "conv2d_.*", "--output-format", "csv",
                    "-d", "/tmp/prof", "-o", "job7", "--", "python", "-m", "harness.worker"]
@@ -178,7 +182,7 @@ def test_no_counter_file_lists_what_was_found(tmp_path):
     with pytest.raises(ValueError) as err:
         read_rocprofv3_output(tmp_path)
     message = str(err.value)
-    assert "no *counter_collection.csv below" in message
+    assert "no *counter_collection.csv or rocpd database below" in message
     assert "host/123_agent_info.csv" in message and "host/123_kernel_trace.csv" in message
 
 
@@ -208,10 +212,26 @@ def test_check_counters_reports_unknown_counter():
     assert "Fatal error: Invalid counter name" in error and "exit code 1" in error
 
 
-def test_check_counters_reports_a_set_that_needs_two_passes():
+def test_a_set_that_needs_two_passes_is_split_and_each_pass_checked(tmp_path):
+    # five TCC counters do not fit one pass on gfx942 (the stand-in's pmc-check rejects them
+    # together): they are split at four, each pass is checked alone, and the command reads
+    # its passes from an input file of pmc: lines
     five = ["TCC_HIT_sum", "TCC_MISS_sum", "TCC_REQ_sum", "TCC_EA0_RDREQ_sum", "TCC_EA0_RDREQ_32B_sum"]
-    error = check_counters(five, executable=str(STANDIN_AVAIL))
-    assert error is not None and "not collected on agent gfx942" in error
+    passes = counter_passes(five)
+    assert passes == [five[:4], five[4:]]
+    assert check_counters(five, executable=str(STANDIN_AVAIL)) is None
+    import subprocess
+    together = subprocess.run([str(STANDIN_AVAIL), "pmc-check", *five], capture_output=True, text=True)
+    assert together.returncode != 0 and "not collected on agent gfx942" in together.stderr
+    assert pass_input(five) == ("pmc: TCC_HIT_sum TCC_MISS_sum TCC_REQ_sum TCC_EA0_RDREQ_sum\n"
+                                "pmc: TCC_EA0_RDREQ_32B_sum\n")
+    cmd = build_rocprofv3_command(["./w"], Path("out"), "n", "k", counters=five, input_file=tmp_path / "in.txt")
+    assert cmd[1:3] == ["-i", str(tmp_path / "in.txt")] and "--pmc" not in cmd
+    with pytest.raises(ValueError, match="need 2 passes"):
+        build_rocprofv3_command(["./w"], Path("out"), "n", "k", counters=five)
+    # FETCH_SIZE costs its two EA0 terms
+    assert counter_passes(["TCC_HIT_sum", "TCC_MISS_sum", "TCC_REQ_sum", "FETCH_SIZE", "SQ_WAVES"]) == [
+        ["TCC_HIT_sum", "TCC_MISS_sum", "TCC_REQ_sum", "SQ_WAVES"], ["FETCH_SIZE"]]
 
 
 def test_check_counters_without_the_tool_checks_nothing():

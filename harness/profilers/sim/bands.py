@@ -31,6 +31,15 @@ class PredictionError:
     read_delta: float | None
     validated: str                     # "validated on <device> ncu, N cells not fitted[; ± covers 90 %]" or "not validated ..."
     coverage: float | None = None      # the share of unfitted cells the +- covers (0.9); None: mean absolute errors
+    #: The public record checked for a target without a calibration (the target's
+    #: ``sim_published``: e.g. the MI300X table of docs/simulator.md), why it gives no band; "": none.
+    published: str = ""
+
+    @property
+    def banded(self) -> bool:
+        """Whether the hit rate carries a band (``hit_rate``); if not, ``validated`` says
+        "not validated ...": a simulated figure always carries one of the two."""
+        return self.hit_rate is not None
 
 
 #: The classes of layer whose simulated figures carry error bands of their own (Mondrian
@@ -102,7 +111,8 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
     (``class_bands["order-blind"]``) where the record has them."""
     cal = calibration(target)
     if not cal.get("hit_rate_mae"):
-        return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware")
+        return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware",
+                               published=str(target.get("sim_published") or ""))
     coverage = cal.get("band_coverage")
     kind = "band" if coverage is not None and cal.get("hit_rate_band") else "mae"
     classes = (cal.get("class_bands") or {}) if kind == "band" else {}

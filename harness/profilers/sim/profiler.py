@@ -61,6 +61,8 @@ class SimProfiler(Profiler):
             if result.order_blind:   # the model cannot tell this grid's orders apart
                 outcome.tags["sim_order_blind"] = ORDER_BLIND_NOTE
             outcome.tags["sim_validation"] = err.validated
+            if err.published:   # the public record checked, and why it gives no band
+                outcome.tags["sim_published"] = err.published
             outcome.metrics["l2_read_hit_rate"] = result.read_hit_rate
             if err.hit_rate is not None:
                 outcome.metrics["l2_hit_rate_err"] = err.hit_rate
