@@ -3,7 +3,7 @@
 # by ncu (cold L2, paired ABBA with identity) and predicted by the simulator configured as the
 # target (profiler.simulate=true).  benchmarks/sim_calibrate.py then re-simulates every cell on
 # the CPU, fits the model's free parameter on one half of the shapes and reports on the other.
-#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|unseen5|unseen6|unseen7|unseen7_fast|unseen7_repeat|unseen8|unseen8_fast|unseen9|unseen9_fast|unseen10|probes|lookups|noise|holdout8|holdout8_fast bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
+#   . benchmarks/gpu_setup.sh && STAGE=igemm|igemm_fast|reads|fresh|fresh2|fast_tma|unseen|unseen_fast|unseen2|unseen2_fast|unseen3|unseen4|unseen4_fast|unseen5|unseen6|unseen7|unseen7_fast|unseen7_repeat|unseen8|unseen8_fast|unseen9|unseen9_fast|unseen10|tma_heldout|probes|lookups|noise|holdout8|holdout8_fast bash benchmarks/gpu_sim_validation_session.sh OUT_DIR
 # STAGE=fresh: cells on six ResNet-50 layers no calibration has seen (a re-validation set);
 # STAGE=fresh2: the four layers left (l01, l18, l20, l22), measured after the set hash was added.
 # STAGE=unseen: igemm on the layers of conf/shape/unseen.yaml (other networks, other batch sizes),
@@ -29,6 +29,10 @@
 #   under 68 programs), 8 pairs: the prospective check of 96a51f9:benchmarks/results/sim_calibration/h100_partition_17.
 # STAGE=unseen10: igemm on conf/shape/unseen10.yaml (four grids of several waves), 8 pairs: the
 #   prospective check of 96a51f9:benchmarks/results/sim_calibration/h100_partition_merge.
+# STAGE=tma_heldout: igemm_fast with fixed 128x128x64 tiles in four variants (TMA on, off, on +
+#   persistent, off + split-K 2) on three 1x1 layers, and 64x128x64 tiles with and without
+#   pixel-rectangle boxes (BOX_W=8) on a 3x3 layer (benchmarks/conf/shape/tma_heldout.yaml), 8
+#   pairs, no simulation on the node: held-out cells for the TMA model (issue 41), measured before it.
 # STAGE=fast_tma: igemm_fast (tuned) on four 1x1 stride-1 layers, whose input it loads by TMA:
 # cells to fit the TMA operands' merge window on (the held-out l02 / l12 are such cells).
 # STAGE=lookups: the L2 lookup probe (run_l2_lookups.py) on the cells the model gets wrong:
@@ -143,6 +147,25 @@ elif [ "$STAGE" = unseen9_fast ]; then
   run simval_fast_unseen9 560 kernel=igemm_fast tune=fastest tune.cache_dir=/tmp/swb-tunecache "$SW" shape=unseen9 "${R8[@]}"
 elif [ "$STAGE" = unseen10 ]; then   # after the partition-merge fit was planned (8 pairs): its prospective check
   run simval_igemm_unseen10 540 kernel=igemm "$SW" shape=unseen10 "${R8[@]}"
+elif [ "$STAGE" = tma_heldout ]; then   # sealed until the TMA model's plan is committed
+  SP=("hydra.searchpath=[file://$REPO/benchmarks/conf]" shape=tma_heldout)
+  SW5=swizzle=identity,colmajor,scatter,grouped,hilbert
+  T=(kernel=igemm_fast kernel.tiles.BLOCK_N=128 kernel.tiles.BLOCK_K=64 kernel.tiles.PACK_K=0 kernel.tiles.NCHW_IN=0
+     kernel.tiles.TMA_STORE=0 kernel.tiles.FOLD=0 kernel.tiles.SPLIT_SUM=0 launch.num_warps=4 launch.num_stages=3)
+  PW=("${T[@]}" kernel.tiles.BLOCK_M=128 "$SW5" "${SP[@]}" 'shape.select=[cnxpw1,cnxpw2,mbv3pw]' "${R8[@]}")
+  P=${PART:-1}
+  if [ "$P" = 1 ]; then
+    run tma_on 280 "${PW[@]}" kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
+    run tma_off 280 "${PW[@]}" kernel.tiles.TMA=0 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
+  else
+    run tma_persistent 200 "${PW[@]}" kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=1 kernel.tiles.SPLIT_K=1
+    run tma_off_split2 200 "${PW[@]}" kernel.tiles.TMA=0 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=2
+    B=("${T[@]}" kernel.tiles.BLOCK_M=64 kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1 "$SW5"
+       "${SP[@]}" 'shape.select=[yolo5c3]' "${R8[@]}")
+    run box 100 "${B[@]}" +kernel.tiles.BOX_W=8
+    run box_off 100 "${B[@]}"
+  fi
+  cp "$W/mlflow.db" "$OUT/simval.db"
 elif [ "$STAGE" = reads ]; then   # more ResNet-50 layers, logged with the paired read-only deltas
   run simval_igemm_reads 480 kernel=igemm "$SW" shape=resnet 'shape.select=[l05,l09,l10,l15,l21,l23]' "${COMMON[@]}"
 else
