@@ -165,7 +165,7 @@ elif [ "$STAGE" = tma_heldout ]; then   # sealed until the TMA model's plan is c
     run box 100 "${B[@]}" +kernel.tiles.BOX_W=8
     run box_off 100 "${B[@]}"
   fi
-  cp "$W/mlflow.db" "$OUT/simval.db"
+  cp /tmp/swb-simval.db "$OUT/simval.db"
 elif [ "$STAGE" = reads ]; then   # more ResNet-50 layers, logged with the paired read-only deltas
   run simval_igemm_reads 480 kernel=igemm "$SW" shape=resnet 'shape.select=[l05,l09,l10,l15,l21,l23]' "${COMMON[@]}"
 else
