@@ -153,17 +153,18 @@ elif [ "$STAGE" = tma_heldout ]; then   # sealed until the TMA model's plan is c
   T=(kernel=igemm_fast kernel.tiles.BLOCK_N=128 kernel.tiles.BLOCK_K=64 kernel.tiles.PACK_K=0 kernel.tiles.NCHW_IN=0
      kernel.tiles.TMA_STORE=0 kernel.tiles.FOLD=0 kernel.tiles.SPLIT_SUM=0 launch.num_warps=4 launch.num_stages=3)
   PW=("${T[@]}" kernel.tiles.BLOCK_M=128 "$SW5" "${SP[@]}" 'shape.select=[cnxpw1,cnxpw2,mbv3pw]' "${R8[@]}")
-  P=${PART:-1}
+  P=${PART:-1}   # 1, 2, 3: parts of one device call each (PART=3: the boxes)
   if [ "$P" = 1 ]; then
     run tma_on 280 "${PW[@]}" kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
     run tma_off 280 "${PW[@]}" kernel.tiles.TMA=0 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
+  elif [ "$P" = 2 ]; then
+    run tma_persistent 280 "${PW[@]}" kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=1 kernel.tiles.SPLIT_K=1
+    run tma_off_split2 280 "${PW[@]}" kernel.tiles.TMA=0 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=2
   else
-    run tma_persistent 200 "${PW[@]}" kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=1 kernel.tiles.SPLIT_K=1
-    run tma_off_split2 200 "${PW[@]}" kernel.tiles.TMA=0 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=2
     B=("${T[@]}" kernel.tiles.BLOCK_M=64 kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1 "$SW5"
        "${SP[@]}" 'shape.select=[yolo5c3]' "${R8[@]}")
-    run box 100 "${B[@]}" +kernel.tiles.BOX_W=8
-    run box_off 100 "${B[@]}"
+    run box 150 "${B[@]}" +kernel.tiles.BOX_W=8
+    run box_off 150 "${B[@]}"
   fi
   cp /tmp/swb-simval.db "$OUT/simval.db"
 elif [ "$STAGE" = reads ]; then   # more ResNet-50 layers, logged with the paired read-only deltas
