@@ -284,7 +284,7 @@ def _comparison_notes(table: pd.DataFrame, paired: pd.Series) -> list[str]:
     cand = table["verdict"] != BASELINE
     n_paired = int((paired & cand).sum())
     by_identity = cand & ~paired
-    timed = paired & cand & table["speedup"].notna()
+    timed = paired & cand & ~(table["simulated"] & table["speedup"].isna())   # not a CPU's predictions
     if timed.any():
         notes.append(f"{int(timed.sum())} cell(s) carry a paired comparison: the job timed its baseline itself, in the "
                      "same process (interleaved rounds); speedup and measured L2 delta are shown with their 95 % CIs.")

@@ -231,7 +231,7 @@ def render_page(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame, 
         verdicts=verdict_summary(comparison), notes=comparison.notes,
         best=best_per_group(comparison).to_dict("records"), vendor=vendor_rows(comparison),
         searches=list(searches), figures=figures, cells=cell_table(comparison), failed=failed.to_dict("records"),
-        methods={"paired": bool(((t["comparison"] == PAIRED) & t["speedup"].notna()).any()),
+        methods={"paired": bool(((t["comparison"] == PAIRED) & ~(t["simulated"] & t["speedup"].isna())).any()),
                  "identity": BY_IDENTITY_RUN in used, "simulated": bool(t["simulated"].any()),
                  "timed": bool(t["speedup"].notna().any()),
                  "sigmas": f"{L2_BAND_SIGMAS:g}", "floor": f"{L2_BAND_FLOOR_POINTS:g}"})
