@@ -259,3 +259,14 @@ def test_docs_job_line_examples_come_from_real_runs(sweep):
             else:
                 assert line in logs, f"{page.name}: not a line of a real run:\n{line}\nthe sweep's:\n" + "\n".join(sorted(printed))
     assert from_sweep and len(shown) > len(from_sweep)
+
+
+def test_the_mlflow_ui_hint_names_the_command_for_a_store_on_disk_and_the_address_of_a_server():
+    from harness.storage.tracking import mlflow_ui_hint, mlflow_ui_url
+
+    on_disk = mlflow_ui_hint("sqlite:////data/mlflow.db", "3")
+    assert on_disk == ("MLflow UI: run `mlflow ui --backend-store-uri sqlite:////data/mlflow.db`, then open "
+                       f"{mlflow_ui_url('http://127.0.0.1:5000', '3')} (the verdict columns)")
+    served = mlflow_ui_hint("http://tracking-host:5000", "3")
+    assert served == f"MLflow UI (verdict columns): {mlflow_ui_url('http://tracking-host:5000', '3')}"
+    assert "mlflow ui" not in served
