@@ -8,6 +8,8 @@ from harness.tune.best_vs_best import comparison_head
 from harness.job.result import FINISHED, JobResult
 from harness.storage.run_fields import run_tags
 
+#: Characters the run name is padded to (the columns of the lines that follow it line up).
+NAME_WIDTH = 28
 #: What the line says of a job verified but not timed (no GPU); the full sentence is its
 #: ``timing`` tag, in MLflow and the report (and the line under HYDRA_FULL_ERROR=1).
 NOT_TIMED_SHORT = "not timed"
@@ -47,7 +49,7 @@ def _l2_verdict(tags: dict[str, str]) -> str:
 def progress_line(position: str, result: JobResult) -> str:
     """``[job 2 | 3/23] igemm/xcd/resnet-l03/w8  FINISHED  0.412 ms [0.405, 0.420] ... | vs identity: ...``"""
     m = result.metrics
-    head = f"{position} {result.run_name:<28} {result.status:<8}"
+    head = f"{position} {result.run_name:<{NAME_WIDTH}} {result.status:<8}"
     if result.status != FINISHED:   # its first line; the whole reason (e.g. a formula's caret excerpt) is stored
         return f"{head} {result.reason if full_error_requested() else result.reason.partition(chr(10))[0]}"
     if result.compile_only:
