@@ -211,6 +211,7 @@ def test_cpu_report_claims_nothing_it_did_not_measure(sweep, tmp_path):
     groups = [row for row in best[2:] if row.startswith("igemm")]
     assert len(groups) == 3
     assert all(" | prediction, ΔL2 points vs identity (not validated on mi300x hardware): xcd " in row for row in groups)
+    assert "(the simulated L2: its hit rates are predictions, not measurements)" in text   # the facts' Profiler
     heatmap = "L2 hit-rate delta vs baseline (percentage points): simulated on mi300x, not validated on hardware"
     assert f'alt="{heatmap}"' in result.stdout                              # the figure's title
 

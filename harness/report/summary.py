@@ -63,7 +63,9 @@ def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame)
         ("Mode", _distinct(runs, "mode")),
         ("Timing", _timing(runs)),
         ("Profiler", _distinct(runs, "profiler", "none (no L2 profiler tag)")
-         + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")),
+         + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")
+         + (" (the simulated L2: its hit rates are predictions, not measurements)"
+            if _distinct(runs, "profiler") == "sim" else "")),
         ("Cache control", _distinct(runs, "cache_control")),
         ("torch / triton", f"{_distinct(runs, 'torch_version')} / {_distinct(runs, 'triton_version')}"),
         ("Git commit", _distinct(runs, "git_commit")),
