@@ -26,7 +26,7 @@ from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devi
 from harness.run.steps import JobOptions
 from harness.job.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.run.l2 import compared, profile_and_finish
-from harness.run.progress import progress_line
+from harness.run.progress import NAME_WIDTH, progress_line
 from harness.job.result import FINISHED, JobResult
 from harness.measure.roofline import Roofline
 from harness.job.shapes import expand_preset
@@ -236,7 +236,7 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
         if job.resume:
             done = tracker.find_finished(spec.spec_hash)
             if done:
-                print(f"{position} {spec.run_name:<36} SKIPPED  already FINISHED as run {done} "
+                print(f"{position} {spec.run_name:<{NAME_WIDTH}} SKIPPED  already FINISHED as run {done} "
                       "(resume=false to run again)", flush=True)
                 return None
         tracker.close_stale(spec.spec_hash)

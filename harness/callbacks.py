@@ -133,6 +133,9 @@ class MlflowSweepCallback(Callback):
         _OPEN_SWEEPS[run_id] = tracker
         write_sweep_file(Path(str(config.hydra.sweep.dir)), run_id, uri, str(config.experiment))
         log.info("MLflow sweep run %s in experiment %r at %s", run_id, config.experiment, uri)
+        from harness.run.progress import verdict_legend
+
+        log.info(verdict_legend(float(config.compare.min_effect), float(config.compare.min_l2_delta)))
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
         """A job that raised (a bad config value, a missing profiler) makes Hydra abort the
@@ -158,8 +161,8 @@ class MlflowSweepCallback(Callback):
             spool_dir = spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd)
             tracker = tracking.Tracker(uri, config.experiment, spool_dir=spool_dir)
             tracker.end_sweep(run_id)
-            if uri.startswith(("http://", "https://")) and tracker.experiment_id:
-                log.info("MLflow UI: %s", tracking.mlflow_ui_url(uri, tracker.experiment_id))
+            if tracker.experiment_id:
+                log.info("%s", tracking.mlflow_ui_hint(uri, tracker.experiment_id))
             if tracker.offline or is_spool_id(run_id):
                 log.warning("Sweep report skipped: the sweep's runs are spooled in %s (tracking store %s "
                             "unreachable). Log them with `%s`, then build the report with: python -m harness.report "

@@ -27,14 +27,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_mlflow_server(backend_uri: str, workdir: Path, *extra_args: str) -> Iterator[str]:
-    """Yield the base URL of an ``mlflow server`` over ``backend_uri`` (logs in ``workdir``)."""
+def running_mlflow_server(backend_uri: str, workdir: Path, *extra_args: str, command: str = "server") -> Iterator[str]:
+    """Yield the base URL of an ``mlflow server`` (``command="ui"``: ``mlflow ui``, as a user
+    starts it) over ``backend_uri`` (logs in ``workdir``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log_path = workdir / "server.log"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(Path(sys.executable).with_name("mlflow")), "server",
+        proc = subprocess.Popen([sys.executable, "-m", "mlflow", command,
                                  "--backend-store-uri", backend_uri, "--host", "127.0.0.1",
                                  "--port", str(port), "--workers", "1", *extra_args],
                                 cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -1,11 +1,20 @@
 """The real CLI in a subprocess, from a directory outside the checkout, against a
 temporary SQLite MLflow store, asserted through MlflowClient."""
+import html
 import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from harness.storage.tracking import FIRST_VIEW_COLUMNS
+from tests.mlflow_server import running_mlflow_server
+from tests.report.test_browser import CHROMIUM, chromium
+from tests.storage.test_mlflow_server import _column_ids
 
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
 
@@ -144,3 +153,121 @@ def test_every_job_is_compiled_for_the_target(sweep):
     for r in finished:
         assert r.data.params["compile.arch"] == "gfx942"
         assert r.data.metrics["compile.registers"] > 0 and r.data.metrics["compile.programs_per_cu"] >= 1
+
+
+# --------------------------------------------------------------------------------------
+# What a newcomer reads after the CPU sweep: its job lines, its report in a browser, the
+# MLflow UI the sweep's end points to (issue 40)
+# --------------------------------------------------------------------------------------
+def _sweep_dir(proc) -> Path:
+    """The folder the sweep fixture ran in (its ``hydra.sweep.dir`` is ``<folder>/multirun``)."""
+    (arg,) = [a for a in proc.args if a.startswith("hydra.sweep.dir=")]
+    return Path(arg.split("=", 1)[1]).parent
+
+
+def _page_text(dom: str) -> str:
+    """The text of a dumped DOM, one line per table row, paragraph, list item or heading."""
+    text = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", dom, flags=re.S)
+    text = re.sub(r"<img[^>]*>", "", text)
+    text = re.sub(r"</(tr|p|li|h1|h2|h3|figcaption)>", "\n", text)
+    text = re.sub(r"</t[dh]>", " | ", text)
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def test_job_lines_name_their_baseline_and_stay_short(sweep):
+    proc, _, _ = sweep
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[job ")]
+    finished = [ln for ln in lines if " FINISHED " in ln and "/identity/" not in ln]
+    assert finished and all("| vs identity: L2 " in ln for ln in finished), finished
+    assert all(len(ln) <= 200 for ln in lines), max(lines, key=len)
+    assert all(" not timed " in ln and "(sim, not validated on mi300x)" in ln and "(exact:" not in ln
+               for ln in finished), finished
+    # the verdict words are explained once, in the sweep's header
+    legend = [ln for ln in proc.stdout.splitlines() if "Job lines compare each swizzle with its baseline" in ln]
+    assert len(legend) == 1 and "0.5 pts (compare.min_l2_delta)" in legend[0] and "'no difference detected'" in legend[0]
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} not installed (apt-get install -y chromium)")
+def test_cpu_report_claims_nothing_it_did_not_measure(sweep, tmp_path):
+    """The CPU sweep's report, as headless Chromium renders it: no timing, paired-timing or
+    CI claim; every simulated figure with its band or 'not validated'; the best swizzle per
+    group ranked by the predicted L2 change, labelled a prediction."""
+    proc, _, _ = sweep
+    (page,) = (_sweep_dir(proc) / "reports" / "cli-test").glob("*/index.html")
+    result = chromium(page, tmp_path / "profile", "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = _page_text(result.stdout)
+    for claim in ("timed its baseline", "95 % CI", "± 0.00", "interleaved rounds", "Config measured on"):
+        assert claim not in text, claim
+    assert not re.search(r"\[([+-]\d+\.\d+), \1\]", text), "a zero-width interval"
+    cells = text[text.index("All cells"):text.index("Failed or unfinished")].splitlines()
+    simulated = [row for row in cells if "(sim," in row]
+    assert len(simulated) == 6                                              # identity and xcd on t1..t3
+    assert all("(sim, not validated on mi300x hardware)" in row for row in simulated)
+    predictions = [row for row in simulated if "(prediction, " in row]
+    assert len(predictions) == 3 and all("(prediction, not validated on mi300x hardware)" in row for row in predictions)
+    best = text[text.index("Best swizzle per group"):text.index("Kernel vs vendor")].splitlines()
+    assert "Swizzles ranked by predicted ΔL2 vs baseline (prediction: not timed)" in "\n".join(best[:3])
+    groups = [row for row in best[2:] if row.startswith("igemm")]
+    assert len(groups) == 3
+    assert all(" | prediction, ΔL2 points vs identity (not validated on mi300x hardware): xcd " in row for row in groups)
+    assert "(the simulated L2: its hit rates are predictions, not measurements)" in text   # the facts' Profiler
+    heatmap = "L2 hit-rate delta vs baseline (percentage points): simulated on mi300x, not validated on hardware"
+    assert f'alt="{heatmap}"' in result.stdout                              # the figure's title
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} not installed (apt-get install -y chromium)")
+def test_the_sweep_ends_with_the_mlflow_ui_command_and_its_view_opens_on_the_verdicts(sweep, tmp_path):
+    """The end of the sweep prints ``mlflow ui --backend-store-uri <store>`` and the address of
+    the view with the verdict columns; that very command (on a free port) serves the view, and
+    headless Chromium sees the verdict columns and the sweep's runs there."""
+    proc, _, runs = sweep
+    (hint,) = [ln for ln in proc.stdout.splitlines() if "MLflow UI: run `mlflow ui --backend-store-uri " in ln]
+    store, address = re.search(r"`mlflow ui --backend-store-uri (\S+)`, then open (\S+) \(the verdict columns\)",
+                               hint).groups()
+    assert f"tracking.uri={store}" in proc.args                              # the store in use
+    assert address.startswith("http://127.0.0.1:5000/#/experiments/") and "viewStateShareKey=swizzlebench" in address
+    with running_mlflow_server(store, tmp_path / "ui", command="ui") as base:
+        result = chromium(address.replace("http://127.0.0.1:5000", base), tmp_path / "profile",
+                          "--virtual-time-budget=20000", "--window-size=2400,1000", "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    # the view's columns that a CPU sweep has values for (no speedup: nothing was timed)
+    shown = set(FIRST_VIEW_COLUMNS) - {"metrics.`speedup`"}
+    assert {"tags.`verdict`", "metrics.`l2_delta_pts`"} <= shown <= set(_column_ids(result.stdout)), _column_ids(result.stdout)
+    assert "sweep swizzle[3] igemm tiny" in result.stdout                    # the sweep's run (its jobs nest in it)
+
+
+#: The command of the sweep fixture as the docs show it (their CPU job-line examples are its lines).
+DOCS_SWEEP = "python -m harness -m kernel=igemm swizzle=identity,seed_xcd,xcd shape=tiny " + " ".join(SMALL_TILES)
+
+
+def test_docs_job_line_examples_come_from_real_runs(sweep):
+    """Every job line the docs show is one a real run printed: a CPU one is a line of this
+    module's sweep (the docs name its command), a GPU one a line of a log under
+    benchmarks/results; a format change without new examples fails here."""
+    proc, _, _ = sweep
+    printed = {ln for ln in proc.stdout.splitlines() if ln.startswith("[job ")}
+    root = Path(__file__).resolve().parents[1]
+    logs = "\n".join(p.read_text(errors="replace") for p in (root / "benchmarks" / "results").rglob("*.log"))
+    shown, from_sweep = [], []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for line in (ln for ln in text.splitlines() if ln.startswith("[job ")):
+            shown.append(line)
+            if line in printed:
+                from_sweep.append(line)
+                assert DOCS_SWEEP in text, f"{page.name} shows a line of the CLI sweep without its command"
+            else:
+                assert line in logs, f"{page.name}: not a line of a real run:\n{line}\nthe sweep's:\n" + "\n".join(sorted(printed))
+    assert from_sweep and len(shown) > len(from_sweep)
+
+
+def test_the_mlflow_ui_hint_names_the_command_for_a_store_on_disk_and_the_address_of_a_server():
+    from harness.storage.tracking import mlflow_ui_hint, mlflow_ui_url
+
+    on_disk = mlflow_ui_hint("sqlite:////data/mlflow.db", "3")
+    assert on_disk == ("MLflow UI: run `mlflow ui --backend-store-uri sqlite:////data/mlflow.db`, then open "
+                       f"{mlflow_ui_url('http://127.0.0.1:5000', '3')} (the verdict columns)")
+    served = mlflow_ui_hint("http://tracking-host:5000", "3")
+    assert served == f"MLflow UI (verdict columns): {mlflow_ui_url('http://tracking-host:5000', '3')}"
+    assert "mlflow ui" not in served

@@ -64,6 +64,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.quiet import PROFILER_CLEARS_EVENTS, quiet
 from harness.measure.cupti import LAUNCH_RANGE, gc_paused, kineto_launch_kernel_ms
 from harness.measure.stats import PairedEstimate, cluster_means, clustered_ratio, paired_ratio
 from harness.job.spec_config import TIMERS
@@ -265,13 +266,15 @@ class GpuTimer(_Timer):
         if self.cupti:
             from torch.profiler import ProfilerActivity, profile
 
-            self.profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-            self.profile.__enter__()
+            with quiet(PROFILER_CLEARS_EVENTS, UserWarning):   # one session per job, its own events read
+                self.profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+                self.profile.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
         if self.profile is not None:
-            self.profile.__exit__(*exc)
+            with quiet(PROFILER_CLEARS_EVENTS, UserWarning):
+                self.profile.__exit__(*exc)
 
     def run_batch(self, arms, placement, orders, k, first_round):
         batch = [(name, [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))

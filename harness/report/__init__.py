@@ -9,6 +9,8 @@ The package, in the order a report is made:
   experiment, named runs);
 * :mod:`~harness.report.verdicts`: the verdict words and the rules that give them;
 * :mod:`~harness.report.compare`: the comparison table, one row per (group, swizzle);
+* :mod:`~harness.report.prediction`: what the table says of simulated figures (predictions,
+  with their band or "not validated on <target>");
 * :mod:`~harness.report.summary`: header facts, best swizzle per group, verdict counts,
   kernel vs vendor;
 * :mod:`~harness.report.figures`: the seaborn figures;

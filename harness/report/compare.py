@@ -34,6 +34,7 @@ import pandas as pd
 
 from harness.tune.best_vs_best import BEST_VS_BEST
 from harness.measure.paired import SAME_ORDER_VERDICT
+from harness.report.prediction import VALIDATION_TAG, mark_simulated
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_WORDS,
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_WORDS, l2_band, l2_verdict, paired_verdict,
@@ -50,7 +51,7 @@ CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_st
 #: Tags of a paired run: cell column -> tag.
 CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
              "same_order": "compare.same_order", "bound": "bound", "question": "compare.question",
-             "sim_order_blind": "sim_order_blind"}
+             "sim_order_blind": "sim_order_blind", "sim_validation": VALIDATION_TAG}
 #: Params of a run read as numbers: cell column -> param (the roofline's ceilings, TFLOP/s and B/s).
 CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_bytes_per_s": "roofline.dram_bytes_per_s"}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
@@ -283,9 +284,15 @@ def _comparison_notes(table: pd.DataFrame, paired: pd.Series) -> list[str]:
     cand = table["verdict"] != BASELINE
     n_paired = int((paired & cand).sum())
     by_identity = cand & ~paired
-    if n_paired:
-        notes.append(f"{n_paired} cell(s) carry a paired comparison: the job timed its baseline itself, in the "
-                     "same process (interleaved rounds); speedup and L2 delta are shown with their 95 % CIs.")
+    timed = paired & cand & ~(table["simulated"] & table["speedup"].isna())   # not a CPU's predictions
+    if timed.any():
+        notes.append(f"{int(timed.sum())} cell(s) carry a paired comparison: the job timed its baseline itself, in the "
+                     "same process (interleaved rounds); speedup and measured L2 delta are shown with their 95 % CIs.")
+    predicted = cand & table["simulated"] & table["l2_delta_pts"].notna()
+    if predicted.any():
+        notes.append(f"{int(predicted.sum())} cell(s) compare simulated L2 hit rates: each ΔL2 is a prediction of the "
+                     "L2 model (profiler=sim) for the swizzle and for its baseline, shown with the band the model held "
+                     "on hardware or 'not validated on <target>'; nothing in them was measured.")
     if by_identity.any() and n_paired:
         notes.append(f"{int(by_identity.sum())} cell(s) have no paired results (older runs): they are compared "
                      "with the identity run of their group, with [p20, p80] noise bands.")
@@ -342,6 +349,7 @@ def build_comparison(runs: pd.DataFrame) -> Comparison:
     table = _judge_by_identity(cells, group_cols)
     paired = _apply_paired(table)
     _verdict_details(table, paired)
+    mark_simulated(table)
     notes += _comparison_notes(table, paired)
 
     table["best"] = False
@@ -366,7 +374,9 @@ def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
 
 
 #: Columns of table.csv, in order (times in ms, rates and deltas in % / points).  speedup_lo /
-#: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others.
+#: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others;
+#: l2_delta_lo / l2_delta_hi: a measured delta's 95 % CI, a simulated one's band (prediction
+#: +- l2_delta_band_pts; empty where the model is not validated, l2_validation says so).
 TABLE_COLUMNS = [
     "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
     "config", "baseline_config", "question", "tune_near_tie", "tune_runner_ups", "bound", "pct_of_peak", "pct_of_roofline", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
@@ -375,7 +385,7 @@ TABLE_COLUMNS = [
     "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",
     "l2_hit_rate", "l2_hit_rate_std", "l2_hit_rate_err", "l2_err_coverage", "baseline_l2_hit_rate", "id_l2_hit_rate", "id_l2_hit_rate_std",
     "l2_delta_pts", "l2_delta_lo", "l2_delta_hi", "l2_band_pts", "l2_pairs", "l2_source", "l2_verdict",
-    "l2_verdict_detail", "sim_order_blind",
+    "l2_verdict_detail", "simulated", "l2_validation", "l2_delta_band_pts", "sim_order_blind",
     "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms",
     "ratio_to_vendor", "vendor_time_ms", "tflops", "max_rel_err", "best",
     "compile_arch", "compile_registers", "compile_shared_bytes", "compile_programs_per_cu", "compile_limiter",

@@ -18,7 +18,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
+from harness.quiet import quiet
 from harness.report.compare import Comparison
+from harness.report.prediction import validation_summary
 from harness.report.verdicts import BY_IDENTITY_RUN, FASTER, NO_DIFFERENCE, NOISE, PAIRED, SAME_ORDER, SLOWER, ordered
 
 log = logging.getLogger(__name__)
@@ -62,8 +64,9 @@ def figure_l2_heatmap(comparison: Comparison) -> FigureBlock:
     """Heatmap of the L2 hit-rate delta vs the baseline (points): groups x swizzles."""
     import seaborn as sns
 
-    title = "L2 hit-rate delta vs baseline (percentage points)"
     t = _labelled_candidates(comparison).dropna(subset=["l2_delta_pts"])
+    predicted = validation_summary(t)
+    title = "L2 hit-rate delta vs baseline (percentage points)" + (f": {predicted}" if predicted else "")
     if t.empty:
         return FigureBlock(title, None, "Skipped: not profiled: no swizzle has an L2 hit-rate delta to its "
                                         "baseline (no L2 profiler, or no baseline).")
@@ -71,6 +74,9 @@ def figure_l2_heatmap(comparison: Comparison) -> FigureBlock:
                          aggfunc="mean", sort=False)
     caption = ("Each cell: swizzle hit rate minus its baseline's hit rate in the same group (paired cells: the "
                "mean over profiled pairs); red = more L2 hits.")
+    if predicted:
+        caption += (" Simulated cells are predictions of the L2 model, not measurements; their bands, or "
+                    "'not validated', are in All cells.")
     if len(grid) > MAX_FIGURE_ROWS:
         keep = grid.abs().max(axis=1).nlargest(MAX_FIGURE_ROWS).index
         grid = grid.loc[[i for i in grid.index if i in set(keep)]]
@@ -78,12 +84,13 @@ def figure_l2_heatmap(comparison: Comparison) -> FigureBlock:
     limit = float(np.nanmax(np.abs(grid.to_numpy()))) or 1.0
     fig = Figure(figsize=(max(5.0, 1.1 * grid.shape[1] + 3.5), max(2.5, 0.32 * grid.shape[0] + 1.5)))
     ax = fig.add_subplot()
-    sns.heatmap(grid, ax=ax, cmap="RdBu_r", center=0.0, vmin=-limit, vmax=limit,
-                annot=grid.shape[0] * grid.shape[1] <= 400, fmt="+.1f",
-                cbar_kws={"label": "delta hit rate (points)"}, linewidths=0.5, linecolor="white")
+    with quiet(category=DeprecationWarning), quiet(category=PendingDeprecationWarning):   # seaborn's matplotlib calls
+        sns.heatmap(grid, ax=ax, cmap="RdBu_r", center=0.0, vmin=-limit, vmax=limit,
+                    annot=grid.shape[0] * grid.shape[1] <= 400, fmt="+.1f",
+                    cbar_kws={"label": "delta hit rate (points)"}, linewidths=0.5, linecolor="white")
     ax.set_xlabel("swizzle")
     ax.set_ylabel("group")
-    ax.set_title(title)
+    ax.set_title(title.replace(": ", ":\n", 1))
     return FigureBlock(title, png_base64(fig), caption)
 
 

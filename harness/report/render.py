@@ -20,6 +20,7 @@ from markupsafe import Markup
 from harness.tune.best_vs_best import BEST_VS_BEST
 from harness.report.compare import GROUP_KEYS, Comparison
 from harness.report.figures import FigureBlock
+from harness.report.prediction import band_text, delta_text
 from harness.report.summary import best_per_group, kernel_vs_vendor, verdicts_per_swizzle
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, FASTER, L2_BAND_FLOOR_POINTS, L2_BAND_SIGMAS,
                                      L2_HIGHER, L2_LOWER, NO_DIFFERENCE, NOISE, NOT_PROFILED, NOT_TIMED, PAIRED,
@@ -67,7 +68,10 @@ def interval(value: float, lo: float, hi: float, fmt: str) -> str:
 
 
 def _compared_text(r: dict) -> str:
-    """How a cell was compared: ``paired, 40 rounds`` / ``identity run, [p20, p80] bands``."""
+    """How a cell was compared: ``paired, 40 rounds`` / ``identity run, [p20, p80] bands`` /
+    ``simulated pair`` (an untimed paired job whose L2 figures are predictions)."""
+    if r["comparison"] == PAIRED and r["simulated"] and not np.isfinite(r["paired_rounds"]):
+        return "simulated pair (not timed)"
     if r["comparison"] == PAIRED:
         rounds = f", {r['paired_rounds']:.0f} rounds" if np.isfinite(r["paired_rounds"]) else ""
         pairs = f", {r['l2_pairs']:.0f} L2 pairs" if np.isfinite(r["l2_pairs"]) else ""
@@ -75,17 +79,24 @@ def _compared_text(r: dict) -> str:
     return f"{BY_IDENTITY_RUN}, [p20, p80] bands" if r["comparison"] == BY_IDENTITY_RUN else ""
 
 
-def _err_kind(r: dict) -> str:
-    """What a simulated hit rate's ± is: a band that held a share of unfitted cells, or (an
-    older calibration) their mean absolute error."""
-    cov = r.get("l2_err_coverage", np.nan)
-    return f"{cov:.0f} % band" if np.isfinite(cov) else "mean error"
+def _l2_text(r: dict) -> str:
+    """A cell's L2 hit rate: measured ``70.00 ± 0.30`` (std over repeats; no ± without a
+    spread), simulated ``85.68 ± 1.2 (sim, 90 % band)`` or ``85.68 (sim, not validated on ...)``."""
+    if not np.isfinite(r["l2_hit_rate"]):
+        return DASH
+    if r["simulated"]:
+        err = r["l2_hit_rate_err"]
+        return f"{r['l2_hit_rate']:.2f}{f' ± {err:.1f}' if np.isfinite(err) else ''} (sim, {band_text(r)})"
+    std = r["l2_hit_rate_std"]
+    return f"{r['l2_hit_rate']:.2f}" + (f" ± {std:.2f}" if np.isfinite(std) and std > 0 else "")
 
 
 def _delta_l2_text(r: dict) -> str:
     if r["verdict"] == BASELINE or not np.isfinite(r["l2_delta_pts"]):
         return DASH
-    if r["comparison"] == PAIRED:
+    if r["simulated"]:
+        text = delta_text(r)
+    elif r["comparison"] == PAIRED:
         text = interval(r["l2_delta_pts"], r["l2_delta_lo"], r["l2_delta_hi"], "+.2f")
     else:
         text = f"{r['l2_delta_pts']:+.2f} ± {num(r['l2_band_pts'], '.2f')}"
@@ -113,10 +124,20 @@ def cell_table(comparison: Comparison) -> CellTable:
     show_sim = bool(t["sim_l2_hit_rate"].notna().any()) if len(t) else False
     show_compile = bool((t["compile_arch"] != "").any()) if len(t) and "compile_arch" in t else False
     show_bound = bool((t["bound"] != "").any()) if len(t) and "bound" in t else False
+    timed = bool(t["speedup"].notna().any()) if len(t) else False
+    measured_l2 = bool((t["l2_hit_rate"].notna() & ~t["simulated"]).any()) if len(t) else False
+    simulated_l2 = bool((t["l2_hit_rate"].notna() & t["simulated"]).any()) if len(t) else False
+    l2_heads = {(True, False): ("L2 hit % ± std", "ΔL2 vs baseline (points) [95 % CI] or ± band"),
+                (False, True): ("L2 hit % (simulated: ± band or not validated)",
+                                "ΔL2 vs baseline (points; prediction ± band or not validated)"),
+                (True, True): ("L2 hit %: measured ± std, simulated ± band or not validated",
+                               "ΔL2 vs baseline (points): measured [95 % CI] or ± band; simulated: prediction ± band")}
+    l2_hit_head, l2_delta_head = l2_heads.get((measured_l2, simulated_l2), ("L2 hit %", "ΔL2 vs baseline (points)"))
     heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
-             *(["Group size"] if show_gsize else []), "Config measured on", "Baseline", "Compared",
-             "Time ms: median [p20, p80]", "Baseline time ms", "Speedup vs baseline [95 % CI or band interval]",
-             "Verdict", "L2 hit % ± std (measured) or ± error (simulated)", "ΔL2 vs baseline (points) [95 % CI] or ± band", "L2 verdict",
+             *(["Group size"] if show_gsize else []), "Config measured on" if timed else "Config", "Baseline", "Compared",
+             "Time ms: median [p20, p80]", "Baseline time ms",
+             "Speedup vs baseline [95 % CI or band interval]" if timed else "Speedup vs baseline",
+             "Verdict", l2_hit_head, l2_delta_head, "L2 verdict",
              *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s",
              *(["What bounds it (roofline)"] if show_bound else []),
              *(COMPILE_HEADS if show_compile else [])]
@@ -128,10 +149,7 @@ def cell_table(comparison: Comparison) -> CellTable:
         previous_group = group
         speed = ("1 (baseline)" if r["verdict"] == BASELINE else
                  interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], ".3f"))
-        l2 = (DASH if not np.isfinite(r["l2_hit_rate"]) else
-              f"{num(r['l2_hit_rate'], '.2f')} ± {num(r['l2_hit_rate_err'], '.1f')} (sim, {_err_kind(r)})"
-              if np.isfinite(r["l2_hit_rate_err"]) else
-              f"{num(r['l2_hit_rate'], '.2f')} ± {num(r['l2_hit_rate_std'], '.2f')}")
+        l2 = _l2_text(r)
         cells = [("", r["kernel"]), ("", r["shape"]), ("num", r["num_warps"]),
                  *[("", r[c]) for c in extra_group], ("sw", r["swizzle"]),
                  *([("num", r["group_size"])] if show_gsize else []), _config_cell(r),
@@ -205,12 +223,15 @@ def render_page(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame, 
                 facts: list[tuple[str, str]], searches: list[Any] = ()) -> str:
     """The whole report page (``templates/report.html.j2``); ``searches``: the search
     sections (:class:`harness.report.search.SearchSection`), if any."""
-    used = set(comparison.table["comparison"])
+    t = comparison.table
+    used = set(t["comparison"])
     return render(
         "report.html.j2", title=f"swizzlebench report: {data.experiment} / {data.title}", facts=facts,
         generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         verdicts=verdict_summary(comparison), notes=comparison.notes,
         best=best_per_group(comparison).to_dict("records"), vendor=vendor_rows(comparison),
         searches=list(searches), figures=figures, cells=cell_table(comparison), failed=failed.to_dict("records"),
-        methods={"paired": PAIRED in used, "identity": BY_IDENTITY_RUN in used,
+        methods={"paired": bool(((t["comparison"] == PAIRED) & ~(t["simulated"] & t["speedup"].isna())).any()),
+                 "identity": BY_IDENTITY_RUN in used, "simulated": bool(t["simulated"].any()),
+                 "timed": bool(t["speedup"].notna().any()),
                  "sigmas": f"{L2_BAND_SIGMAS:g}", "floor": f"{L2_BAND_FLOOR_POINTS:g}"})

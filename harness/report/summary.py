@@ -10,7 +10,9 @@ import pandas as pd
 
 from harness.report.compare import Comparison
 from harness.report.data import utc
-from harness.report.verdicts import BASELINE, L2_HIGHER, L2_LOWER, NOT_PROFILED, NOT_TIMED, PAIRED, verdict_counts
+from harness.report.prediction import PREDICTION, band_text
+from harness.report.verdicts import (BASELINE, L2_HIGHER, L2_LOWER, NOT_PROFILED, NOT_TIMED, PAIRED, SAME_ORDER,
+                                     verdict_counts)
 from harness.report.views import ReportRuns
 
 
@@ -61,7 +63,9 @@ def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame)
         ("Mode", _distinct(runs, "mode")),
         ("Timing", _timing(runs)),
         ("Profiler", _distinct(runs, "profiler", "none (no L2 profiler tag)")
-         + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")),
+         + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")
+         + (" (the simulated L2: its hit rates are predictions, not measurements)"
+            if _distinct(runs, "profiler") == "sim" else "")),
         ("Cache control", _distinct(runs, "cache_control")),
         ("torch / triton", f"{_distinct(runs, 'torch_version')} / {_distinct(runs, 'triton_version')}"),
         ("Git commit", _distinct(runs, "git_commit")),
@@ -106,9 +110,33 @@ def _no_best_reason(grp: pd.DataFrame) -> str:
     return "; ".join(dict.fromkeys(cands["verdict_detail"]))   # e.g. "no comparison: baseline ... failed"
 
 
+def _ranked_by_l2(cands: pd.DataFrame, comparison: Comparison) -> str:
+    """A group nothing was timed in, its swizzles ranked by ΔL2 vs their baseline, highest
+    first: ``prediction, ΔL2 points vs identity (not validated on mi300x hardware): xcd +43.73,
+    grouped +0.00 (same order as baseline)``; a simulated delta with its band (``+1.38 ±
+    0.9``, ``90 % band``), a measured one with its 95 % CI."""
+    ranked = cands.dropna(subset=["l2_delta_pts"]).sort_values("l2_delta_pts", ascending=False, kind="stable")
+    parts, qualifiers = [], []
+    for variant, row in zip(comparison.variant_label(ranked), ranked.to_dict("records")):
+        if row["simulated"]:
+            band = row["l2_delta_band_pts"]
+            text = f"{variant} {row['l2_delta_pts']:+.2f}" + (f" ± {band:.1f}" if np.isfinite(band) else "")
+            qualifiers.append(band_text(row))
+        else:
+            ci = (f" [{row['l2_delta_lo']:+.2f}, {row['l2_delta_hi']:+.2f}] (95 % CI)"
+                  if np.isfinite(row["l2_delta_lo"]) and np.isfinite(row["l2_delta_hi"]) else "")
+            text = f"{variant} {row['l2_delta_pts']:+.2f}{ci}"
+        parts.append(text + (f" ({SAME_ORDER})" if row["l2_verdict"] == SAME_ORDER else ""))
+    kind = PREDICTION if ranked["simulated"].any() else "measured L2, not timed"
+    said = f" ({'; '.join(dict.fromkeys(qualifiers))})" if qualifiers else ""
+    return f"{kind}, ΔL2 points vs {_names(ranked['baseline']) or 'baseline'}{said}: " + ", ".join(parts)
+
+
 def best_per_group(comparison: Comparison) -> pd.DataFrame:
     """One row per group: its best swizzle (among verdict faster) or why there is none, and
-    the counts of its time verdicts."""
+    the counts of its time verdicts; a group nothing was timed in but with L2 deltas (a CPU's
+    simulated ones): its swizzles ranked by ΔL2, labelled a prediction when simulated, and
+    the counts of its L2 verdicts."""
     t = comparison.table
     rows = []
     for _, grp in t.groupby(comparison.group_cols, sort=False):
@@ -121,11 +149,15 @@ def best_per_group(comparison: Comparison) -> pd.DataFrame:
             how = "95 % CI" if b["comparison"] == PAIRED else "band interval"
             text = (f"{variant}{against}: speedup {b['speedup']:.3f} [{b['speedup_lo']:.3f}, {b['speedup_hi']:.3f}] "
                     f"({how})" + (f", ΔL2 {b['l2_delta_pts']:+.2f} points" if np.isfinite(b["l2_delta_pts"]) else ""))
-        else:
-            text = _no_best_reason(grp)
         cands = grp[grp["verdict"] != BASELINE]
-        rows.append({"group": label, "best": text, "has_best": not best.empty,
-                     "verdicts": verdict_counts(cands["verdict"]) if len(cands) else "–"})
+        by_l2 = best.empty and cands["speedup"].isna().all() and cands["l2_delta_pts"].notna().any()
+        verdicts = verdict_counts(cands["verdict"]) if len(cands) else "–"
+        if by_l2:
+            text = _ranked_by_l2(cands, comparison)
+            verdicts = verdict_counts(cands["l2_verdict"], (L2_HIGHER, L2_LOWER), NOT_PROFILED)
+        elif best.empty:
+            text = _no_best_reason(grp)
+        rows.append({"group": label, "best": text, "has_best": not best.empty, "verdicts": verdicts})
     return pd.DataFrame(rows, columns=["group", "best", "has_best", "verdicts"])
 
 

@@ -262,7 +262,13 @@ class SearchSweeper(Sweeper):
                            formula_dir=sweep_dir / "formulas")
 
     def _study(self, group: SearchGroup, cfg: DictConfig, sweep_dir: Path) -> None:
-        import optuna
+        try:
+            import optuna
+        except ModuleNotFoundError:
+            from harness.errors import UserError
+
+            raise UserError("hydra/sweeper=swizzle_search needs optuna, an optional dependency: "
+                            "pip install 'swizzlebench[search]'") from None
         from optuna.trial import TrialState
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)

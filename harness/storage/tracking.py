@@ -452,6 +452,20 @@ def mlflow_ui_url(base: str, experiment_id: str, charts: bool = False) -> str:
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
 
 
+#: Where ``mlflow ui`` serves by default.
+MLFLOW_UI_DEFAULT = "http://127.0.0.1:5000"
+
+
+def mlflow_ui_hint(uri: str, experiment_id: str) -> str:
+    """What the end of a sweep says to look at its runs: for a tracking server its view's
+    address (:func:`mlflow_ui_url`); for a store on disk (SQLite, a folder) the ``mlflow ui``
+    command that serves it and the view's address once it runs (its default port)."""
+    if uri.startswith(("http://", "https://")):
+        return f"MLflow UI (verdict columns): {mlflow_ui_url(uri, experiment_id)}"
+    return (f"MLflow UI: run `mlflow ui --backend-store-uri {uri}`, then open "
+            f"{mlflow_ui_url(MLFLOW_UI_DEFAULT, experiment_id)} (the verdict columns)")
+
+
 def resolve_tracking_uri(uri: str, base: str | None = None) -> str:
     """``uri`` with a relative SQLite path made absolute against ``base``: by default the
     directory the sweep was launched from (Hydra's ``hydra.runtime.cwd``), else the cwd.

@@ -39,7 +39,12 @@ pip does the work; this module keeps what pip lacks (measured 2026-11-23, pip 23
   0.7 s); after it, an import test (``install --target`` of the 3.11 one: 23 s).  pip itself
   rejects a cp312 wheelhouse on 3.11 (1.5 s, nothing installed).
 
+The wheelhouse carries the ``cluster`` extra (the joblib and submitit launchers) unless
+``--extra`` says otherwise, and ``install`` imports every launcher it carries.
+
 Importable on the bare GPU image: standard library plus ``packaging`` (or pip's copy).
+
+Length: one tool, build and install, whose steps share the manifest and pip's options.
 """
 from __future__ import annotations
 
@@ -93,8 +98,14 @@ GPU_IMAGE_PRESENT: tuple[str, ...] = (
 #: Published only as an sdist: built with ``pip wheel --no-deps`` (``--sdist`` adds more).
 SDIST_ONLY: tuple[str, ...] = ("antlr4-python3-runtime==4.9.3",)
 
-#: Imported after ``install`` to prove the wheelhouse works.
+#: Imported after ``install`` to prove the wheelhouse works ...
 VERIFY_IMPORTS: tuple[str, ...] = ("hydra", "omegaconf", "mlflow", "swizzlebench_conf")
+#: ... and, where the wheelhouse carries them, the launchers of the extras it was built with
+#: (distribution -> module): every ``hydra_plugins`` package must survive the install.
+VERIFY_PLUGINS = {"hydra-joblib-launcher": "hydra_plugins.hydra_joblib_launcher",
+                  "hydra-submitit-launcher": "hydra_plugins.hydra_submitit_launcher"}
+#: The extras a wheelhouse carries unless told otherwise: the scale-out launchers.
+DEFAULT_EXTRAS: tuple[str, ...] = ("cluster",)
 
 #: Not copied when building swizzlebench's own wheel from a clean copy of the tree.
 _COPY_IGNORE = {".git", ".venv", "venv", "build", "dist", "__pycache__", ".pytest_cache", ".whl", "wheelhouse",
@@ -130,8 +141,9 @@ def pip(python: str, *args: str, what: str, verbose: bool = True) -> subprocess.
     return proc
 
 
-def read_pyproject(pyproject: Path) -> tuple[str, list[str]]:
-    """Canonical ``[project] name`` and ``dependencies`` (checked as PEP 508) of a pyproject.toml."""
+def read_pyproject(pyproject: Path, extras: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """Canonical ``[project] name`` and ``dependencies`` with those of ``extras`` (checked as
+    PEP 508) of a pyproject.toml."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
@@ -140,7 +152,11 @@ def read_pyproject(pyproject: Path) -> tuple[str, list[str]]:
         project = tomllib.loads(Path(pyproject).read_text()).get("project", {})
     except FileNotFoundError:
         raise WheelhouseError(f"{pyproject} not found") from None
-    deps = list(project.get("dependencies", []))
+    optional = project.get("optional-dependencies", {})
+    unknown = [e for e in extras if e not in optional]
+    if unknown:
+        raise WheelhouseError(f"{pyproject}: no extra {', '.join(unknown)} (it has: {', '.join(optional)})")
+    deps = list(dict.fromkeys([*project.get("dependencies", []), *(d for e in extras for d in optional[e])]))
     try:
         [Requirement(dep) for dep in deps]
     except InvalidRequirement as exc:
@@ -290,11 +306,13 @@ def _build_pure_wheel(python: str, spec: str, out_dir: Path, verbose: bool) -> N
 
 def build_wheelhouse(*, python_version: str, platforms: Sequence[str], dest: Path, exclusions: Exclusions,
                      project_dir: Path = PROJECT_ROOT, constraints: Path | None = None,
-                     sdists: Sequence[str] = SDIST_ONLY, python: str = sys.executable, verbose: bool = False) -> int:
-    """Build the wheelhouse in ``dest`` (steps in the module docstring); returns its total bytes."""
+                     sdists: Sequence[str] = SDIST_ONLY, python: str = sys.executable, verbose: bool = False,
+                     extras: Sequence[str] = DEFAULT_EXTRAS) -> int:
+    """Build the wheelhouse in ``dest`` (steps in the module docstring), with the dependencies
+    of ``extras`` too; returns its total bytes."""
     platforms = expand_platforms(platforms)
     project_dir, dest = Path(project_dir).resolve(), Path(dest).resolve()
-    project, deps = read_pyproject(project_dir / "pyproject.toml")
+    project, deps = read_pyproject(project_dir / "pyproject.toml", extras)
     roots = [d for d in deps if not exclusions.excludes(Requirement(d).name, ALWAYS_EXCLUDE)]
     log(f"target: CPython {python_version}, {platforms[0]} (+{len(platforms) - 1} older tags)")
     with tempfile.TemporaryDirectory(prefix="swz-wheelhouse-") as tmp:
@@ -364,7 +382,9 @@ def install_wheelhouse(wheelhouse: Path, target: Path | None = None, *, check: b
     if target is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), env.get("PYTHONPATH", "")) if p)
     if verify:
-        code = "import importlib.metadata as m; " + "; ".join(f"import {mod}" for mod in VERIFY_IMPORTS)
+        carried = {canonicalize_name(parse_wheel_filename(w.name)[0]) for w in wheels}
+        modules = [*VERIFY_IMPORTS, *(mod for dist, mod in VERIFY_PLUGINS.items() if dist in carried)]
+        code = "import importlib.metadata as m; " + "; ".join(f"import {mod}" for mod in modules)
         code += f"; print('{PROJECT_NAME}', m.version('{PROJECT_NAME}'), 'imports OK')"
         with tempfile.TemporaryDirectory() as cwd:  # not the repo root: import the installed copy
             proc = run_command([python, "-c", code], env=env, cwd=cwd, capture_output=True, text=True)
@@ -389,6 +409,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--keep", action="append", metavar="NAME", help="put NAME in even though excluded")
     b.add_argument("--sdist", action="append", default=[], metavar="NAME==VERSION", help="build this sdist too")
     b.add_argument("--project", type=Path, default=PROJECT_ROOT, help="project folder (default: this checkout)")
+    b.add_argument("--extra", action="append", metavar="NAME", help="carry this extra's dependencies (default: "
+                   f"{', '.join(DEFAULT_EXTRAS)}; --extra none for none)")
     b.add_argument("-v", "--verbose", action="store_true", help="show pip's output")
     i = sub.add_parser("install", help="install swizzlebench from a wheelhouse, offline")
     i.add_argument("--wheelhouse", type=Path, default=Path("wheelhouse"))
@@ -409,7 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         exclusions = make_exclusions([*present, *split_csv(args.also_exclude)], split_csv(args.keep))
         build_wheelhouse(python_version=args.python_version, platforms=split_csv(args.platform), dest=args.dest,
                          exclusions=exclusions, project_dir=args.project, constraints=present_file,
-                         sdists=[*SDIST_ONLY, *args.sdist], verbose=args.verbose)
+                         sdists=[*SDIST_ONLY, *args.sdist], verbose=args.verbose,
+                         extras=[e for e in split_csv(args.extra) if e != "none"] if args.extra else DEFAULT_EXTRAS)
         return 0
     except WheelhouseError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -84,6 +84,20 @@ def test_submitit_local_launcher_with_chdir_and_a_relative_sqlite_uri(tmp_path):
     _assert_one_sweep_of_six(sweep, jobs)
 
 
+def test_submitit_local_runs_a_job_in_the_default_test_run(tmp_path):
+    """The cheap twin of the test above, in the default run (CI): one job on one shape, no L2
+    profiler, through submitit's local executor with hydra.job.chdir=true and a relative
+    SQLite URI: submitit ran it, in its own folder, into the launch folder's store."""
+    _sweep(["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=3", "swizzle=xcd", "shape=tiny",
+            "shape.select=[t1]", "profiler=none", *SMALL_TILES, "tracking.uri=sqlite:///store.db",
+            "hydra.job.chdir=true", "experiment=submitit"], tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.db")) == ["store.db"]
+    assert list((tmp_path / "multirun" / ".submitit").glob("*/*_result.pkl"))  # submitit ran the job
+    sweep, jobs = _runs(f"sqlite:///{tmp_path}/store.db", "submitit")
+    assert [r.info.run_name for r in jobs] == ["igemm/xcd/tiny-t1/w8"] and sweep.info.status == "FINISHED"
+    assert jobs[0].info.status == "FINISHED" and jobs[0].data.tags["mlflow.parentRunId"] == sweep.info.run_id
+
+
 # -- (c) GPU pinning: devices=[...] ------------------------------------------------------------
 def test_pinning_environment_per_job_number():
     devices = parse_devices([0, 1])

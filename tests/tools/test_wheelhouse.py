@@ -78,6 +78,8 @@ FAKE_INDEX = {
     "matplotlib": ("3.10.0", ["numpy", "pyparsing"], "cp312-cp312-manylinux_2_17_x86_64"),
     "pyparsing": ("3.2.0", [], "py3-none-any"),
     "antlr4-python3-runtime": None,  # sdist only: must come from --find-links
+    "hydra-joblib-launcher": ("1.2.0", ["hydra-core>=1.1.0.dev7", "joblib>=0.14.0"], "py3-none-any"),
+    "joblib": ("1.4.2", [], "py3-none-any"),
 }
 
 
@@ -157,6 +159,9 @@ def project(tmp_path):
         version = "0.1.0"
         dependencies = ["torch>=2.6", "triton>=3.3", "hydra-core>=1.3,<1.4", "mlflow>=3,<4",
                         "pandas>=2", "seaborn>=0.13", "numpy>=1.26"]
+        [project.optional-dependencies]
+        cluster = ["hydra-joblib-launcher>=1.2,<1.3"]
+        dev = ["pytest>=8"]
         """))
     return proj
 
@@ -167,6 +172,15 @@ def test_reads_the_real_pyproject():
     name, deps = wh.read_pyproject(wh.PROJECT_ROOT / "pyproject.toml")
     assert name == "swizzlebench"
     assert {"torch", "triton", "hydra-core", "mlflow"} <= {Requirement(d).name for d in deps}
+
+
+def test_read_pyproject_adds_extras_and_names_an_unknown_one(project):
+    _, deps = wh.read_pyproject(project / "pyproject.toml", ["cluster"])
+    assert deps[-1] == "hydra-joblib-launcher>=1.2,<1.3" and "pytest>=8" not in deps
+    with pytest.raises(wh.WheelhouseError, match="no extra gpu .it has: cluster, dev"):
+        wh.read_pyproject(project / "pyproject.toml", ["gpu"])
+    _, real = wh.read_pyproject(wh.PROJECT_ROOT / "pyproject.toml", wh.DEFAULT_EXTRAS)
+    assert {"hydra-joblib-launcher", "hydra-submitit-launcher"} <= {Requirement(d).name for d in real}
 
 
 def test_read_pyproject_rejects_bad_requirement(tmp_path):
@@ -288,7 +302,7 @@ def test_build_with_fake_pip(project, tmp_path, monkeypatch):
 
     names = {parse_wheel_filename(p.name)[0] for p in dest.glob("*.whl")}
     assert names == {"swizzlebench", "hydra-core", "omegaconf", "antlr4-python3-runtime", "mlflow",
-                     "mlflow-skinny", "gunicorn", "sqlalchemy"}
+                     "mlflow-skinny", "gunicorn", "sqlalchemy", "hydra-joblib-launcher"}   # the cluster extra too
     assert not any(p.name.startswith("mlflow-2.0.0") for p in dest.glob("*.whl"))
     assert (dest / "notes.txt").exists()
     assert total == sum(p.stat().st_size for p in dest.glob("*.whl"))
@@ -346,10 +360,13 @@ def test_cli_build_arguments(monkeypatch, tmp_path):
     ex = seen["exclusions"]
     assert ex.excludes("numpy") and ex.excludes("torch") and not ex.excludes("pandas") and not ex.excludes("sqlalchemy")
     assert seen["constraints"] == present and seen["sdists"] == [*wh.SDIST_ONLY, "old==1.0"]
+    assert seen["extras"] == wh.DEFAULT_EXTRAS == ("cluster",)
     wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
              "--also-exclude", "sqlalchemy,numba", "--keep", "numpy"])
     ex = seen["exclusions"]
     assert ex.excludes("sqlalchemy") and ex.excludes("pandas") and not ex.excludes("numpy")
+    wh.main(["build", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64", "--extra", "none"])
+    assert seen["extras"] == []
     assert seen["constraints"] is None
 
 

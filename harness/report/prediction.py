@@ -1,0 +1,84 @@
+"""What the report says of simulated L2 figures: they are predictions of the L2 model
+(``profiler=sim``), never measurements, so each carries the band the model held on hardware
+(the target's validation, :mod:`harness.profilers.sim.bands`) or the words "not validated on
+<target>", and none is shown as a confidence interval or with a zero-width ``± 0.00``.
+
+A cell is *simulated* when its run's L2 source is the simulator (tag ``l2_source=sim``, or
+its ``sim_validation`` tag).  Columns it adds to the comparison table (points of hit rate):
+
+* ``simulated``: bool;
+* ``l2_validation``: the run's ``sim_validation`` tag ("validated on H100 ncu ...; ± covers
+  90 % ..." or "not validated on mi300x hardware"), empty for measured cells;
+* ``l2_delta_band_pts``: the half-width of a simulated delta's band (its interval
+  ``l2_delta_lo/hi`` is prediction ± band), NaN when the model was not validated.
+
+A zero-width interval (a noiseless source without a band) is no interval: its bounds become NaN.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: The label of a simulated figure wherever it is shown.
+PREDICTION = "prediction"
+#: The tag a simulated run carries (harness.profilers.sim.profiler): the model's validation.
+VALIDATION_TAG = "sim_validation"
+#: What a simulated L2 verdict tag adds that the report does not show: the model's exact
+#: difference (the delta column shows it, with its band).
+_EXACT = " (exact:"
+
+
+def mark_simulated(table: pd.DataFrame) -> None:
+    """Add ``simulated``, ``l2_validation`` and ``l2_delta_band_pts`` to ``table`` (in place),
+    clear the meaningless spread of a simulated hit rate (no repeats: std 0), and drop every
+    zero-width interval's bounds."""
+    validation = table["sim_validation"] if "sim_validation" in table else pd.Series("", index=table.index)
+    simulated = (table["l2_source"] == "sim") | (validation != "")
+    table["simulated"] = simulated
+    table["l2_validation"] = validation.where(simulated, "")
+    width = table["l2_delta_hi"] - table["l2_delta_lo"]
+    table["l2_delta_band_pts"] = (width / 2).where(simulated & (width > 0))
+    table["l2_hit_rate_std"] = table["l2_hit_rate_std"].where(~simulated)
+    for lo, hi in (("l2_delta_lo", "l2_delta_hi"), ("speedup_lo", "speedup_hi")):
+        zero = table[lo] == table[hi]
+        table.loc[zero, [lo, hi]] = np.nan
+    for column in ("l2_verdict_detail",):
+        if column in table:
+            table[column] = table[column].where(~simulated, table[column].str.split(_EXACT, regex=False).str[0])
+
+
+def band_text(r: dict) -> str:
+    """How a simulated figure is qualified: ``90 % band`` (its ± held that share of the
+    validation cells; else ``mean error``) or the model's ``not validated on <target>``."""
+    if not np.isfinite(r.get("l2_hit_rate_err", np.nan)) and not np.isfinite(r.get("l2_delta_band_pts", np.nan)):
+        return not_validated(r)
+    cov = r.get("l2_err_coverage", np.nan)
+    return f"{cov:.0f} % band" if np.isfinite(cov) else "mean error"
+
+
+def not_validated(r: dict) -> str:
+    """``not validated on mi300x hardware``: the run's own words, else from its target."""
+    text = str(r.get("l2_validation") or "")
+    return text if text.startswith("not validated") else f"not validated on {r.get('target') or '?'}"
+
+
+def delta_text(r: dict) -> str:
+    """A simulated ΔL2 cell: ``+1.38 ± 0.9 (prediction, 90 % band)`` or ``+1.38 (prediction,
+    not validated on mi300x hardware)``."""
+    band = r.get("l2_delta_band_pts", np.nan)
+    spread = f" ± {band:.1f}" if np.isfinite(band) else ""
+    return f"{r['l2_delta_pts']:+.2f}{spread} ({PREDICTION}, {band_text(r)})"
+
+
+def validation_summary(table: pd.DataFrame) -> str:
+    """The simulated cells' validations in a few words, for a title: ``simulated on mi300x, not
+    validated on hardware``, ``simulated on h100, prediction ± band`` (both when mixed); empty
+    when no cell is simulated."""
+    sim = table[table["simulated"]] if "simulated" in table else table.iloc[0:0]
+    if sim.empty:
+        return ""
+    parts = []
+    for target, grp in sim.groupby("target", sort=True):
+        validated = grp["l2_validation"].str.startswith("validated").all()
+        parts.append(f"simulated on {target}, " + (f"{PREDICTION} ± band" if validated else "not validated on hardware"))
+    return "; ".join(parts)
