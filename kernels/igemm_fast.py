@@ -38,9 +38,7 @@ What changes, and why (measured on an H100: docs/benchmarks.md, "Kernel speed"):
 5. **Persistent grid** (``PERSISTENT=1``): one program per SM walks the work items
    ``pid, pid + num_programs, ...``.  The swizzle maps each item's launch-order tile index
    exactly as it maps a program id in the one-tile-per-program launch, so the permutation
-   gate over ``tile_grid`` checks what the programs walk.  ``FLATTEN=1`` asks Triton to
-   pipeline the walk and the K loop as one loop (``tl.range(..., flatten=True)``), so the next
-   tile's first loads are in flight while this tile's epilogue stores.
+   gate over ``tile_grid`` checks what the programs walk.
 6. **1x1, stride 1, no padding**: the input *is* the M x C matrix; with ``TMA=1`` (and C a
    multiple of 8, the descriptor's 16-byte stride rule) A comes through a descriptor too, so
    that layer is a plain TMA GEMM.  Out-of-bounds rows and channels read as zeros.
@@ -183,7 +181,7 @@ def igemm_fast_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, PACK_K: tl.constexpr, NCHW_IN: tl.constexpr, TMA: tl.constexpr,
     A_TMA: tl.constexpr, TMA_STORE: tl.constexpr, SPLIT_SUM: tl.constexpr, PADDED: tl.constexpr,
-    BOX_W: tl.constexpr = 0, FLATTEN: tl.constexpr = False, DOT_IN_FP32: tl.constexpr = False,
+    BOX_W: tl.constexpr = 0, DOT_IN_FP32: tl.constexpr = False,
 ):
     # -----------------------------------------------------------
     # The work: num_pid_m x num_pid_n output tiles (the grid the swizzle sees), each
@@ -214,7 +212,7 @@ def igemm_fast_kernel(
     # tiles, so their boxes never leave the matrix; the input matrix of a 1x1 layer and the
     # output are not: loads past them read zeros, stores past them are dropped.
 
-    for work in tl.range(tl.program_id(0), num_tiles * SPLIT_K, num_programs, flatten=FLATTEN):
+    for work in range(tl.program_id(0), num_tiles * SPLIT_K, num_programs):
         # ---------------------------------------------------------
         # Which tile and which slice of K.  The swizzle maps the launch-order tile index to
         # the tile computed; tiles are numbered row-major over (pixel tile, filter tile).
@@ -342,7 +340,7 @@ FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD", "SPLIT_S
 AMD_OPTIONS = {"WAVES_PER_EU": "waves_per_eu", "MATRIX_INSTR_NONKDIM": "matrix_instr_nonkdim", "KPACK": "kpack"}
 _AMD_VALUES = {"WAVES_PER_EU": range(0, 9), "MATRIX_INSTR_NONKDIM": (0, 16, 32), "KPACK": (0, 1, 2)}
 #: Optional config entries (0 when left out): the AMD knobs.
-OPTIONAL = tuple(AMD_OPTIONS) + ("BOX_W", "FLATTEN")
+OPTIONAL = tuple(AMD_OPTIONS) + ("BOX_W",)
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
@@ -522,8 +520,6 @@ class FastImplicitGemmConv(ImplicitGemmConv):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be an integer")
             if key in _AMD_VALUES:
                 ok, rule = value in _AMD_VALUES[key], "one of " + ", ".join(map(str, _AMD_VALUES[key]))
-            elif key == "FLATTEN":
-                ok, rule = value in (0, 1), "0 or 1"
             elif key == "BOX_W":
                 bm = given.get("BLOCK_M", 0)
                 ok = value == 0 or (value > 0 and not value & (value - 1) and value <= bm and bm // value <= 256
@@ -659,7 +655,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             swizzle.fn, swizzle.num_xcds, swizzle.group_size,
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
             SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"],
-            TMA_STORE=tiles["TMA_STORE"], **derived, BOX_W=tiles["BOX_W"], FLATTEN=bool(tiles["FLATTEN"]), DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
+            TMA_STORE=tiles["TMA_STORE"], **derived, BOX_W=tiles["BOX_W"], DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
             num_warps=launch.num_warps, num_stages=launch.num_stages, **amd_options(tiles, x.device))
         if split > 1 and not derived["SPLIT_SUM"]:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](workspace, out, out.numel(),
@@ -1058,10 +1054,6 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                             add({**base, "PERSISTENT": 1}, warps, deep)
                             if store:
                                 add({**base, "PERSISTENT": 1, "TMA_STORE": 1}, warps, shallow)
-                            if tma:     # the tile loop and the K loop pipelined as one (FLATTEN)
-                                add({**base, "PERSISTENT": 1, "FLATTEN": 1}, warps, deep)
-                                if store:
-                                    add({**base, "PERSISTENT": 1, "FLATTEN": 1, "TMA_STORE": 1}, warps, shallow)
                         else:
                             for split in (2, 4):
                                 if steps_of(bk) >= 4 * split:

@@ -63,9 +63,6 @@ VARIANTS = {
     # channel block half past C): 9 x 7 output, rectangles past both edges, grid 5 x 2; then
     # split-K over a persistent grid
     "box": (ConvShape("box", N=1, C=24, H=9, W=7, F=20, R=3, S=3, stride=1, padding=1), {"TMA": 1, "BOX_W": 8}),
-    # a persistent walk flattened with its K loop into one pipelined loop: grid 5 x 2
-    "flatten_persistent": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
-                           {"PERSISTENT": 1, "FLATTEN": 1}),
     "box_split_persistent": (ConvShape("box", N=1, C=40, H=9, W=7, F=20, R=3, S=3, stride=1, padding=1),
                              {"TMA": 1, "BOX_W": 8, "SPLIT_K": 2, "PERSISTENT": 1}),
 }
