@@ -39,6 +39,7 @@ from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTE
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_WORDS, l2_band, l2_verdict, paired_verdict,
                                      speedup_interval, time_verdict)
+from harness.storage.run_fields import flag_column
 from harness.storage.tracking import STATUS_REASON_TAG
 
 OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
@@ -173,8 +174,8 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
     cells["shape"] = shape_label(finished)
     cells["tiles"] = _tiles_label(finished)
     cells["config"] = _config_label(finished)
-    cells["tune_near_tie"] = ((_col(finished, "tags.tune.near_tie", "").fillna("").astype(str) == "true") |   # best vs
-                              (_col(finished, "tags.baseline.tune.near_tie", "").fillna("").astype(str) == "true"))  # best: either
+    cells["tune_near_tie"] = (flag_column(_col(finished, "tags.tune.near_tie", "")) |   # best vs best: either
+                              flag_column(_col(finished, "tags.baseline.tune.near_tie", "")))
     cells["tune_runner_ups"] = _col(finished, "params.tune.runner_ups", "").fillna("").astype(str)
     cells["baseline_config"] = _col(finished, "params.baseline_config", "").fillna("").astype(str)  # best vs best
     cells["remap_hash"] = _col(finished, "params.remap.hash")
@@ -259,7 +260,7 @@ def _apply_paired(table: pd.DataFrame) -> pd.Series:
                                   for t, a in zip(table.loc[cand, "verdict_tag"], time_absent[rows])]
     table.loc[cand, "l2_verdict"] = [paired_verdict(t, L2_VERDICT_WORDS, a)
                                      for t, a in zip(table.loc[cand, "l2_verdict_tag"], l2_absent[rows])]
-    same = cand & (table["same_order"] == "true")
+    same = cand & flag_column(table["same_order"])
     table.loc[same & ~table["verdict"].isin([NOT_TIMED, NO_COMPARISON]), "verdict"] = SAME_ORDER
     table.loc[same & (table["l2_verdict"] != NOT_PROFILED), "l2_verdict"] = SAME_ORDER
     table.loc[paired & ~cand, ["verdict", "l2_verdict"]] = BASELINE

@@ -13,6 +13,17 @@ ROLE_TAG, SAME_ORDER_TAG, QUESTION_TAG = "compare.role", "compare.same_order", "
 NO_COMPARISON = "no comparison"
 
 
+def flag_text(value: bool) -> str:
+    """A boolean as a tag stores it: ``true`` / ``false``."""
+    return str(bool(value)).lower()
+
+
+def flag_column(values):
+    """A boolean tag's column, as ``mlflow.search_runs(output_format="pandas")`` returns it,
+    read back as booleans (a run without the tag: False)."""
+    return values.fillna("").astype(str) == flag_text(True)
+
+
 def run_params(result: JobResult) -> dict[str, str]:
     """The run's params (MLflow stores text)."""
     return {k: str(v) for k, v in result.params.items()}
@@ -30,7 +41,7 @@ def run_tags(result: JobResult) -> dict[str, str]:
     tags = {k: str(v) for k, v in result.tags.items()}
     c = result.comparison
     typed = {FAILED_GATE_TAG: result.failed_gate, ROLE_TAG: c.role, QUESTION_TAG: c.question,
-             SAME_ORDER_TAG: None if c.same_order is None else str(c.same_order).lower(),
+             SAME_ORDER_TAG: None if c.same_order is None else flag_text(c.same_order),
              "verdict": None if c.missing is None else f"{NO_COMPARISON}: {c.missing}"}
     tags.update({k: v for k, v in typed.items() if v is not None})
     return tags
