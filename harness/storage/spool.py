@@ -209,3 +209,19 @@ def sync_command(spool_dir: Path, tracking_uri: str | None = None) -> str:
     """The command that logs the records of ``spool_dir`` (for messages)."""
     command = f"python -m harness.storage.sync --spool {spool_dir}"
     return command + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
+
+
+#: Names of the runs this process could keep neither in the store nor in the spool (their
+#: records were printed as JSON lines): the job then ends non-zero (harness.callbacks).
+_UNKEPT: list[str] = []
+
+
+def note_unkept(run_name: str) -> None:
+    _UNKEPT.append(run_name)
+
+
+def take_unkept() -> list[str]:
+    """The runs noted by ``note_unkept`` since the last call (and forget them)."""
+    names = list(_UNKEPT)
+    _UNKEPT.clear()
+    return names
