@@ -142,7 +142,9 @@ class Spool:
 
     @staticmethod
     def load(path: Path) -> SpoolRecord:
-        return SpoolRecord.from_dict(json.loads(path.read_text()))
+        """The record at ``path``; a byte that is not UTF-8 (a record of a command line's raw
+        bytes) is read as a lone surrogate, which the tracker stores escaped."""
+        return SpoolRecord.from_dict(json.loads(path.read_bytes().decode("utf-8", "surrogateescape")))
 
     def pending(self) -> list[tuple[Path, SpoolRecord | Exception]]:
         """Records not yet synced: sweeps first (their jobs need their run ids), then by
