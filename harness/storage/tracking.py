@@ -158,8 +158,8 @@ class Tracker:
         if self.offline_reason:
             return
         try:
-            self.client = MlflowClient(tracking_uri=uri)
-            with store_lock(uri):
+            with store_lock(uri):   # MlflowClient creates (migrates) a new SQLite database
+                self.client = MlflowClient(tracking_uri=uri)
                 self.experiment_id = retry_when_locked(ensure_experiment, self.client, experiment)
         except STORE_ERRORS as exc:
             self._go_offline(exc)
