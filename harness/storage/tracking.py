@@ -419,9 +419,9 @@ class Tracker:
             return []
         return sorted(live, key=lambda r: (r.info.start_time, r.info.run_id))
 
-    def _kill(self, run_id: str, reason: str) -> None:
+    def _kill(self, run_id: str, reason: str, status: str = "KILLED") -> None:
         retry_when_locked(self.client.set_tag, run_id, STATUS_REASON_TAG, reason)
-        retry_when_locked(self.client.set_terminated, run_id, "KILLED")
+        retry_when_locked(self.client.set_terminated, run_id, status)
 
     # -- replay of spooled records (harness.storage.sync) -----------------------------------
     def replay(self, record: SpoolRecord, parent_run_id: str | None) -> tuple[str, str]:
@@ -452,6 +452,24 @@ class Tracker:
             run_id = existing.info.run_id
             params = {k: v for k, v in params.items() if k not in existing.data.params}
             metrics = {k: v for k, v in metrics.items() if k not in existing.data.metrics}
+        try:
+            self._complete(run_id, record, params, metrics, tags)
+        except Exception as exc:   # the record stays in the spool; the run it began ends FAILED, hidden
+            if existing is None:
+                self._withdraw(run_id, f"sync: the store refused spool record {record.record_id}: {short_error(exc)}")
+            raise
+        return "logged", run_id
+
+    def _withdraw(self, run_id: str, reason: str) -> None:
+        """End a run sync began but could not complete FAILED, with ``reason``, and delete it."""
+        try:
+            self._kill(run_id, reason[:5000], status=FAILED)
+            retry_when_locked(self.client.delete_run, run_id)
+        except STORE_ERRORS:
+            pass
+
+    def _complete(self, run_id: str, record: SpoolRecord, params: dict, metrics: dict, tags: dict) -> None:
+        """Log what the run lacks of ``record`` and end it with its status."""
         self._log_batch(run_id, params=params, metrics=metrics, tags=tags)
         for name, text in storable_mapping(record.artifacts).items():
             retry_when_locked(self.client.log_text, run_id, text, name)
@@ -459,7 +477,6 @@ class Tracker:
             retry_when_locked(self.client.log_artifact, run_id, str(self.spool.directory / relative), folder or None)
         if record.status != "RUNNING":
             retry_when_locked(self.client.set_terminated, run_id, record.status, end_time=record.end_time_ms)
-        return "logged", run_id
 
     def _running_run(self, run_id: str | None):
         """The store's run ``run_id`` if it exists here and is still RUNNING, else None."""
