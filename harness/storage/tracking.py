@@ -264,15 +264,25 @@ class Tracker:
                 return self._running_elsewhere(live[0])
             run_id = self.start_job(run_name, parent_run_id, tags)
         if resume and not self.offline and not is_spool_id(run_id) and sqlite_path(self.uri) is None:
-            earlier = [r for r in self.close_stale(spec_hash) if r.info.run_id != run_id]
-            mine = self.client.get_run(run_id)
-            earlier = [r for r in earlier if (r.info.start_time, r.info.run_id) < (mine.info.start_time, run_id)]
-            if earlier:   # a server has no lock: the earlier of two simultaneous claims runs
-                HEARTBEAT.remove(run_id)
-                self._runs.pop(run_id, None)
-                retry_when_locked(self.client.delete_run, run_id)
-                return self._running_elsewhere(earlier[0])
+            return self._first_claim(run_id, spec_hash)
         return run_id
+
+    def _first_claim(self, run_id: str, spec_hash: str) -> str | Reuse:
+        """On a server (no lock), after creating the run: ``run_id``, or a Reuse of an earlier
+        live claim of the spec, when there is one (the run just created is then deleted)."""
+        live = self.close_stale(spec_hash)   # ours included: it is open here
+        order = [(r.info.start_time, r.info.run_id) for r in live]
+        mine = next((key for key in order if key[1] == run_id), None)
+        earlier = [r for r, key in zip(live, order) if mine is not None and key < mine]
+        if not earlier:
+            return run_id
+        HEARTBEAT.remove(run_id)
+        self._runs.pop(run_id, None)
+        try:
+            retry_when_locked(self.client.delete_run, run_id)
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+        return self._running_elsewhere(earlier[0])
 
     @staticmethod
     def _running_elsewhere(run) -> Reuse:
