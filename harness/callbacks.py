@@ -155,6 +155,8 @@ class MlflowSweepCallback(Callback):
             params={"sweep.overrides": " ".join(overrides)},
             tags={"git_commit": git_commit(), "sweep_dir": str(config.hydra.sweep.dir),
                   RUN_NOTE_TAG: f"python -m harness -m {' '.join(overrides)}"})
+        if take_unkept():   # printed as a JSON line; each job's own results then end it non-zero
+            log.warning("the sweep's run could be kept neither in the store nor in the spool (printed above)")
         os.environ[SWEEP_ENV] = run_id
         _OPEN_SWEEPS[run_id] = tracker
         write_sweep_file(Path(str(config.hydra.sweep.dir)), run_id, uri, str(config.experiment))
