@@ -37,13 +37,19 @@ STALE_S = 120.0
 @contextlib.contextmanager
 def store_lock(uri: str) -> Iterator[None]:
     """An exclusive lock on the SQLite store at ``uri`` across processes (``.<name>.lock``
-    next to the database, created as needed); nothing for other stores."""
+    next to the database, created as needed); nothing for other stores, nor where the lock
+    file cannot be made (that store cannot be opened either: the caller finds out why)."""
     path = sqlite_path(uri)
-    if path is None:
+    try:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        handle = None if path is None else open(path.with_name(f".{path.name}.lock"), "a")
+    except OSError:
+        handle = None
+    if handle is None:
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -254,7 +254,7 @@ class Tracker:
         ``harness.storage.claims``).  Stale RUNNING runs of the spec are closed first.  On a
         SQLite store all of it happens under the store's lock."""
         tags = {**tags, "spec_hash": spec_hash}
-        with store_lock(self.uri):
+        with store_lock(self.uri if not self.offline else ""):
             if resume:
                 done = self.find_finished(spec_hash)
                 if done:

@@ -57,3 +57,28 @@ def test_two_sweeps_started_together_in_a_fresh_folder(tmp_path, repetition):
     lines = [ln for proc in sweeps for ln in proc.stdout.splitlines() if ln.startswith("[job ")]
     ran = [ln for ln in lines if ln.split()[5] == "FINISHED"]   # the others: SKIPPED, reused
     assert len(ran) == 2 and len(lines) == 4, (lines, every)
+
+
+def test_a_claim_is_live_while_its_process_lives_and_its_heartbeat_is_fresh():
+    """The rule by which a RUNNING run blocks its spec (harness.storage.claims.is_live): a
+    claim of a process that is gone, or with a heartbeat over STALE_S old, has expired."""
+    import os
+    import socket
+
+    from harness.storage.claims import HEARTBEAT_TAG, HOST_TAG, PID_TAG, STALE_S, is_live, now_ms
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    here, fresh, old = socket.gethostname(), str(now_ms()), str(now_ms() - int(STALE_S * 1000) - 1000)
+
+    def claim(host: str, pid: int, beat: str | None) -> dict[str, str]:
+        return {HOST_TAG: host, PID_TAG: str(pid), **({HEARTBEAT_TAG: beat} if beat else {})}
+
+    assert is_live(claim(here, os.getppid(), fresh), set(), "r")
+    assert not is_live(claim(here, gone.pid, fresh), set(), "r")
+    assert not is_live(claim(here, os.getppid(), old), set(), "r")
+    assert not is_live(claim(here, os.getppid(), None), set(), "r")
+    assert is_live(claim("elsewhere", 1, fresh), set(), "r")
+    assert not is_live(claim("elsewhere", 1, old), set(), "r")
+    assert is_live(claim(here, os.getpid(), fresh), {"r"}, "r")
+    assert not is_live(claim(here, os.getpid(), fresh), set(), "r")   # this process's, but not open: left over

@@ -98,10 +98,9 @@ def test_sync_logs_every_spooled_run(unreachable_sweep, seeded_store):
 
 
 def test_no_writable_spool_either_prints_the_result_and_exits_non_zero(seeded_store, tmp_path):
-    (tmp_path / "folder.db").mkdir()
-    (tmp_path / "a_file").write_text("")
+    (tmp_path / "a_file").write_text("")   # neither a store nor a spool can be made under it
     proc = harness(["swizzle=xcd", "shape=tiny", "shape.select=[t1]", *FAST,
-                    f"tracking.uri=sqlite:///{tmp_path}/folder.db", f"tracking.spool_dir={tmp_path}/a_file/spool",
+                    f"tracking.uri=sqlite:///{tmp_path}/a_file/store.db", f"tracking.spool_dir={tmp_path}/a_file/spool",
                     f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
     assert proc.returncode != 0
     records = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
