@@ -37,7 +37,7 @@ from harness.profilers import Profiler, make_profiler
 from harness.schema import Config, IsolationConfig, ProfilerConfig, TargetConfig, typed_config
 from harness.storage.provenance import git_commit, library_versions
 from harness.storage.spool import spool_dir_for
-from harness.storage.tracking import Tracker, resolve_tracking_uri
+from harness.storage.tracking import Reuse, Tracker, resolve_tracking_uri
 
 log = logging.getLogger("swizzlebench")
 
@@ -232,17 +232,14 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
         except ValueError as exc:  # FormulaError included: a clear reason, and the sweep goes on
             result = _failed_entry(job, entry, {"swizzle": str(job.swizzle["name"])}, f"invalid swizzle: {exc}",
                                    "swizzle")
-    if spec is not None:
-        if job.resume:
-            done = tracker.find_finished(spec.spec_hash)
-            if done:
-                print(f"{position} {spec.run_name:<{NAME_WIDTH}} SKIPPED  already FINISHED as run {done} "
-                      "(resume=false to run again)", flush=True)
-                return None
-        tracker.close_stale(spec.spec_hash)
-    # spec_hash from the start: a run left RUNNING by a killed sweep is found by close_stale
-    run_id = tracker.start_job(result.run_name if result else spec.run_name, sweep.parent,
-                               sweep.common_tags if spec is None else {**sweep.common_tags, "spec_hash": spec.spec_hash})
+    if spec is None:
+        run_id = tracker.start_job(result.run_name, sweep.parent, sweep.common_tags)
+    else:   # the run claims its spec (spec_hash from the start: a killed sweep's run is found stale)
+        run_id = tracker.claim_job(spec.run_name, sweep.parent, sweep.common_tags, spec.spec_hash, job.resume)
+        if isinstance(run_id, Reuse):
+            print(f"{position} {spec.run_name:<{NAME_WIDTH}} SKIPPED  {run_id.why}", flush=True)
+            tracker.link_reused(sweep.parent, run_id, spec.run_name)
+            return None
     if result is None:
         result = sweep.runner.run(spec, sweep.options)
     result.artifacts["config.yaml"] = sweep.config_yaml

@@ -7,6 +7,11 @@ the joblib and submitit launchers' workers inherit), and in ``sweep_run.json`` i
 directory, for jobs whose environment is not the launcher's (a SLURM site that starts jobs
 with ``--export=NONE``).  A job asks :func:`sweep_run_id`.  ``on_multirun_end`` closes it.
 
+The store is probed once, at the sweep's start: one found down is marked so for the
+sweep's jobs (``harness.storage.probe``), which spool without waiting on it.  A job whose
+results could be kept neither in the store nor in the spool (printed as JSON lines) ends
+with a one-line error and a non-zero exit (:class:`ResultsNotKept`).
+
 It also checks the ``devices`` config before any job starts.  (Hydra 1.3 turns an
 exception in a callback into a warning, so a bad value then also fails each job, in
 ``make_runner``, with the same message.)
@@ -27,10 +32,12 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from harness.errors import UserError
 from harness.hardware.pinning import parse_devices, require_isolation
 from harness.storage.provenance import git_commit
 from harness.job.result import FAILED
-from harness.storage.spool import is_spool_id, spool_dir_for, sync_command
+from harness.storage.probe import clear_down, mark_down
+from harness.storage.spool import is_spool_id, spool_dir_for, sync_command, take_unkept
 
 if TYPE_CHECKING:
     from harness.storage.tracking import Tracker
@@ -86,13 +93,29 @@ def read_sweep_file(sweep_dir: Path) -> str | None:
         return None
 
 
-def write_sweep_file(sweep_dir: Path, run_id: str, tracking_uri: str, experiment: str) -> Path:
-    """Record the sweep's parent run in ``sweep_dir/sweep_run.json``; returns the file."""
+def write_sweep_file(sweep_dir: Path, run_id: str, tracking_uri: str, experiment: str) -> Path | None:
+    """Record the sweep's parent run in ``sweep_dir/sweep_run.json``; returns the file, or
+    None (and a warning) when a live sweep of another process already records its run there
+    (two sweeps given one ``hydra.sweep.dir``: each job then finds its sweep in the environment)."""
+    from harness.storage.claims import process_alive
+
     sweep_dir.mkdir(parents=True, exist_ok=True)
     path = sweep_dir / SWEEP_FILE
-    path.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracking_uri, "experiment": experiment},
-                               indent=2) + "\n")
+    try:
+        pid = int(json.loads(path.read_text()).get("pid", 0))
+    except (OSError, ValueError, AttributeError):
+        pid = 0
+    if pid and pid != os.getpid() and process_alive(pid):
+        log.warning("%s records the run of a live sweep (process %d): left as it is; this sweep's run is %s",
+                    path, pid, run_id)
+        return None
+    path.write_text(json.dumps({"run_id": run_id, "tracking_uri": tracking_uri, "experiment": experiment,
+                                "pid": os.getpid()}, indent=2) + "\n")
     return path
+
+
+class ResultsNotKept(UserError):
+    """Results that neither the store nor the spool could keep (printed as JSON lines)."""
 
 
 #: The sweep run this process started and has not ended: run id -> its tracker.
@@ -121,14 +144,19 @@ class MlflowSweepCallback(Callback):
         tracking = _tracking()
         require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
         uri = tracking.resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
+        clear_down()
         tracker = tracking.Tracker(uri, config.experiment,
                           spool_dir=spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd))
+        if tracker.offline:   # found once: the sweep's jobs spool without probing again
+            mark_down(uri, str(tracker.offline_reason))
         overrides = list(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
             params={"sweep.overrides": " ".join(overrides)},
             tags={"git_commit": git_commit(), "sweep_dir": str(config.hydra.sweep.dir),
                   RUN_NOTE_TAG: f"python -m harness -m {' '.join(overrides)}"})
+        if take_unkept():   # printed as a JSON line; each job's own results then end it non-zero
+            log.warning("the sweep's run could be kept neither in the store nor in the spool (printed above)")
         os.environ[SWEEP_ENV] = run_id
         _OPEN_SWEEPS[run_id] = tracker
         write_sweep_file(Path(str(config.hydra.sweep.dir)), run_id, uri, str(config.experiment))
@@ -140,7 +168,14 @@ class MlflowSweepCallback(Callback):
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
         """A job that raised (a bad config value, a missing profiler) makes Hydra abort the
         multirun without calling ``on_multirun_end``: end the sweep's run as FAILED, with the
-        error, rather than leave it RUNNING forever.  Later jobs of the batch still log under it."""
+        error, rather than leave it RUNNING forever.  Later jobs of the batch still log under it.
+        A job whose results could not be kept anywhere fails with :class:`ResultsNotKept`."""
+        unkept = take_unkept()
+        if unkept and job_return.status != JobStatus.FAILED:
+            job_return.status = JobStatus.FAILED
+            job_return.return_value = ResultsNotKept(
+                f"{len(unkept)} result(s) of this job could be kept neither in the tracking store nor in the "
+                f"spool: each is printed above as one JSON line (stdout); fix tracking.uri or tracking.spool_dir")
         run_id = sweep_run_id()
         if job_return.status != JobStatus.FAILED or not run_id:
             return
@@ -160,6 +195,7 @@ class MlflowSweepCallback(Callback):
             uri = tracking.resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
             spool_dir = spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd)
             tracker = tracking.Tracker(uri, config.experiment, spool_dir=spool_dir)
+            clear_down()
             tracker.end_sweep(run_id)
             if tracker.experiment_id:
                 log.info("%s", tracking.mlflow_ui_hint(uri, tracker.experiment_id))

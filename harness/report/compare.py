@@ -52,7 +52,8 @@ CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_st
 #: Tags of a paired run: cell column -> tag.
 CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
              "same_order": "compare.same_order", "bound": "bound", "question": "compare.question",
-             "sim_order_blind": "sim_order_blind", "sim_validation": VALIDATION_TAG}
+             "sim_order_blind": "sim_order_blind", "sim_validation": VALIDATION_TAG,
+             "reused_from": "swizzlebench.reused_from"}
 #: Params of a run read as numbers: cell column -> param (the roofline's ceilings, TFLOP/s and B/s).
 CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_bytes_per_s": "roofline.dram_bytes_per_s"}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
@@ -380,7 +381,7 @@ def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
 #: +- l2_delta_band_pts; empty where the model is not validated, l2_validation says so).
 TABLE_COLUMNS = [
     "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
-    "config", "baseline_config", "question", "tune_near_tie", "tune_runner_ups", "bound", "pct_of_peak", "pct_of_roofline", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name",
+    "config", "baseline_config", "question", "tune_near_tie", "tune_runner_ups", "bound", "pct_of_peak", "pct_of_roofline", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name", "reused_from",
     "time_ms_median", "time_ms_p20", "time_ms_p80", "baseline_time_ms", "paired_rounds", "paired_time_s",
     "id_run_id", "id_time_ms_median", "id_time_ms_p20", "id_time_ms_p80",
     "speedup", "speedup_lo", "speedup_hi", "verdict", "verdict_detail",

@@ -177,6 +177,8 @@ def _config_cell(r: dict) -> tuple[str, str]:
     text = r["config"]
     if r["question"] == BEST_VS_BEST and r["verdict"] != BASELINE:
         text = f"{BEST_VS_BEST}: {text}; {r['baseline'] or 'baseline'}: {r['baseline_config'] or '?'}"
+    if r["reused_from"]:   # a run a resumed sweep reused: "from run <id>, <date>"
+        text = f"{text} [{r['reused_from']}]"
     if r["tune_near_tie"]:
         return "cfg near-tie", f"{text} [{NEAR_TIE}]"
     return "cfg", text

@@ -4,7 +4,9 @@ Views (:class:`Selection`):
 
 * ``latest``: the experiment's latest sweep run (a Hydra multirun's parent run); an
   experiment with no sweep run falls back to the experiment view;
-* ``sweeps``: the job runs of one or more named sweep runs;
+* ``sweeps``: the job runs of one or more named sweep runs, with the runs each reused
+  instead of running their spec again (resume; a spec running in another live sweep:
+  the sweep run's ``swizzlebench.reused.<run id>`` tags), each marked "from run <id>, <date>";
 * ``experiment``: over the whole experiment, the latest FINISHED job run of every
   ``spec_hash`` (a spec that never finished: its latest run, listed with the failures);
   single runs (``python -m harness`` without ``-m``, which have no sweep run) included;
@@ -22,11 +24,15 @@ from typing import Literal
 
 import pandas as pd
 from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from harness.report.data import (JOB_KIND, KIND_TAG, SWEEP_KIND, experiment_id_of, get_run, list_command, run_kind,
                                  runs_to_frame, search_all_runs, sweep_runs, tag_filter, utc)
-from harness.storage.tracking import INVOCATION_TAG, SWEEP_TAG
+from harness.storage.tracking import INVOCATION_TAG, REUSED_TAG_PREFIX, SWEEP_TAG
+
+#: Tag column set on a reused run's row (not stored): "from run <id>, <date>" (its end, else start).
+REUSED_FROM_TAG = "swizzlebench.reused_from"
 
 ViewKind = Literal["latest", "sweeps", "experiment", "runs"]
 
@@ -76,6 +82,25 @@ def _jobs_of_sweep(client: MlflowClient, experiment_id: str, sweep: Run) -> list
     return search_all_runs(client, experiment_id, tag_filter(SWEEP_TAG, sweep.info.run_id))
 
 
+def _reused_by(client: MlflowClient, experiment_id: str, sweep: Run, have: set[str]) -> list[Run]:
+    """The runs ``sweep`` reused (its ``REUSED_TAG_PREFIX`` tags) that still exist in the
+    experiment and are not in ``have``, each tagged ``REUSED_FROM_TAG`` (in memory)."""
+    found = []
+    for key in sorted(sweep.data.tags):
+        run_id = key[len(REUSED_TAG_PREFIX):]
+        if not key.startswith(REUSED_TAG_PREFIX) or run_id in have:
+            continue
+        try:
+            run = client.get_run(run_id)
+        except MlflowException:
+            continue   # deleted since
+        if run.info.experiment_id == experiment_id:
+            run.data.tags[REUSED_FROM_TAG] = f"from run {run_id}, {utc(run.info.end_time or run.info.start_time)}"
+            found.append(run)
+            have.add(run_id)
+    return found
+
+
 def _sweeps_view(client: MlflowClient, experiment: str, experiment_id: str, sweeps: list[Run]) -> ReportRuns:
     jobs: list[Run] = []
     facts: list[tuple[str, str]] = []
@@ -83,6 +108,14 @@ def _sweeps_view(client: MlflowClient, experiment: str, experiment_id: str, swee
         found = _jobs_of_sweep(client, experiment_id, sweep)
         jobs.extend(found)
         facts += _sweep_facts(sweep, len(found))
+    have = {r.info.run_id for r in jobs}
+    for sweep in sweeps:
+        reused = _reused_by(client, experiment_id, sweep, have)
+        jobs.extend(reused)
+        if reused:
+            facts.append(("Reused runs", f"{len(reused)} job runs of earlier or concurrent sweeps that sweep "
+                                         f"{sweep.info.run_id} did not run again (already FINISHED, or running in another sweep): their cells are marked "
+                                         "\"from run <id>, <date>\""))
     ids = [s.info.run_id for s in sweeps]
     if len(sweeps) == 1:
         return ReportRuns(experiment, experiment_id, f"sweep {ids[0]}", ids[0], runs_to_frame(jobs), facts,

@@ -142,7 +142,9 @@ class Spool:
 
     @staticmethod
     def load(path: Path) -> SpoolRecord:
-        return SpoolRecord.from_dict(json.loads(path.read_text()))
+        """The record at ``path``; a byte that is not UTF-8 (a record of a command line's raw
+        bytes) is read as a lone surrogate, which the tracker stores escaped."""
+        return SpoolRecord.from_dict(json.loads(path.read_bytes().decode("utf-8", "surrogateescape")))
 
     def pending(self) -> list[tuple[Path, SpoolRecord | Exception]]:
         """Records not yet synced: sweeps first (their jobs need their run ids), then by
@@ -209,3 +211,19 @@ def sync_command(spool_dir: Path, tracking_uri: str | None = None) -> str:
     """The command that logs the records of ``spool_dir`` (for messages)."""
     command = f"python -m harness.storage.sync --spool {spool_dir}"
     return command + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
+
+
+#: Names of the runs this process could keep neither in the store nor in the spool (their
+#: records were printed as JSON lines): the job then ends non-zero (harness.callbacks).
+_UNKEPT: list[str] = []
+
+
+def note_unkept(run_name: str) -> None:
+    _UNKEPT.append(run_name)
+
+
+def take_unkept() -> list[str]:
+    """The runs noted by ``note_unkept`` since the last call (and forget them)."""
+    names = list(_UNKEPT)
+    _UNKEPT.clear()
+    return names

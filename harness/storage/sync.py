@@ -15,7 +15,8 @@ from pathlib import Path
 
 from harness.storage.spool import (DEFAULT_SPOOL_DIR, OUTCOME_WORDS, SYNCED_DIR, Spool, SpoolRecord,
                                    is_spool_id)
-from harness.storage.tracking import STORE_ERRORS, Tracker, short_error
+from harness.storage.probe import store_problem
+from harness.storage.tracking import STORE_ERRORS, Tracker, short_error, storable
 
 @dataclass
 class SyncSummary:
@@ -26,6 +27,7 @@ class SyncSummary:
     already_logged: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)   # of ``failed``: the store could not be reached
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -39,7 +41,11 @@ class SyncSummary:
                 f"{len(self.already_logged)} already in the store, {len(self.duplicates)} not duplicated "
                 f"(spec already FINISHED in the store), {len(self.failed)} failed")
         if self.failed:
-            head += f" (left in {self.spool_dir}; run sync again once the store is reachable)"
+            refused = len(self.failed) - len(self.unreachable)
+            why = ([f"{len(self.unreachable)} because the store could not be reached: run sync again once it is"]
+                   if self.unreachable else []) + ([f"{refused} because of the record itself: see its FAILED line"]
+                                                   if refused else [])
+            head += f" (left in {self.spool_dir}: {'; '.join(why)})"
         else:
             head += f"; synced records are in {self.spool_dir / SYNCED_DIR}"
         return "\n".join([*self.lines, head])
@@ -57,7 +63,7 @@ def sync(spool_dir: str | Path, tracking_uri: str | None = None) -> SyncSummary:
     pending = spool.pending()
     pending_ids = {record.record_id for _, record in pending if isinstance(record, SpoolRecord)}
     for path, record in pending:
-        if isinstance(record, Exception):
+        if isinstance(record, Exception):   # not JSON, or not a record: it says which file and why
             summary.failed.append(path.name)
             summary.lines.append(f"  FAILED   {path.name}: unreadable record ({type(record).__name__}: {record})")
             continue
@@ -69,6 +75,7 @@ def sync(spool_dir: str | Path, tracking_uri: str | None = None) -> SyncSummary:
         label = f"{record.kind} {record.run_name!r} ({path.name})"
         if tracker.offline_reason:
             summary.failed.append(path.name)
+            summary.unreachable.append(path.name)
             summary.lines.append(f"  FAILED   {label}: store {uri} unreachable: {tracker.offline_reason}")
             continue
         parent = record.parent_run_id
@@ -83,9 +90,13 @@ def sync(spool_dir: str | Path, tracking_uri: str | None = None) -> SyncSummary:
                                      "the spool; logged without a parent run")
         try:
             outcome, run_id = tracker.replay(record, parent)
-        except STORE_ERRORS as exc:
+        except Exception as exc:   # whatever one record meets, the others are still synced
             summary.failed.append(path.name)
-            summary.lines.append(f"  FAILED   {label}: {short_error(exc)}")
+            if isinstance(exc, STORE_ERRORS) and store_problem(uri):
+                summary.unreachable.append(path.name)
+                summary.lines.append(f"  FAILED   {label}: store {uri} unreachable: {store_problem(uri)}")
+            else:
+                summary.lines.append(f"  FAILED   {label}: the store refused this record: {short_error(exc)}")
             continue
         run_ids[record.record_id] = run_id
         spool.mark_synced(path, record, run_id, outcome, uri)
@@ -107,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spool {Path(args.spool).absolute()}: no such directory; nothing to sync")
         return 0
     summary = sync(args.spool, args.tracking_uri)
-    print(summary.text())
+    print(storable(summary.text()))   # a record's text may hold a lone surrogate
     return 1 if summary.failed else 0
 
 

@@ -6,7 +6,10 @@ No result is lost to the store: writes that hit SQLite's ``database is locked`` 
 retried with backoff, and when the store cannot be reached or written (connection
 refused, a timeout, an ``MlflowException``) the run's complete record goes to the offline
 spool (``harness.storage.spool``) with one line saying where; ``python -m harness.storage.sync``
-logs it later.
+logs it later.  A store that cannot be opened is found in seconds (``harness.storage.probe``);
+when the spool cannot be written either, the record is printed as one JSON line on stdout
+(and the job ends non-zero: ``harness.callbacks``).  A job's run is its claim on its spec
+(``harness.storage.claims``): a spec RUNNING in another live sweep is not run twice.
 
 Length: one class, the Tracker, because every way of writing a run (start, finish, sweep
 parent, replay from the spool) shares the same store-error fallback; split, each part
@@ -14,13 +17,14 @@ would repeat it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-
 import os
 import random
 import re
 import socket
 import sqlite3
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -33,16 +37,16 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from harness.hardware.environment import temporary_environment
 from harness.job.result import FAILED, FINISHED, JobResult
+from harness.storage.claims import (HEARTBEAT, HOST_TAG, PID_TAG, is_live, owner_tags, process_alive,
+                                    store_lock)
+from harness.storage.probe import bound_store_waits, known_down, sqlite_path, store_problem
 from harness.storage.run_fields import run_metrics, run_params, run_tags
 from harness.storage.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
-                           sync_command)
+                                   note_unkept, sync_command)
 
 #: tag holding the one-line reason of a run's status (FAILED) or what was verified.
 STATUS_REASON_TAG = "status_reason"
-HOST_TAG = "swizzlebench.host"
-PID_TAG = "swizzlebench.pid"
 SWEEP_TAG = "swizzlebench.sweep_run_id"
 PARENT_TAG = "mlflow.parentRunId"
 #: tag shared by the job runs one Tracker logs, i.e. by the runs of one Hydra job (all the
@@ -50,6 +54,9 @@ PARENT_TAG = "mlflow.parentRunId"
 INVOCATION_TAG = "swizzlebench.invocation"
 #: tag naming the spool record a run was logged from (``harness.storage.sync``).
 SPOOL_TAG = "swizzlebench.spool_id"
+#: prefix of the sweep run's tags naming the runs it reused instead of running their spec
+#: again (resume, or a spec running in another live sweep): ``swizzlebench.reused.<run id>``.
+REUSED_TAG_PREFIX = "swizzlebench.reused."
 #: MLflow 3's experiment type: the UI opens a ``genai_development`` experiment (or one with
 #: no kind) on the GenAI overview, a ``custom_model_development`` one ("Machine learning")
 #: on its runs table.  MLflow's Python package has no constant for it: the names are the
@@ -76,16 +83,8 @@ STORE_ERRORS = (MlflowException, requests.exceptions.RequestException, sqlalchem
 #: 20 s busy timeout), with exponential backoff and jitter from LOCK_BACKOFF_S.
 LOCK_RETRIES = 4
 LOCK_BACKOFF_S = 0.25
-#: While probing a store, fail in seconds instead of minutes of HTTP retries.
-PROBE_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
 
 T = TypeVar("T")
-
-
-def short_http_retries():
-    """MLflow's REST client reads its retry settings at each request: shorten them for the
-    duration of a probe so an unreachable server fails in seconds, then restore them."""
-    return temporary_environment(PROBE_HTTP_ENV)
 
 
 def is_database_locked(exc: BaseException) -> bool:
@@ -116,6 +115,15 @@ def short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else repr(exc)}"
 
 
+@dataclass(frozen=True)
+class Reuse:
+    """A spec this job does not run: ``run_id`` holds (or will hold) its result; ``why`` in
+    words, e.g. ``already FINISHED as run <id> (resume=false to run again)``."""
+
+    run_id: str
+    why: str
+
+
 @dataclass
 class _RunStart:
     """What ``start_job`` knew about a run, kept until ``finish_job`` (spool record)."""
@@ -130,9 +138,11 @@ class Tracker:
     """Logs runs to the MLflow store at ``uri`` under ``experiment``; runs the store cannot
     take go to the spool at ``spool_dir`` (see the module docstring).
 
-    The store is probed once, when the tracker is made (quickly: ``short_http_retries``).
-    After the first failure the tracker is *offline* (``offline_reason`` says why) and
-    spools the rest of its runs without waiting on the store again."""
+    The store is probed once, when the tracker is made, in seconds (``harness.storage.probe``;
+    a store the sweep's start found down is not probed again), then opened under its lock
+    (a new SQLite database is created by one process at a time).  After the first failure
+    the tracker is *offline* (``offline_reason`` says why) and spools the rest of its runs
+    without waiting on the store again."""
 
     def __init__(self, uri: str, experiment: str, spool_dir: str | Path = DEFAULT_SPOOL_DIR):
         self.uri = uri
@@ -142,9 +152,14 @@ class Tracker:
         self.experiment_id: str | None = None
         self._runs: dict[str, _RunStart] = {}
         self.invocation_id = uuid.uuid4().hex
+        self.client: MlflowClient | None = None
+        bound_store_waits()
+        self.offline_reason = known_down(uri) or store_problem(uri)
+        if self.offline_reason:
+            return
         try:
-            self.client = MlflowClient(tracking_uri=uri)
-            with short_http_retries():
+            with store_lock(uri):   # MlflowClient creates (migrates) a new SQLite database
+                self.client = MlflowClient(tracking_uri=uri)
                 self.experiment_id = retry_when_locked(ensure_experiment, self.client, experiment)
         except STORE_ERRORS as exc:
             self._go_offline(exc)
@@ -171,10 +186,11 @@ class Tracker:
                 self._go_offline(exc)
         record = self._record(SWEEP, new_spool_id(), _RunStart(run_name, None, tags), "RUNNING")
         record.params = {k: str(v) for k, v in params.items()}
-        path = self.spool.write(record)
-        print(f"[spool] tracking store {self.uri} unavailable ({self.offline_reason}): the sweep's runs are "
-              f"kept on local disk under {self.spool.directory} (sweep record {path.name}); the sweep goes on. "
-              f"Log them later with: {sync_command(self.spool.directory)}", flush=True)
+        path = self._keep(record)
+        if path is not None:
+            print(f"[spool] tracking store {self.uri} unavailable ({self.offline_reason}): the sweep's runs are "
+                  f"kept on local disk under {self.spool.directory} (sweep record {path.name}); the sweep goes on. "
+                  f"Log them later with: {sync_command(self.spool.directory)}", flush=True)
         return record.record_id
 
     def end_sweep(self, run_id: str, status: str = FINISHED, reason: str | None = None) -> None:
@@ -186,7 +202,7 @@ class Tracker:
                 _, record = found
                 record.status, record.end_time_ms = status, now_ms()
                 record.tags.update(tags)
-                self.spool.write(record)
+                self._keep(record)
                 return
             # Synced while the sweep ran: end the run it became in the store.
             run_id = self.spool.synced_runs().get(run_id, run_id)
@@ -203,10 +219,11 @@ class Tracker:
         record = self._record(SWEEP, new_spool_id(),
                               _RunStart("sweep", None, {"swizzlebench.kind": "sweep", **tags}), status, run_id=run_id)
         record.end_time_ms = now_ms()
-        path = self.spool.write(record)
-        print(f"[spool] the end of sweep run {run_id} was kept at {path} (tracking store {self.uri} "
-              f"unavailable: {self.offline_reason}); log it later with: {sync_command(self.spool.directory)}",
-              flush=True)
+        path = self._keep(record)
+        if path is not None:
+            print(f"[spool] the end of sweep run {run_id} was kept at {path} (tracking store {self.uri} "
+                  f"unavailable: {self.offline_reason}); log it later with: {sync_command(self.spool.directory)}",
+                  flush=True)
 
     # -- job (child) runs ------------------------------------------------------------
     def start_job(self, run_name: str, parent_run_id: str | None, tags: dict[str, str]) -> str:
@@ -217,22 +234,77 @@ class Tracker:
                           {**storable_mapping(tags), "swizzlebench.kind": "job", INVOCATION_TAG: self.invocation_id})
         run_id = None
         if not self.offline and not is_spool_id(parent_run_id):
-            tags = dict(start.tags)
+            tags = {**start.tags, **owner_tags()}
             if parent_run_id:
                 tags.update({PARENT_TAG: parent_run_id, SWEEP_TAG: parent_run_id})
             try:
                 run_id = retry_when_locked(self.client.create_run, self.experiment_id, run_name=run_name,
                                            tags=tags).info.run_id
+                HEARTBEAT.add(run_id, self.client.set_tag)
             except STORE_ERRORS as exc:
                 self._go_offline(exc)
         run_id = run_id or new_spool_id()
         self._runs[run_id] = start
         return run_id
 
+    def claim_job(self, run_name: str, parent_run_id: str | None, tags: dict[str, str], spec_hash: str,
+                  resume: bool = True) -> str | Reuse:
+        """The job's run (``start_job``), or a :class:`Reuse` when its spec is not to be run:
+        FINISHED already (with ``resume``), or RUNNING in another live sweep (a live claim,
+        ``harness.storage.claims``).  Stale RUNNING runs of the spec are closed first.  On a
+        SQLite store all of it happens under the store's lock."""
+        tags = {**tags, "spec_hash": spec_hash}
+        with store_lock(self.uri if not self.offline else ""):
+            if resume:
+                done = self.find_finished(spec_hash)
+                if done:
+                    return Reuse(done, f"already FINISHED as run {done} (resume=false to run again)")
+            live = self.close_stale(spec_hash)
+            if live and resume:
+                return self._running_elsewhere(live[0])
+            run_id = self.start_job(run_name, parent_run_id, tags)
+        if resume and not self.offline and not is_spool_id(run_id) and sqlite_path(self.uri) is None:
+            return self._first_claim(run_id, spec_hash)
+        return run_id
+
+    def _first_claim(self, run_id: str, spec_hash: str) -> str | Reuse:
+        """On a server (no lock), after creating the run: ``run_id``, or a Reuse of an earlier
+        live claim of the spec, when there is one (the run just created is then deleted)."""
+        live = self.close_stale(spec_hash)   # ours included: it is open here
+        order = [(r.info.start_time, r.info.run_id) for r in live]
+        mine = next((key for key in order if key[1] == run_id), None)
+        earlier = [r for r, key in zip(live, order) if mine is not None and key < mine]
+        if not earlier:
+            return run_id
+        HEARTBEAT.remove(run_id)
+        self._runs.pop(run_id, None)
+        try:
+            retry_when_locked(self.client.delete_run, run_id)
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+        return self._running_elsewhere(earlier[0])
+
+    @staticmethod
+    def _running_elsewhere(run) -> Reuse:
+        tags = run.data.tags
+        return Reuse(run.info.run_id, f"RUNNING in another sweep as run {run.info.run_id} (process "
+                                      f"{tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}): not run twice")
+
+    def link_reused(self, sweep_run_id: str | None, reuse: Reuse, run_name: str) -> None:
+        """Tag the sweep's run with a run it reused (``REUSED_TAG_PREFIX``): its report shows it."""
+        if not sweep_run_id or is_spool_id(sweep_run_id) or self.offline:
+            return
+        try:
+            retry_when_locked(self.client.set_tag, sweep_run_id, REUSED_TAG_PREFIX + reuse.run_id,
+                              storable(f"{run_name}: {reuse.why}")[:5000])
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+
     def finish_job(self, run_id: str, result: JobResult) -> Path | None:
         """Log the job's result and end its run.  Returns None, or the path of the spool
         record when the store could not take it (a line saying so is printed)."""
         start = self._runs.pop(run_id, None) or _RunStart(result.run_name, None)
+        HEARTBEAT.remove(run_id)
         storable_result(result)
         renamed = start.run_name != result.run_name   # tune mode launched another config than the one asked
         start.run_name = result.run_name
@@ -265,12 +337,29 @@ class Tracker:
         record.metrics = run_metrics(result)
         record.tags.update({**run_tags(result), STATUS_REASON_TAG: result.reason[:5000]})
         record.artifacts = dict(result.artifacts)
-        path = self.spool.write(record, files=result.files)
+        path = self._keep(record, files=result.files)
+        if path is None:
+            return None
         why = (f"tracking store {self.uri} unavailable: {self.offline_reason}" if self.offline
                else f"its sweep run {start.parent_run_id} is spooled")
         print(f"[spool] run {result.run_name} ({record.status}) kept on local disk at {path} ({why}); the sweep "
               f"goes on. Log it later with: {sync_command(self.spool.directory)}", flush=True)
         return path
+
+    def _keep(self, record: SpoolRecord, files=()) -> Path | None:
+        """Write ``record`` to the spool; when the spool cannot be written either, print the
+        record as one JSON line on stdout (a line on stderr says why) and note it
+        (``spool.note_unkept``: the job then ends non-zero).  Returns the record's path or None."""
+        try:
+            return self.spool.write(record, files=files)
+        except OSError as exc:
+            print(f"[lost] {record.kind} run {record.run_name} ({record.status}): tracking store {self.uri} "
+                  f"unavailable ({self.offline_reason}) and spool {self.spool.directory} not writable "
+                  f"({type(exc).__name__}: {exc}); its record is the next line of stdout (JSON)",
+                  file=sys.stderr, flush=True)
+            print(json.dumps(dataclasses.asdict(record), sort_keys=True), flush=True)
+            note_unkept(record.run_name)
+            return None
 
     def _record(self, kind: str, record_id: str, start: _RunStart, status: str,
                 run_id: str | None = None) -> SpoolRecord:
@@ -295,7 +384,7 @@ class Tracker:
         closed = 0
         for run in runs:
             pid = run.data.tags.get(PID_TAG, "")
-            if pid.isdigit() and not _process_alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 self.client.set_tag(run.info.run_id, STATUS_REASON_TAG,
                                     f"killed: launching process {pid} is gone; a later sweep closed this run")
                 self.client.set_terminated(run.info.run_id, "KILLED")
@@ -320,25 +409,29 @@ class Tracker:
             filter_string=f"tags.spec_hash = '{spec_hash}' and attributes.status = 'FINISHED'")
         return next((r.info.run_id for r in runs if r.info.run_id != exclude), None)
 
-    def close_stale(self, spec_hash: str) -> int:
-        """Mark RUNNING runs of this spec (left by a killed sweep) as KILLED before the job
-        runs again, so each spec ends with exactly one live result.  Returns how many."""
+    def close_stale(self, spec_hash: str) -> list:
+        """Mark KILLED the stale RUNNING runs of this spec (left by a killed sweep: no live
+        claim, ``harness.storage.claims``) before the job runs again, so each spec ends with
+        exactly one live result.  Returns the live ones (runs of other live sweeps)."""
         if self.offline:
-            return 0
+            return []
         try:
             runs = retry_when_locked(
                 self.client.search_runs, [self.experiment_id], max_results=1000,
                 filter_string=f"tags.spec_hash = '{spec_hash}' and attributes.status = 'RUNNING'")
+            open_here = HEARTBEAT.open()
+            live = [r for r in runs if is_live(r.data.tags, open_here, r.info.run_id)]
             for run in runs:
-                self._kill(run.info.run_id, "killed: the sweep stopped mid-job; re-run")
+                if run not in live:
+                    self._kill(run.info.run_id, "killed: the sweep stopped mid-job; re-run")
         except STORE_ERRORS as exc:
             self._go_offline(exc)
-            return 0
-        return len(runs)
+            return []
+        return sorted(live, key=lambda r: (r.info.start_time, r.info.run_id))
 
-    def _kill(self, run_id: str, reason: str) -> None:
+    def _kill(self, run_id: str, reason: str, status: str = "KILLED") -> None:
         retry_when_locked(self.client.set_tag, run_id, STATUS_REASON_TAG, reason)
-        retry_when_locked(self.client.set_terminated, run_id, "KILLED")
+        retry_when_locked(self.client.set_terminated, run_id, status)
 
     # -- replay of spooled records (harness.storage.sync) -----------------------------------
     def replay(self, record: SpoolRecord, parent_run_id: str | None) -> tuple[str, str]:
@@ -358,25 +451,42 @@ class Tracker:
                 if existing:
                     self._kill(existing.info.run_id, f"superseded by FINISHED run {finished} of the same spec")
                 return "duplicate", finished
-        tags = {**record.tags, SPOOL_TAG: record.record_id}
+        tags = {**storable_mapping(record.tags), SPOOL_TAG: record.record_id}
         if parent_run_id:
             tags.update({PARENT_TAG: parent_run_id, SWEEP_TAG: parent_run_id})
-        params, metrics = record.params, record.metrics
+        params, metrics = storable_mapping(record.params), record.metrics
         if existing is None:
             run_id = retry_when_locked(self.client.create_run, self.experiment_id, start_time=record.start_time_ms,
-                                       tags=tags, run_name=record.run_name).info.run_id
+                                       tags=tags, run_name=storable(record.run_name)).info.run_id
         else:   # created before the store failed: complete it, logging only what it lacks
             run_id = existing.info.run_id
             params = {k: v for k, v in params.items() if k not in existing.data.params}
             metrics = {k: v for k, v in metrics.items() if k not in existing.data.metrics}
+        try:
+            self._complete(run_id, record, params, metrics, tags)
+        except Exception as exc:   # the record stays in the spool; the run it began ends FAILED, hidden
+            if existing is None:
+                self._withdraw(run_id, f"sync: the store refused spool record {record.record_id}: {short_error(exc)}")
+            raise
+        return "logged", run_id
+
+    def _withdraw(self, run_id: str, reason: str) -> None:
+        """End a run sync began but could not complete FAILED, with ``reason``, and delete it."""
+        try:
+            self._kill(run_id, reason[:5000], status=FAILED)
+            retry_when_locked(self.client.delete_run, run_id)
+        except STORE_ERRORS:
+            pass
+
+    def _complete(self, run_id: str, record: SpoolRecord, params: dict, metrics: dict, tags: dict) -> None:
+        """Log what the run lacks of ``record`` and end it with its status."""
         self._log_batch(run_id, params=params, metrics=metrics, tags=tags)
-        for name, text in record.artifacts.items():
+        for name, text in storable_mapping(record.artifacts).items():
             retry_when_locked(self.client.log_text, run_id, text, name)
         for folder, relative in record.files:
             retry_when_locked(self.client.log_artifact, run_id, str(self.spool.directory / relative), folder or None)
         if record.status != "RUNNING":
             retry_when_locked(self.client.set_terminated, run_id, record.status, end_time=record.end_time_ms)
-        return "logged", run_id
 
     def _running_run(self, run_id: str | None):
         """The store's run ``run_id`` if it exists here and is still RUNNING, else None."""
@@ -496,13 +606,3 @@ def _launch_directory() -> str:
 
     return str(HydraConfig.get().runtime.cwd) if HydraConfig.initialized() else os.getcwd()
 
-
-def _process_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -1,14 +1,18 @@
 """Fault-injection suite: the real CLI (``python -m harness`` in a subprocess, under the
 Triton interpreter, tiny shapes and 16x16x16 tiles) fed bad shapes, unknown config names,
 bad values, non-permutation and hostile formulas, missing profilers, an unreachable
-tracking server, crashing and hanging jobs, and a sweep killed mid-way then resumed.
+tracking server, stores that cannot be opened or die mid-job (with no writable spool either),
+spool records sync must log or refuse one by one, crashing and hanging jobs, a sweep killed
+mid-way then resumed (and its report), and two sweeps started together in a fresh folder.
 
 Every case asserts (i) a clear message: what was wrong, which value, what would be valid;
 and (ii) that no earlier result was lost: one finished sweep is logged first into the
 SQLite store every case shares (``conftest.seeded_store``), and after each case its runs
 are compared, field by field, with what they were (``conftest`` checks it after every
 test).  Each case experiment has its own experiment in that store, so ``resume`` never
-mixes their runs.  The number of cases handled is printed at the end of the session.
+mixes their runs.  At the session's end no SQLite store the suite used has a run RUNNING or
+FAILED without a reason (``conftest.suite_folders``).  The number of cases handled is
+printed at the end of the session.
 
 This module holds what the cases share: running the CLI and reading the store.
 """

@@ -1,7 +1,10 @@
-"""The fault suite's shared store, the no-earlier-result-lost check after every case, and
-the closing count of cases (see ``tests/faults/__init__.py``)."""
+"""The fault suite's shared store, the no-earlier-result-lost check after every case, the
+check that every run the suite logged has ended (at the session's end, in every SQLite store
+the suite used: no run RUNNING, every FAILED run with its reason), and the closing count of
+cases (see ``tests/faults/__init__.py``)."""
 from __future__ import annotations
 
+import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +52,42 @@ def no_earlier_result_lost(seeded_store):
     """After every case: the seeded sweep's runs are all there, unchanged."""
     yield
     seeded_store.check_seed_intact()
+
+
+def unended_runs(db: Path) -> list[str]:
+    """The runs of the SQLite store ``db`` that are RUNNING, or FAILED without a reason."""
+    with open(db, "rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            return []
+    with sqlite3.connect(db) as conn:
+        if not conn.execute("select 1 from sqlite_master where name = 'runs'").fetchone():
+            return []
+        running = conn.execute("select name from runs where status = 'RUNNING'").fetchall()
+        unexplained = conn.execute("select name from runs r where status = 'FAILED' and not exists (select 1 from "
+                                   "tags t where t.run_uuid = r.run_uuid and t.key = 'status_reason')").fetchall()
+    return [f"{db}: {name} RUNNING" for name, in running] + [f"{db}: {name} FAILED without a reason"
+                                                             for name, in unexplained]
+
+
+@pytest.fixture(scope="session")
+def suite_folders(seeded_store):
+    """The folders whose SQLite stores the suite used (the shared store's, each case's
+    tmp_path); at the session's end none of their stores has a run left RUNNING or FAILED
+    without its reason (issue 42's acceptance)."""
+    folders: list[Path] = [seeded_store.root]
+    yield folders
+    stores = [db for folder in folders for db in folder.rglob("*.db") if db.is_file()]
+    assert stores, "the fault suite used no SQLite store?"
+    unended = [line for db in stores for line in unended_runs(db)]
+    assert not unended, unended
+
+
+@pytest.fixture(autouse=True)
+def every_run_ends(request, suite_folders):
+    """Registers each case's tmp_path with ``suite_folders``."""
+    if "tmp_path" in request.fixturenames:
+        suite_folders.append(request.getfixturevalue("tmp_path"))
+    yield
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

@@ -4,6 +4,7 @@ process at import (``sys.exit(3)``, ``os._exit(3)``) each end as a FAILED run wi
 reason; the user's text is stored escaped; no run of the store is left RUNNING."""
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.faults import FAST, cli_env, job_lines, reason, runs_of
+from tests.faults import FAST, cli_env, job_lines, reason, runs_of, spool_sync
 
 #: case -> (extra arguments, what the FAILED reason must say)
 MODULES = {"exits": "import sys\nsys.exit(3)\n", "hard_exits": "import os\nos._exit(3)\n"}
@@ -57,3 +58,57 @@ def test_run_ends_failed_with_one_line_reason(seeded_store, tmp_path, case):
         unexplained = db.execute("select count(*) from runs r where r.status='FAILED' and not exists "
                                  "(select 1 from tags t where t.run_uuid=r.run_uuid and t.key='status_reason')")
         assert unexplained.fetchone() == (0,)
+
+
+def _record(name: str, spec_hash: str, uri: str, **extra) -> dict:
+    return {"record_id": f"spool-{spec_hash}", "kind": "job", "tracking_uri": uri, "experiment": "ends-sync",
+            "run_name": name, "status": "FINISHED", "start_time_ms": 1_790_000_000_000,
+            "end_time_ms": 1_790_000_001_000, "params": {"swizzle.expr": name}, "metrics": {"max_rel_err": 1e-4},
+            "tags": {"spec_hash": spec_hash, "status_reason": f"verified {name}", "swizzlebench.kind": "job"}, **extra}
+
+
+def test_sync_logs_every_record_or_says_which_and_why(seeded_store, tmp_path_factory):
+    """A spool with a lone surrogate (JSON escape), a raw non-UTF-8 byte, a record the store
+    refuses (an invalid param name) and a file that is not JSON: sync logs the first two, text
+    escaped, and names the other two with their reason, one line each; the store works, so it
+    never says to wait for it."""
+    spool = tmp_path_factory.mktemp("ends-sync-spool")
+    uri = seeded_store.uri
+    (spool / "job-1-spool-surrogate.json").write_text(json.dumps(_record("igemm/custom/pid + \udce9", "s1", uri)))
+    raw = json.dumps(_record("igemm/custom/pid + RAW", "s2", uri)).encode().replace(b"RAW", b"\xe9")
+    (spool / "job-2-spool-raw.json").write_bytes(raw)
+    refused = _record("igemm/custom/refused", "s3", uri)
+    refused["params"] = {"bad name!": "1"}
+    (spool / "job-3-spool-refused.json").write_text(json.dumps(refused))
+    (spool / "job-4-spool-broken.json").write_text("{not json")
+    proc = spool_sync(["--spool", str(spool)], cwd=spool)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert sum(ln.startswith("  LOGGED ") for ln in lines) == 2, proc.stdout
+    failed = [ln for ln in lines if ln.startswith("  FAILED ")]
+    assert len(failed) == 2, proc.stdout
+    assert any("job-3-spool-refused.json" in ln and "the store refused this record" in ln for ln in failed)
+    assert any("job-4-spool-broken.json" in ln and "unreadable record" in ln for ln in failed)
+    assert "4 record(s): 2 logged" in lines[-1] and "2 because of the record itself" in lines[-1]
+    assert "reachable" not in proc.stdout
+    names = sorted(r.info.run_name for r in runs_of(uri, "ends-sync"))
+    assert names == ["igemm/custom/pid + \\udce9", "igemm/custom/pid + \\udce9"]
+
+
+def test_the_end_of_suite_check_finds_unended_runs(tmp_path_factory):
+    """The session's check (conftest.unended_runs) names a RUNNING run and a FAILED run without reason."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.faults.conftest import unended_runs
+    from tests.stores import seed_stores
+
+    db = tmp_path_factory.mktemp("unended") / "store.db"
+    seed_stores([f"tracking.uri=sqlite:///{db}"])
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.create_experiment("unended")
+    client.create_run(exp, run_name="left-running")
+    client.set_terminated(client.create_run(exp, run_name="no-reason").info.run_id, "FAILED")
+    done = client.create_run(exp, run_name="explained", tags={"status_reason": "gate failed"}).info.run_id
+    client.set_terminated(done, "FAILED")
+    assert sorted(line.split(": ", 1)[1] for line in unended_runs(db)) == ["left-running RUNNING",
+                                                                            "no-reason FAILED without a reason"]

@@ -9,6 +9,7 @@ options are not part of a job's spec (its hash), so the second run is the same s
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -103,3 +104,30 @@ def test_the_killed_sweeps_parent_run_is_closed_by_the_next_sweep(story, seeded_
     sweeps = sorted(runs_of(seeded_store.uri, EXPERIMENT, kind="sweep"), key=lambda r: r.info.start_time)
     assert [r.info.status for r in sweeps] == ["KILLED", "FINISHED"]
     assert reason(sweeps[0]).startswith("killed: launching process")
+
+
+def test_the_resumed_sweeps_report_has_every_cell_of_the_sweep(story, seeded_store):
+    """The rerun's report is the whole sweep's: the 9 cells (3 swizzles x 3 shapes, the identity
+    baseline's included), the 4 it skipped marked "from run <id>, <date>" and linked from its
+    sweep run (tags swizzlebench.reused.<run id>)."""
+    import pandas as pd
+
+    report, = [ln.split("Sweep report: ")[1].strip() for ln in story.resumed.stdout.splitlines()
+               if "Sweep report: " in ln]
+    html = seeded_store.root / report
+    table = pd.read_csv(html.parent / "table.csv", dtype=str, keep_default_na=False)
+    runs = runs_of(seeded_store.uri, EXPERIMENT)
+    finished = {r.info.run_id: r for r in runs if r.info.status == "FINISHED"}
+    assert sorted(zip(table["swizzle"], table["shape"])) == sorted(
+        (s, f"tiny-t{i}") for s in ("identity", "xcd", "grouped") for i in (1, 2, 3))
+    assert set(table["run_id"]) == set(finished)
+    skipped = {i for i, s in story.before.items() if s.status == "FINISHED"}
+    reused = table[table["reused_from"] != ""]
+    assert set(reused["run_id"]) == skipped
+    page = html.read_text()
+    for run_id, marker in zip(reused["run_id"], reused["reused_from"]):
+        assert re.fullmatch(rf"from run {run_id}, \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC", marker), marker
+        assert marker in page
+    sweep = max(runs_of(seeded_store.uri, EXPERIMENT, kind="sweep"), key=lambda r: r.info.start_time)
+    assert {k.removeprefix("swizzlebench.reused.") for k in sweep.data.tags
+            if k.startswith("swizzlebench.reused.")} == skipped

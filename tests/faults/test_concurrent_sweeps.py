@@ -1,0 +1,84 @@
+"""Concurrent sweeps are safe (issue 42, item 4): two identical sweeps started together in a
+fresh folder (the default store ``./mlflow.db``, created by whichever opens it first, under
+its lock; the default multirun folders) both end with a report, spool nothing, get a
+multirun folder each, and never run a spec twice: each spec has one FINISHED run, and a
+job the other sweep had already claimed (RUNNING, or FINISHED) is SKIPPED and reused.
+
+Once in the default run; ``python -m pytest -m slow`` repeats it 4 more times (each
+repetition is two CLI processes, about 25 s on 2 cores)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.faults import CLI_TIMEOUT_S, FAST, cli_env
+
+SWEEP = ["-m", "swizzle=identity,xcd", "shape=tiny", "shape.select=[t1]", *FAST]
+
+
+def _two_sweeps_together(folder: Path) -> list[subprocess.CompletedProcess]:
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", *SWEEP], cwd=folder, env=cli_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    done = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=CLI_TIMEOUT_S)
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
+@pytest.mark.parametrize("repetition", [0, *[pytest.param(i, marks=pytest.mark.slow) for i in range(1, 5)]])
+def test_two_sweeps_started_together_in_a_fresh_folder(tmp_path, repetition):
+    sweeps = _two_sweeps_together(tmp_path)
+    for proc in sweeps:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "[spool]" not in proc.stdout, proc.stdout[-3000:]
+        report, = [ln.split("Sweep report: ")[1].strip() for ln in proc.stdout.splitlines() if "Sweep report: " in ln]
+        assert (tmp_path / report).is_file()
+    assert not (tmp_path / "mlflow-spool").exists()
+    folders = sorted(tmp_path.glob("multirun/*/*/sweep_run.json"))
+    assert len(folders) == 2, folders
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        finished = Counter(h for h, in db.execute(
+            "select t.value from runs r join tags t on t.run_uuid = r.run_uuid "
+            "where t.key = 'spec_hash' and r.status = 'FINISHED'"))
+        sweep_ids = {i for i, in db.execute("select r.run_uuid from runs r join tags t on t.run_uuid = r.run_uuid "
+                                            "where t.key = 'swizzlebench.kind' and t.value = 'sweep'")}
+        every = db.execute("select r.name, r.status, t.value from runs r left join tags t on t.run_uuid = r.run_uuid "
+                           "and t.key = 'status_reason'").fetchall()
+        assert db.execute("select count(*) from runs where status = 'RUNNING'").fetchone() == (0,), every
+    assert len(finished) == 2 and set(finished.values()) == {1}, finished
+    assert {json.loads(f.read_text())["run_id"] for f in folders} == sweep_ids
+    lines = [ln for proc in sweeps for ln in proc.stdout.splitlines() if ln.startswith("[job ")]
+    ran = [ln for ln in lines if ln.split()[5] == "FINISHED"]   # the others: SKIPPED, reused
+    assert len(ran) == 2 and len(lines) == 4, (lines, every)
+
+
+def test_a_claim_is_live_while_its_process_lives_and_its_heartbeat_is_fresh():
+    """The rule by which a RUNNING run blocks its spec (harness.storage.claims.is_live): a
+    claim of a process that is gone, or with a heartbeat over STALE_S old, has expired."""
+    import os
+    import socket
+
+    from harness.storage.claims import HEARTBEAT_TAG, HOST_TAG, PID_TAG, STALE_S, is_live, now_ms
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    here, fresh, old = socket.gethostname(), str(now_ms()), str(now_ms() - int(STALE_S * 1000) - 1000)
+
+    def claim(host: str, pid: int, beat: str | None) -> dict[str, str]:
+        return {HOST_TAG: host, PID_TAG: str(pid), **({HEARTBEAT_TAG: beat} if beat else {})}
+
+    assert is_live(claim(here, os.getppid(), fresh), set(), "r")
+    assert not is_live(claim(here, gone.pid, fresh), set(), "r")
+    assert not is_live(claim(here, os.getppid(), old), set(), "r")
+    assert not is_live(claim(here, os.getppid(), None), set(), "r")
+    assert is_live(claim("elsewhere", 1, fresh), set(), "r")
+    assert not is_live(claim("elsewhere", 1, old), set(), "r")
+    assert is_live(claim(here, os.getpid(), fresh), {"r"}, "r")
+    assert not is_live(claim(here, os.getpid(), fresh), set(), "r")   # this process's, but not open: left over
