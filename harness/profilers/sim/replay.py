@@ -14,7 +14,9 @@ with a request more than the window, by the clocks, from the current one's first
 by a merge unit that already requested the line in its burst is merged with that request
 before the L2 (no lookup).  With ``merge_cap > 0`` the merge state counts the burst's requests
 instead: a read merges while fewer than ``merge_cap`` share the burst's lookup, and the next
-one is a lookup that opens a new burst.
+one is a lookup that opens a new burst.  Window, cap and merge unit are per operand
+(:meth:`~harness.profilers.sim.target.SimTarget.operand_merge`: TMA-loaded operands may have
+rules of their own, :class:`~harness.profilers.sim.target.BulkMerge`).
 
 The jitted functions take the NamedTuples of :mod:`~harness.profilers.sim.dispatch` and
 :mod:`~harness.profilers.sim.caches` and the :class:`Trace` below (numba takes no dataclasses);
