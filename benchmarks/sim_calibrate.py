@@ -539,7 +539,7 @@ def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]
 #: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order, and
 #: their columns in the fit grid.
 POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window",
-              "merge_cap", "dispatch_gap", "refill", "scatter_jitter", "partition_run")
+              "merge_cap", "dispatch_gap", "refill", "scatter_jitter", "partition_run", "tma_unit", "tma_cap")
 GRID_COLUMNS = {"coalesce_window": "window"}
 #: The unit a summary writes after a calibration key's value.
 UNITS = {"coalesce_window": " K-steps", "cluster_run": " SMs", "tma_window": " K-steps", "dispatch_gap": " K-steps",
@@ -559,6 +559,9 @@ AXES = {
                        "extra step jitter of a work item that reads far from its launch-order predecessor"),
     "partition_run": ("--partition-runs", int, None,
                       "first-wave SMs in a row that read through one L2 partition (0: each cluster's partition)"),
+    "tma_unit": ("--tma-units", str, MERGE_UNITS,
+                 "whose TMA (bulk) requests merge: turns on the bulk merge model (harness.profilers.sim.target.BulkMerge)"),
+    "tma_cap": ("--tma-caps", int, None, "with --tma-units any: the most TMA requests one lookup serves (0: no cap)"),
 }
 
 
@@ -949,6 +952,16 @@ def with_layout(target: dict, layout: Path) -> dict:
             "sm_dispatch": {int(k): v for k, v in place["dispatch"].items()}}
 
 
+def select_cells(cells: pd.DataFrame, kernels: list[str] | None, config_match: str | None) -> pd.DataFrame:
+    """``cells`` of ``kernels`` (None: all) whose config label matches ``config_match`` (None: any)."""
+    keep = pd.Series(True, index=cells.index)
+    if kernels:
+        keep &= cells["kernel"].isin(kernels)
+    if config_match:
+        keep &= cells["config"].str.contains(config_match, regex=True)
+    return cells[keep].reset_index(drop=True)
+
+
 def take_deltas(cells: pd.DataFrame, how: str, where: str = "the store") -> pd.DataFrame:
     """``cells`` with their deltas taken as ``how`` says (``--delta``)."""
     if how == "pooled":
@@ -975,6 +988,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--check", nargs="+", metavar="CELLS_CSV", default=None,
                     help="with --pool: how many held-out cells of these cells.csv files lie within the pooled bands")
     ap.add_argument("--shapes", nargs="+", default=None, help="score only the cells of these shape names")
+    ap.add_argument("--kernels", nargs="+", default=None, help="score only the cells of these kernels")
+    ap.add_argument("--config-match", default=None, metavar="REGEX",
+                    help="score only the cells whose config label matches this regular expression "
+                         "(e.g. 'TMA=1' for the kernels' TMA-loaded configs)")
     ap.add_argument("--device-label", default=None, help="GPU name when the runs carry no tags.device")
     ap.add_argument("--fractions", type=float, nargs="+", default=None,
                     help=f"l2_capacity_fraction values to fit (default: {list(FRACTIONS)}; with --validate "
@@ -1062,6 +1079,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--shapes {' '.join(unknown)}: no such shape in {' '.join(args.uri)} "
                              f"(it has {', '.join(sorted(cells['shape'].unique()))})")
         cells = cells[cells["shape"].isin(args.shapes)].reset_index(drop=True)
+    cells = select_cells(cells, args.kernels, args.config_match)
     cells = take_deltas(cells, args.delta)
     if cells.empty:
         raise SystemExit(f"no finished ncu job runs in {args.uri}")

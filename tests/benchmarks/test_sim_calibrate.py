@@ -178,10 +178,25 @@ def test_points_set_their_keys_over_the_targets_own_record():
     assert out["sim_calibration"] == {"coalesce_window": 0.25, "cluster_run": 17, "merge_unit": "partition"}
     assert cal.point_record((1.0, None, 2)) == {"cluster_run": 2}
     assert cal.unpack(0.75) == (0.75,) + (None,) * len(cal.POINT_KEYS)
-    # partition_run, the last key: a point that sets it writes it into the record the simulator reads
-    point = (1.0,) + (None,) * (len(cal.POINT_KEYS) - 1) + (8,)
+    # partition_run: a point that sets it writes it into the record the simulator reads
+    point = (1.0,) + (None,) * cal.POINT_KEYS.index("partition_run") + (8,)
     assert cal.point_record(point) == {"partition_run": 8}
     assert cal.scaled_target(target, point)["sim_calibration"]["partition_run"] == 8
+    # the TMA merge model's keys, the last ones: tma_unit turns it on (SimTarget.bulk_merge)
+    assert cal.POINT_KEYS[-2:] == ("tma_unit", "tma_cap")
+    point = (1.0,) + (None,) * (len(cal.POINT_KEYS) - 2) + ("any", 4)
+    assert cal.point_record(point) == {"tma_unit": "any", "tma_cap": 4}
+    assert cal.scaled_target(target, point)["sim_calibration"] == {"coalesce_window": 0.18, "cluster_run": 17,
+                                                                   "tma_unit": "any", "tma_cap": 4}
+
+
+def test_select_cells_keeps_the_kernels_and_configs_asked_for():
+    cells = pd.DataFrame({"kernel": ["igemm", "igemm_fast", "igemm_fast"],
+                          "config": ["BLOCK_M=64/w4/s3", "TMA=1,TMA_STORE=0/w4/s3", "TMA=0,TMA_STORE=0/w4/s3"]})
+    assert cal.select_cells(cells, None, None).equals(cells)
+    assert cal.select_cells(cells, ["igemm_fast"], None)["config"].str[:5].tolist() == ["TMA=1", "TMA=0"]
+    assert cal.select_cells(cells, ["igemm_fast"], "TMA=1")["config"].tolist() == ["TMA=1,TMA_STORE=0/w4/s3"]
+    assert cal.select_cells(cells, None, "TMA=1").shape[0] == 1
 
 
 def test_pool_reports_the_held_out_cells_of_several_tables(cells, tmp_path, capsys):

@@ -345,6 +345,41 @@ def test_merge_cap_lets_one_lookup_serve_a_few_requests_from_any_sm():
     assert SimTarget.from_target(record).merge_cap == 4
 
 
+def test_bulk_merge_gives_tma_loads_a_merge_unit_and_cap_of_their_own():
+    # Nine programs at once on 9 CUs, each its own cluster, all reading line 7 in the same round,
+    # then their own line.  Ordinary loads merge per cluster (none here: 8 hits); with a bulk
+    # merge of unit any and cap 4 a TMA-loaded operand merges as merge_cap 4 does above
+    # (2 hits, 6 merged), and an operand not marked bulk is unchanged.
+    from dataclasses import replace
+
+    from harness.profilers.sim.target import BulkMerge
+
+    model = synthetic([[[7], [10 + t]] for t in range(9)])
+    nine = replace(machine(slots=9), cus_per_xcd=9, clusters=9, coalesce_window=0.5, step_jitter=0.0,
+                   bulk_merge=BulkMerge(0.5, "any", 4))
+    plain = simulate_l2(model, np.arange(9), nine)
+    assert (plain.read_hits, plain.read_misses, plain.merged_reads) == (8, 10, 0)
+    bulk = simulate_l2(replace(model, operand_bulk=(True,)), np.arange(9), nine)
+    assert (bulk.read_hits, bulk.read_misses, bulk.merged_reads) == (2, 10, 6)
+    narrow = simulate_l2(replace(model, operand_bulk=(True,)), np.arange(9),
+                         replace(nine, bulk_merge=BulkMerge(0.0, "any", 4)))   # window 0: no merging
+    assert (narrow.read_hits, narrow.merged_reads) == (8, 0)
+    merge = nine.operand_merge((True, False), 2, 9)
+    assert merge.window.tolist() == [0.5, 0.5] and merge.cap.tolist() == [4, 0]
+    assert not merge.unit[0].any() and merge.unit[1][:9].tolist() == list(range(9))   # any; a cluster per CU
+    record = {**H100, "sim_calibration": {"coalesce_window": 0.2, "tma_unit": "any", "tma_cap": 4}}
+    assert SimTarget.from_target(record).bulk_merge == BulkMerge(0.2, "any", 4)
+    record["sim_calibration"]["tma_window"] = 0.35
+    assert SimTarget.from_target(record).bulk_merge == BulkMerge(0.35, "any", 4)
+    assert SimTarget.from_target({**H100, "sim_calibration": {"tma_window": 0.4}}).bulk_merge is None
+    with pytest.raises(ValueError, match="cap=4 needs unit='any'"):
+        BulkMerge(0.5, "cluster", 4)
+    with pytest.raises(ValueError, match="unit='gpc' is invalid"):
+        BulkMerge(0.5, "gpc")
+    with pytest.raises(ValueError, match="window=-1 must be >= 0"):
+        BulkMerge(-1)
+
+
 def test_bulk_loads_merge_in_their_own_window():
     # As above: two programs at once, both reading line 7 at step 0.  With the coalescer off for
     # ordinary loads (window 0) but a window for operands loaded by TMA, the second read of 7

@@ -48,7 +48,6 @@ class Layout(NamedTuple):
     slots: int                      # resident programs per XCD
     domain_of_xcd: np.ndarray       # (num_xcds,) int64: the L2 domain each XCD looks up
     partition_of_slot: np.ndarray   # (slots,) int64: the L2 partition each slot reads through
-    merge_of_slot: np.ndarray       # (slots,) int64: the slot's merge unit (its bit in the merge state)
 
 
 class Clocks(NamedTuple):
@@ -57,7 +56,8 @@ class Clocks(NamedTuple):
     item_jitter: np.ndarray   # (num_tiles,) float64: step jitter of each launch-order item, K-steps
     dispatch_gap: float       # the first wave's programs start this far apart, K-steps
     op_window: np.ndarray     # (operands,) float64: each operand's merge window, ticks (0: no merging)
-    merge_cap: int            # requests one lookup serves (0: no cap; merge by unit)
+    op_cap: np.ndarray        # (operands,) int64: requests one lookup serves (0: no cap; merge by unit)
+    op_unit: np.ndarray       # (operands, slots) int64: each slot's merge unit per operand (its bit in the merge state)
     refill_by_clock: bool     # freed slots take the next programs in the order their clocks finished
 
 
@@ -88,18 +88,20 @@ def work_of(launch: LaunchModel, table: np.ndarray, num_programs: int) -> Work:
 def layout_of(target: SimTarget, num_programs: int) -> Layout:
     """The slots of ``target`` for a launch of ``num_programs``."""
     return Layout(target.num_xcds, target.slots_per_xcd, target.domain_of_xcd(),
-                  target.partition_of_slot(num_programs), target.merge_of_slot(num_programs))
+                  target.partition_of_slot(num_programs))
 
 
-def clocks_of(target: SimTarget, table: np.ndarray, tile_rows: np.ndarray, operand_bulk: tuple[bool, ...]) -> Clocks:
-    """The clocks of a launch of ``table`` whose tiles read the blocks ``tile_rows``
-    (:class:`kernels.access.AccessModel`); ``operand_bulk``: which operands a tensor
-    descriptor loads (their own merge window)."""
+def clocks_of(target: SimTarget, table: np.ndarray, tile_rows: np.ndarray, operand_bulk: tuple[bool, ...],
+              num_programs: int | None = None) -> Clocks:
+    """The clocks of a launch of ``table`` (``num_programs`` programs; None: a full first wave)
+    whose tiles read the blocks ``tile_rows`` (:class:`kernels.access.AccessModel`);
+    ``operand_bulk``: which operands a tensor descriptor loads (their own merge rules,
+    :meth:`SimTarget.operand_merge`)."""
     item_jitter = np.full(len(table), target.step_jitter)   # each work item's step jitter, K-steps
     if target.scatter_jitter:
         item_jitter += target.scatter_jitter * scattered_items(table, tile_rows)
-    op_window = target.operand_windows(operand_bulk, tile_rows.shape[1]) * CLOCK_TICKS
-    return Clocks(item_jitter, float(target.dispatch_gap), op_window, int(target.merge_cap),
+    merge = target.operand_merge(operand_bulk, tile_rows.shape[1], num_programs)
+    return Clocks(item_jitter, float(target.dispatch_gap), merge.window * CLOCK_TICKS, merge.cap, merge.unit,
                   target.refill == "clock")
 
 

@@ -14,7 +14,9 @@ with a request more than the window, by the clocks, from the current one's first
 by a merge unit that already requested the line in its burst is merged with that request
 before the L2 (no lookup).  With ``merge_cap > 0`` the merge state counts the burst's requests
 instead: a read merges while fewer than ``merge_cap`` share the burst's lookup, and the next
-one is a lookup that opens a new burst.
+one is a lookup that opens a new burst.  Window, cap and merge unit are per operand
+(:meth:`~harness.profilers.sim.target.SimTarget.operand_merge`: TMA-loaded operands may have
+rules of their own, :class:`~harness.profilers.sim.target.BulkMerge`).
 
 The jitted functions take the NamedTuples of :mod:`~harness.profilers.sim.dispatch` and
 :mod:`~harness.profilers.sim.caches` and the :class:`Trace` below (numba takes no dataclasses);
@@ -97,7 +99,7 @@ def _round(work, trace, machine, state, slots):
     tile_rows, offsets, lines, line_sets, split_heads = trace.loads
     tags, last, counts, op_window = state.l2_tags, state.last, state.counts, clocks.op_window
     pids, steps, stops, tiles, clock = slots.pid, slots.step, slots.stop, slots.tile, slots.t
-    ways, merge_cap, num_steps = l2.ways, clocks.merge_cap, work.num_steps
+    ways, op_cap, op_unit, num_steps = l2.ways, clocks.op_cap, clocks.op_unit, work.num_steps
     works, item_jitter, num_tiles = slots.work, clocks.item_jitter, len(work.table)
     idle = 0
     for x in range(layout.num_xcds):
@@ -115,13 +117,13 @@ def _round(work, trace, machine, state, slots):
                 misses = 0
                 merged = 0
                 tq = np.int64(clock[x, sl] * CLOCK_TICKS)          # the clock in ticks, as the merge state keeps it
-                bit = np.int32(1) << layout.merge_of_slot[sl]      # the reader's merge unit, likewise
                 for o in range(tile_rows.shape[1]):
                     seg = tile_rows[tile, o] * num_steps + step
-                    wq = op_window[o]
+                    wq, cap = op_window[o], op_cap[o]
+                    bit = np.int32(1) << op_unit[o, sl]            # the reader's merge unit, likewise
                     for i in range(offsets[seg], offsets[seg + 1]):
                         line = lines[i]
-                        near = wq > 0 and _merged(line, tq, wq, bit, merge_cap, last)
+                        near = wq > 0 and _merged(line, tq, wq, bit, cap, last)
                         if lru_access(tags, (l2_base + line_sets[i]) * ways, ways, line):
                             if near:
                                 merged += 1
@@ -212,7 +214,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     caches = caches if caches is not None else CacheState.cold(target, dtype)
     loads = launch.loads
     num_programs = launch.schedule.num_programs(target.num_xcds * target.cus_per_xcd)
-    clocks = clocks_of(target, table, loads.tile_rows, loads.operand_bulk)
+    clocks = clocks_of(target, table, loads.tile_rows, loads.operand_bulk, num_programs)
     # The merge state: one entry per line when some operand merges, else a single unused one.
     state = state_of(caches, target.num_xcds, launch.max_line + 1 if clocks.op_window.max(initial=0.0) > 0 else 1)
     machine = Machine(layout_of(target, num_programs), l2_of(target), clocks)
