@@ -1,8 +1,12 @@
-"""Refusals before any run (issue 42, item 5): an empty shape list, ``shape.select=[]``, a
-malformed preset file, a padding the CPU check cannot fit: each is one line ``error: ...``
-on stderr, exit status 2, within the bounds below (CPU time, wall time, the child's maximum
-RSS), and no job run is logged.  A formula file over the size limit read from ``/proc`` (its
-size reads 0) is a FAILED run saying so, as every formula error is."""
+"""Refusals before any run (issue 42, item 5; issue 40, item 3): an empty shape list,
+``shape.select=[]``, a malformed preset file, a padding the CPU check cannot fit, a misspelled
+option of a config group (``swizzle=xdc``, ``shape=resnte``), a ``shape.select`` naming no
+layer of the preset, a value of the wrong type (``launch.num_warps=four``): each is one line
+``error: ...`` on stderr (the closest valid name where one is close, the valid values where
+the schema knows them), exit status 2, within the bounds below (CPU time, wall time, the
+child's maximum RSS), and nothing is logged: a multirun is refused before its sweep's run is
+created.  A formula file over the size limit read from ``/proc`` (its size reads 0) is a
+FAILED run saying so, as every formula error is."""
 from __future__ import annotations
 
 import os
@@ -31,6 +35,15 @@ CASES = {
     "huge_padding": (["shape=tiny", "shape.shapes=[{name:pad,N:1,C:4,H:5,W:5,F:4,R:3,S:3,padding:20000}]"],
                      "shape 'pad': padding=20000 cannot be checked on the CPU: its down-scaled instance keeps "
                      "the padding and has a 39999 x 39999 output"),
+    "misspelled_swizzle": (["shape=tiny", "swizzle=xdc"], "swizzle=xdc: no swizzle option 'xdc'; did you mean xcd? "
+                                                          "valid: colmajor, custom, grouped,"),
+    "misspelled_preset": (["shape=resnte"], "shape=resnte: no shape option 'resnte'; did you mean resnet? "
+                                            "valid: calibrate, holdout, resnet,"),
+    "unknown_layer": (["shape=resnet", "shape.select=[l99]"],
+                      "shape.select names ['l99'] not in preset 'resnet'; did you mean l19? valid: l01, l02,"),
+    "num_warps_not_a_number": (["shape=tiny", "launch.num_warps=four"],
+                               "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
+                               "converted to Integer; valid: 1, 2, 4, 8, 16 (amd), up to 32 (nvidia)"),
 }
 
 
@@ -80,12 +93,13 @@ def _refused(args: list[str], cwd: Path) -> Refusal:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_refused_in_one_line_quickly(seeded_store, case):
+    """As a multirun (``-m``): refused before the sweep's run is created."""
     overrides, words = CASES[case]
     experiment = f"refuse-{case}"
-    refusal = _refused([*overrides, *FAST, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
-                        f"hydra.run.dir={seeded_store.root}/{experiment}"], seeded_store.root)
+    refusal = _refused(["-m", *overrides, *FAST, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
+                        f"hydra.sweep.dir={seeded_store.root}/{experiment}"], seeded_store.root)
     assert words in refusal.line, refusal.line
-    assert runs_of(seeded_store.uri, experiment) == []
+    assert runs_of(seeded_store.uri, experiment, kind=None) == []
 
 
 def test_malformed_preset_file_is_refused_in_one_line(seeded_store, tmp_path):
