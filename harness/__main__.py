@@ -31,10 +31,10 @@ register()   # the config's schema, Hydra's base_config (also stored when conf/ 
 def main(cfg: DictConfig) -> list:
     """The task: the job's results (one JobResult per shape run, none for a shape skipped by
     resume), which Hydra hands to the sweeper as ``JobReturn.return_value``."""
-    from harness.hardware.device import GPU
-    from harness.job.shapes import refuse_unrunnable
+    from harness.hardware.device import describe_device
+    from harness.preflight import check_job, task_overrides
 
-    refuse_unrunnable(cfg.shape, on_cpu=MODE != GPU)   # before the pipeline's imports: fast and small (issue 42)
+    check_job(cfg, describe_device(MODE), task_overrides())   # before the pipeline's imports: fast and small
     from harness.app import run_hydra_job
 
     return run_hydra_job(cfg, MODE)

@@ -21,7 +21,7 @@ from harness.callbacks import sweep_run_id
 from harness.hardware.device import GPU, DeviceInfo, describe_device
 from harness.run.isolation import InProcessRunner, IsolatedRunner
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
-from harness.preflight import check_job
+from harness.preflight import check_job, task_overrides
 from harness.run.steps import JobOptions
 from harness.run.l2 import compared, profile_and_finish
 from harness.run.progress import progress_line
@@ -41,8 +41,7 @@ log = logging.getLogger("swizzlebench")
 def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     """Run every shape of the job's preset and log each to MLflow; returns the results."""
     device = describe_device(mode)
-    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    job, entries, options = check_job(cfg, device, overrides)   # user errors first: nothing logged if refused
+    job, entries, options = check_job(cfg, device, task_overrides())   # user errors first: nothing logged if refused
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     profiler = (None if options.compile.only else   # compile.only runs nothing, so profiles nothing
                 make_profiler(job.profiler, device, job.target.as_dict()))  # fails fast when the tool is missing

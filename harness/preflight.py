@@ -49,6 +49,13 @@ def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> 
     return job, entries, job_options(job)
 
 
+def task_overrides() -> list[str]:
+    """The running job's overrides (Hydra's ``overrides.task``); none outside a Hydra job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
 def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
     """Replace ``target: auto`` by the preset matching the device (in place, so that
     interpolations such as ``swizzle.num_xcds`` follow it)."""

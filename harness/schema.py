@@ -29,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.errors import VALID_METADATA, UserError, unknown_key, valid_names
 from harness.job.faults import FaultPlan
+from harness.measure.layouts import INPUT_LAYOUTS
 
 if TYPE_CHECKING:   # built by the nodes, imported when built (they import torch)
     from harness.compile.client import CompileOptions
@@ -262,8 +263,6 @@ class Config:
     compare: CompareConfig = field(default_factory=CompareConfig)
 
     def __post_init__(self) -> None:
-        from harness.measure.correctness import INPUT_LAYOUTS
-
         if self.input_layout not in INPUT_LAYOUTS:
             raise UserError(f"input_layout={self.input_layout!r} is invalid; {valid_names([self.input_layout], INPUT_LAYOUTS)}")
 
