@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
@@ -43,6 +44,8 @@ FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 VERBOSE_FLAGS = ("-v", "--verbose")
 #: A dataclass field's metadata key holding what values it takes (text, or a callable giving it).
 VALID_METADATA = "valid"
+#: Least similarity (difflib's ratio) of a name suggested for a misspelled one.
+SIMILAR = 0.6
 
 
 class UserError(ValueError):
@@ -64,10 +67,20 @@ def take_verbose_flag(argv: list[str]) -> None:
 
 
 def did_you_mean(name: object, valid: Iterable[str]) -> str:
-    """``did you mean X? `` naming the valid name closest to ``name`` (difflib), or ``""``
-    when none is close."""
-    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
-    return f"did you mean {close[0]}? " if close else ""
+    """``did you mean X? `` naming the valid name closest to ``name``, or ``""`` when none is
+    close: one equal to it but for case and leading zeros (``l3``: ``l03``), else the most
+    similar by difflib's ratio (at least 0.6; the first listed wins a tie)."""
+    name, valid = str(name), [str(v) for v in valid]
+    same = [v for v in valid if _loose(v) == _loose(name)]
+    scored = [(difflib.SequenceMatcher(None, name, v).ratio(), v) for v in valid]
+    best = max(scored, key=lambda pair: pair[0], default=(0.0, ""))
+    close = same[0] if same else best[1] if best[0] >= SIMILAR else None
+    return f"did you mean {close}? " if close else ""
+
+
+def _loose(name: str) -> str:
+    """``name`` in lower case with each number's leading zeros dropped."""
+    return re.sub(r"\d+", lambda number: str(int(number.group())), name.casefold())
 
 
 def valid_names(names: Iterable[object], valid: Iterable[str]) -> str:

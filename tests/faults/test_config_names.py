@@ -7,7 +7,7 @@ import importlib.resources
 
 import pytest
 
-from harness.errors import USER_ERROR_EXIT
+from harness.errors import USER_ERROR_EXIT, did_you_mean
 from tests.faults import FAST, harness, runs_of
 
 GROUPS = ["kernel", "swizzle", "shape", "target", "profiler"]
@@ -50,3 +50,14 @@ def test_misspelled_swept_name_is_refused_before_the_sweep_starts(seeded_store):
     """A bad option among swept values (composed per job) is refused before the sweep's run."""
     line = _refused(seeded_store, "swizzle=identity,xdc", "misspelled-swept")
     assert line.startswith("error: swizzle=xdc: no swizzle option 'xdc'; did you mean xcd?"), line
+
+
+@pytest.mark.parametrize("name, valid, suggested", [
+    ("l3", ["l01", "l02", "l03", "l13", "l23"], "l03"),       # leading zeros and case do not count
+    ("XCD", ["identity", "xcd", "xcd_grouped"], "xcd"),
+    ("l99", ["l01", "l09", "l19"], "l09"),                     # a tie: the first listed
+    ("hilbrt", ["grouped", "hilbert", "morton"], "hilbert"),
+    ("nope", ["grouped", "hilbert"], None),                    # nothing close: no suggestion
+])
+def test_the_closest_name_is_suggested(name, valid, suggested):
+    assert did_you_mean(name, valid) == (f"did you mean {suggested}? " if suggested else "")

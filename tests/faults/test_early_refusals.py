@@ -40,7 +40,7 @@ CASES = {
     "misspelled_preset": (["shape=resnte"], "shape=resnte: no shape option 'resnte'; did you mean resnet? "
                                             "valid: calibrate, holdout, resnet,"),
     "unknown_layer": (["shape=resnet", "shape.select=[l99]"],
-                      "shape.select names ['l99'] not in preset 'resnet'; did you mean l19? valid: l01, l02,"),
+                      "shape.select names ['l99'] not in preset 'resnet'; did you mean l09? valid: l01, l02,"),
     "num_warps_not_a_number": (["shape=tiny", "launch.num_warps=four"],
                                "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
                                "converted to Integer; valid: 1, 2, 4, 8, 16 (amd), up to 32 (nvidia)"),
