@@ -44,6 +44,7 @@ def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> 
     given_config_wins(cfg, overrides)
     refuse_unrunnable(cfg.shape, on_cpu=device.mode != GPU)   # before the typed config, which imports torch
     job = typed_config(cfg)
+    check_baseline(job)
     entries = expand_preset(vars(job.shape))
     check_launch_config(job, entries)
     return job, entries, job_options(job)
@@ -86,6 +87,18 @@ def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> None:
     if given:
         log.info("tune=table: %s given, so the configured launch config runs (tune=none)", ", ".join(given))
         cfg.tune.name = NONE
+
+
+def check_baseline(job: Config) -> None:
+    """Refuse a ``compare.baseline`` that is neither a built-in swizzle nor a valid formula: the
+    closest name, or the formula's first error line (its caret excerpt under ``-v``, in the
+    chained error); every shape's comparison would fail alike.  Raises UserError."""
+    from harness.job.spec_config import baseline_choice
+
+    try:
+        baseline_choice(job.compare.baseline)
+    except ValueError as exc:
+        raise UserError(str(exc).splitlines()[0]) from exc
 
 
 def check_launch_config(job: Config, entries: list) -> None:
@@ -144,11 +157,12 @@ def refuse_before_sweep(config: DictConfig) -> None:
     device = describe_device(select_execution_mode())
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
-        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+        swept = any(override.is_sweep_override() for override in parsed)
+        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch] if swept else []
     except HydraException:   # a sweeper of its own syntax: its base config alone
         jobs = []
     try:
-        if not jobs:
+        if not jobs:   # nothing swept: every job's config is this one (composing it again costs ~0.3 s)
             check_job(_task_config(config), device, overrides)
         loader = GlobalHydra.instance().config_loader() if jobs else None
         for job_overrides in jobs:

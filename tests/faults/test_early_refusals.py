@@ -41,6 +41,10 @@ CASES = {
                                             "valid: calibrate, holdout, resnet,"),
     "unknown_layer": (["shape=resnet", "shape.select=[l99]"],
                       "shape.select names ['l99'] not in preset 'resnet'; did you mean l09? valid: l01, l02,"),
+    "baseline_misspelled": (["shape=tiny", "compare.baseline=xdc"],
+                            "compare.baseline='xdc' is neither a built-in swizzle (did you mean xcd? colmajor,"),
+    "baseline_bad_formula": (["shape=tiny", "compare.baseline=pid +"],
+                             "compare.baseline='pid +' is neither a built-in swizzle (colmajor, "),
     "num_warps_not_a_number": (["shape=tiny", "launch.num_warps=four"],
                                "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
                                "converted to Integer; valid: 1, 2, 4, 8, 16 (amd), up to 32 (nvidia)"),
@@ -122,3 +126,21 @@ def test_formula_file_over_the_limit_is_refused_whatever_the_file(seeded_store, 
     assert run.info.status == "FAILED" and run.data.tags["failed_gate"] == "swizzle"
     assert reason(run) == ("invalid swizzle: swizzle formula: formula file '/proc/self/maps' is too large "
                            "(the limit is 4000 characters)")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_formula_error_is_one_line_and_its_caret_under_v(seeded_store, tmp_path, verbose):
+    """A formula's error on its job's line: the first line of the reason; with ``-v`` the line
+    of the formula with a caret under the offending token too."""
+    experiment = f"formula-line-{verbose}"
+    proc = harness([*(["-v"] if verbose else []), "shape=tiny", "shape.select=[t1]", "swizzle=custom",
+                    "swizzle.expr=pid.__class__", *FAST, f"tracking.uri={seeded_store.uri}",
+                    f"experiment={experiment}", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    job_line, = [line for line in proc.stdout.splitlines() if line.startswith("[job ")]
+    assert job_line.endswith("FAILED   invalid swizzle: swizzle formula: line 1, column 4: attribute access "
+                             "`.` is not allowed"), job_line
+    carets = [line for line in proc.stdout.splitlines() if line.strip() == "^"]
+    assert carets == (["       ^"] if verbose else []), proc.stdout[-2000:]
+    run, = runs_of(seeded_store.uri, experiment)
+    assert "\n    pid.__class__\n       ^" in reason(run)   # the stored reason keeps the excerpt
