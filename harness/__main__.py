@@ -1,7 +1,12 @@
 """``python -m harness``: the Hydra entry point.
 
     python -m harness -m swizzle=xcd,grouped shape=resnet
+
+``-v`` (``--verbose``) asks for full error reports: Hydra's traceback, a formula error's
+caret excerpt (harness.errors.take_verbose_flag).
 """
+import sys
+
 from harness.hardware.device import select_execution_mode
 
 # Decide GPU vs interpreter before anything imports triton (see harness.hardware.device).
@@ -13,7 +18,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 import hydra_plugins.swizzlebench_search as search_plugin  # noqa: E402
 from harness.callbacks import end_refused_sweep  # noqa: E402
-from harness.errors import one_line_compose_errors  # noqa: E402
+from harness.errors import one_line_compose_errors, take_verbose_flag  # noqa: E402
 from harness.schema import register  # noqa: E402
 
 # Hydra finds plugins by walking the hydra_plugins namespace package, which an editable
@@ -26,15 +31,16 @@ register()   # the config's schema, Hydra's base_config (also stored when conf/ 
 def main(cfg: DictConfig) -> list:
     """The task: the job's results (one JobResult per shape run, none for a shape skipped by
     resume), which Hydra hands to the sweeper as ``JobReturn.return_value``."""
-    from harness.hardware.device import GPU
-    from harness.job.shapes import refuse_unrunnable
+    from harness.hardware.device import describe_device
+    from harness.preflight import check_job, task_overrides
 
-    refuse_unrunnable(cfg.shape, on_cpu=MODE != GPU)   # before the pipeline's imports: fast and small (issue 42)
+    check_job(cfg, describe_device(MODE), task_overrides())   # before the pipeline's imports: fast and small
     from harness.app import run_hydra_job
 
     return run_hydra_job(cfg, MODE)
 
 
 if __name__ == "__main__":
+    take_verbose_flag(sys.argv)
     with one_line_compose_errors(on_refused=end_refused_sweep):   # refused by the schema: one line, exit 2
         main()

@@ -2,13 +2,12 @@
 the chosen preset, each shape a tracked MLflow run.
 
 :func:`run_hydra_job` reads top to bottom as the job's steps: the device and the target ->
-the typed config (harness.schema: the one place the composed ``cfg`` is read) -> the shapes
-and the launch checks -> the job's options -> profiler, store and runner -> each shape: spec,
+the typed config, its shapes and the job's options, checked (harness.preflight; harness.schema
+is the one place the composed ``cfg`` is read) -> profiler, store and runner -> each shape: spec,
 resume, run, log -> the verified shapes profiled and logged.  Every later step gets typed
 objects (harness.schema.Config and its nodes), never ``cfg``."""
 from __future__ import annotations
 
-import importlib.resources
 import logging
 import os
 import tempfile
@@ -16,25 +15,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from harness.callbacks import sweep_run_id
-from harness.errors import UserError
-from harness.hardware.device import GPU, DeviceInfo, describe_device, target_name_for
+from harness.hardware.device import GPU, DeviceInfo, describe_device
 from harness.run.isolation import InProcessRunner, IsolatedRunner
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
+from harness.preflight import check_job, task_overrides
 from harness.run.steps import JobOptions
-from harness.job.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.run.l2 import compared, profile_and_finish
 from harness.run.progress import NAME_WIDTH, progress_line
 from harness.job.result import FINISHED, JobResult
-from harness.measure.roofline import Roofline
-from harness.job.shapes import expand_preset
 from harness.job.spec import JobSpec
 from harness.job.spec_config import build_spec
-from harness.tune.search import FASTEST, NONE, TABLE
+from harness.tune.search import FASTEST
 from harness.profilers import Profiler, make_profiler
-from harness.schema import Config, IsolationConfig, ProfilerConfig, TargetConfig, typed_config
+from harness.schema import Config, IsolationConfig, ProfilerConfig
 from harness.storage.provenance import git_commit, library_versions
 from harness.storage.spool import spool_dir_for
 from harness.storage.tracking import Reuse, Tracker, resolve_tracking_uri
@@ -45,13 +41,8 @@ log = logging.getLogger("swizzlebench")
 def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     """Run every shape of the job's preset and log each to MLflow; returns the results."""
     device = describe_device(mode)
-    resolve_target(cfg, device)
-    given_config_wins(cfg)
-    job = typed_config(cfg)   # user errors first: nothing is logged for a command that is refused
+    job, entries, options = check_job(cfg, device, task_overrides())   # user errors first: nothing logged if refused
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-    entries = expand_preset(vars(job.shape))
-    check_launch_config(job, entries)
-    options = job_options(job)
     profiler = (None if options.compile.only else   # compile.only runs nothing, so profiles nothing
                 make_profiler(job.profiler, device, job.target.as_dict()))  # fails fast when the tool is missing
     tracker = Tracker(resolve_tracking_uri(job.tracking.uri), job.experiment,
@@ -78,80 +69,6 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
         workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
         profile_and_finish(profiler, job.profiler, job.target, pending, tracker, job.compare.min_l2_delta, workdir)
     return results
-
-
-def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
-    """Replace ``target: auto`` by the preset matching the device (in place, so that
-    interpolations such as ``swizzle.num_xcds`` follow it)."""
-    if cfg.target.name != "auto":
-        return
-    name = target_name_for(device)
-    if name is not None:
-        path = importlib.resources.files("swizzlebench_conf") / "target" / f"{name}.yaml"
-        target = OmegaConf.load(str(path))
-    else:  # a GPU with no shipped preset: describe it from what the driver reports
-        target = OmegaConf.create({
-            "name": device.name.lower().replace(" ", "_"), "vendor": device.vendor, "arch": device.arch,
-            "num_xcds": 1, "compute_units": device.num_sms, "l2_bytes": device.l2_bytes,
-            "l2_ways": None, "l2_line_bytes": 128, "l2_domains": 1, "mall_bytes": 0})
-    with open_dict(cfg):
-        cfg.target = OmegaConf.merge(OmegaConf.structured(TargetConfig), target)
-    log.info("target=auto resolved to %s for device %r", target.name, device.name)
-
-
-#: Overrides that give a launch config: with any of them, ``tune=table`` gives way to it.
-LAUNCH_OVERRIDES = ("kernel.tiles.", "kernel.tiles=", "launch.")
-
-
-def given_config_wins(cfg: DictConfig) -> None:
-    """``tune=table`` (the default) launches each layer's committed config; a launch config
-    given on the command line (``kernel.tiles.*``, ``launch.*``) is what the user asked to
-    measure, so with one the job runs it as configured (``tune=none``, logged as such)."""
-    if cfg.tune.name != TABLE or not HydraConfig.initialized():
-        return
-    given = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").startswith(LAUNCH_OVERRIDES)]
-    if given:
-        log.info("tune=table: %s given, so the configured launch config runs (tune=none)", ", ".join(given))
-        cfg.tune.name = NONE
-
-
-def check_launch_config(job: Config, entries: list) -> None:
-    """Refuse, before any job runs, a kernel name, ``launch.num_warps`` or tile size that the
-    (resolved) target cannot run, also on the CPU (harness.job.launch_limits); raises UserError."""
-    from kernels import get_kernel
-
-    kernel_cfg, target = job.kernel, job.target
-    if kernel_cfg.get("_target_") is not None:   # the user's own kernel (harness.job.user_code)
-        from harness.job.user_code import load_kernel
-
-        try:
-            kernel = load_kernel(str(kernel_cfg["_target_"]).strip(), str(kernel_cfg["name"]))
-        except (ValueError, ImportError):
-            return   # each job fails with the import's reason, and the sweep goes on
-    else:
-        try:
-            kernel = get_kernel(str(kernel_cfg["name"]))
-        except ValueError as exc:
-            raise UserError(f"kernel.name: {exc}") from None
-    limits = limits_for(target.vendor, target.name)
-    check_num_warps(job.launch.num_warps, limits, target.name)
-    dtypes = {entry.shape.dtype for entry in entries if entry.shape is not None}
-    tiles = check_tiles(kernel, dict(kernel_cfg["tiles"]), limits, target.name, dtypes)
-    if target.arch is not None:   # e.g. TMA=1 on an AMD target: no job could compile
-        try:
-            kernel.check_target(None, tiles, limits.vendor, target.arch)
-        except ValueError as exc:
-            raise UserError(f"kernel.tiles: {exc} (target {target.name})") from None
-    check_tiles(kernel, dict(kernel_cfg["interpret_tiles"]), None, target.name, key="kernel.interpret_tiles")
-
-
-def job_options(job: Config) -> JobOptions:
-    """The pipeline's knobs, each built by its typed config node; UserError for a bad value."""
-    job.compare.configs_mode(job.tune.name)   # best vs best needs tune mode and a baseline: refuse early
-    return JobOptions(interpret_tiles={str(k): int(v) for k, v in job.kernel["interpret_tiles"].items()},
-                      paired=job.compare.paired(), min_effect=job.compare.min_effect, fault=job.fault,
-                      tune=job.tune.options(), compile=job.compile.options(job.target),
-                      roofline=Roofline.of_target(job.target.as_dict()))
 
 
 def profiler_key(profiler: Profiler | None, settings: ProfilerConfig) -> str:

@@ -141,6 +141,9 @@ def end_refused_sweep(reason: str) -> None:
 
 class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        from harness.preflight import refuse_before_sweep
+
+        refuse_before_sweep(config)   # a refused command logs no run: one line, exit 2, before the sweep's run
         tracking = _tracking()
         require_isolation(parse_devices(config.get("devices")), str(config.isolation.mode))
         uri = tracking.resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))

@@ -16,19 +16,23 @@ submitit) keep Hydra's report.
 
 A value of the wrong type or an unknown key is refused earlier, while Hydra composes the
 config onto its schema (harness.schema), outside any job: :func:`one_line_compose_errors`
-prints those as the same one line with the same exit status.  Hydra's own composition errors
-(an unknown group option) keep Hydra's message, which lists the valid options.
+prints those as the same one line with the same exit status, and so Hydra's own errors (an
+unknown option of a config group, an override it cannot parse).  A misspelled name is
+answered with the closest valid one (``did you mean xcd?``, :func:`did_you_mean`).
+``-v`` on the command line is ``HYDRA_FULL_ERROR=1`` (:func:`take_verbose_flag`).
 """
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.errors import ConfigCompositionException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, Node
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -36,6 +40,12 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 #: Exit status of a command stopped by a user error (2, as argparse does for bad usage).
 USER_ERROR_EXIT = 2
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+#: Command-line flags asking for full error reports (tracebacks, a formula's caret excerpt).
+VERBOSE_FLAGS = ("-v", "--verbose")
+#: A dataclass field's metadata key holding what values it takes (text, or a callable giving it).
+VALID_METADATA = "valid"
+#: Least similarity (difflib's ratio) of a name suggested for a misspelled one.
+SIMILAR = 0.6
 
 
 class UserError(ValueError):
@@ -46,6 +56,39 @@ class UserError(ValueError):
 def full_error_requested() -> bool:
     """True when ``HYDRA_FULL_ERROR=1`` asks for the full traceback."""
     return os.environ.get(FULL_ERROR_ENV, "") == "1"
+
+
+def take_verbose_flag(argv: list[str]) -> None:
+    """Remove ``-v``/``--verbose`` from ``argv`` (Hydra knows no such flag) and set
+    ``HYDRA_FULL_ERROR=1`` in its place, for this process and the jobs it starts."""
+    if any(arg in VERBOSE_FLAGS for arg in argv[1:]):
+        argv[1:] = [arg for arg in argv[1:] if arg not in VERBOSE_FLAGS]
+        os.environ[FULL_ERROR_ENV] = "1"
+
+
+def did_you_mean(name: object, valid: Iterable[str]) -> str:
+    """``did you mean X? `` naming the valid name closest to ``name``, or ``""`` when none is
+    close: one equal to it but for case and leading zeros (``l3``: ``l03``), else the most
+    similar by difflib's ratio (at least 0.6; the first listed wins a tie)."""
+    name, valid = str(name), [str(v) for v in valid]
+    same = [v for v in valid if _loose(v) == _loose(name)]
+    scored = [(difflib.SequenceMatcher(None, name, v).ratio(), v) for v in valid]
+    best = max(scored, key=lambda pair: pair[0], default=(0.0, ""))
+    close = same[0] if same else best[1] if best[0] >= SIMILAR else None
+    return f"did you mean {close}? " if close else ""
+
+
+def _loose(name: str) -> str:
+    """``name`` in lower case with each number's leading zeros dropped."""
+    return re.sub(r"\d+", lambda number: str(int(number.group())), name.casefold())
+
+
+def valid_names(names: Iterable[object], valid: Iterable[str]) -> str:
+    """``did you mean X? valid: a, b, c``: the closest valid name to the first of ``names``
+    that has one, then every valid name."""
+    valid = [str(v) for v in valid]
+    hint = next((h for h in (did_you_mean(n, valid) for n in names) if h), "")
+    return f"{hint}valid: {', '.join(valid)}"
 
 
 def one_line(exc: BaseException) -> str:
@@ -70,28 +113,57 @@ class OneLineUserErrors(Callback):
 def unknown_key(full_key: str, valid: Iterable[str]) -> str:
     """The message for a key that a typed config group does not declare."""
     group = full_key.rpartition(".")[0] or "the config"
-    return f"{full_key} is not a key of {group}; valid: {', '.join(sorted(valid))}"
+    return f"{full_key} is not a key of {group}; {valid_names([full_key.rpartition('.')[2]], sorted(valid))}"
 
 
-def compose_error_line(exc: ConfigCompositionException) -> str | None:
-    """One line for a composition refused by the schema (a value of the wrong type, an
-    unknown key): the key, the value and what is valid; None for Hydra's own errors."""
+def missing_option(exc: MissingConfigException) -> str:
+    """One line for an option a config group lacks (``swizzle=xdc``): the group, the name, the
+    closest option and every option; or Hydra's first line when it names no group option."""
+    group, _, name = str(exc.missing_cfg_file or "").rpartition("/")
+    if not group or not exc.options:
+        return str(exc).strip().splitlines()[0]
+    return f"{group}={name}: no {group} option {name!r}; {valid_names([name], exc.options)}"
+
+
+def schema_values(schema: object, key: object) -> str | None:
+    """What a typed field takes, when its schema says: its ``valid`` metadata (text, or a
+    callable giving it), ``true, false`` for a bool; None when it does not say."""
+    field = next((f for f in fields(schema) if f.name == key), None) if is_dataclass(schema) else None
+    if field is None:
+        return None
+    valid = field.metadata.get(VALID_METADATA)
+    if valid is not None:
+        return valid() if callable(valid) else str(valid)
+    return "true, false" if field.type in (bool, "bool") else None
+
+
+def compose_error_line(exc: HydraException) -> str:
+    """One line for a refused composition: for the schema's refusals (a value of the wrong
+    type, an unknown key) the key, the value and what is valid; for an option a group lacks
+    the closest and every option; else Hydra's message, its line breaks folded (its config
+    search path dropped)."""
+    if isinstance(exc, MissingConfigException):
+        return missing_option(exc)
+    if isinstance(exc, OverrideParseException):   # its second line points to Hydra's grammar page
+        return f"cannot parse the override {exc.override!r}: {exc.message.strip().splitlines()[0]}"
     cause = exc.__cause__ or exc.__context__   # a preset file's bad value: raised during the merge, not from it
     if not isinstance(cause, OmegaConfBaseException) or not getattr(cause, "full_key", None):
-        return None
+        text = str(exc).split("\nConfig search path:")[0]
+        return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    schema = getattr(cause, "object_type", None)
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
-        schema = getattr(cause, "object_type", None)
         return unknown_key(cause.full_key, [f.name for f in fields(schema)] if is_dataclass(schema) else [])
     reason = str(getattr(cause, "msg", cause)).splitlines()[0]
     value = cause.value._value() if isinstance(cause.value, Node) else cause.value   # e.g. AnyNode(42)
-    return f"{cause.full_key}={value!r} is invalid: {reason}"
+    valid = schema_values(schema, getattr(cause, "key", None))
+    return f"{cause.full_key}={value!r} is invalid: {reason}" + (f"; valid: {valid}" if valid else "")
 
 
 @contextmanager
 def one_line_compose_errors(on_refused: Callable[[str], None] = lambda reason: None) -> Iterator[None]:
-    """While open, a composition the schema refuses exits with :func:`one_line` and status 2
-    (``HYDRA_FULL_ERROR=1``: Hydra's report), after ``on_refused(message)`` (a multirun's
-    sweep run is ended with it).  Hydra prints composition errors in
+    """While open, a composition Hydra or the schema refuses exits with :func:`one_line` and
+    status 2 (``HYDRA_FULL_ERROR=1``: Hydra's report), after ``on_refused(message)`` (a
+    multirun's sweep run is ended with it).  Hydra prints composition errors in
     ``hydra._internal.utils.run_and_report``, which has no hook: this wraps it."""
     import hydra._internal.utils as hydra_utils
 
@@ -101,10 +173,10 @@ def one_line_compose_errors(on_refused: Callable[[str], None] = lambda reason: N
         def refuse_in_one_line() -> Any:
             try:
                 return func()
-            except ConfigCompositionException as exc:
-                line = compose_error_line(exc)
-                if line is None or full_error_requested():
+            except HydraException as exc:   # ConfigCompositionException, OverrideParseException, ...
+                if full_error_requested():
                     raise
+                line = compose_error_line(exc)
                 on_refused(line)
                 print(one_line(UserError(line)), file=sys.stderr, flush=True)
                 raise SystemExit(USER_ERROR_EXIT) from None

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from harness.errors import UserError, unknown_key
+from harness.errors import VALID_METADATA, UserError, unknown_key, valid_names
 from harness.job.faults import FaultPlan
+from harness.measure.layouts import INPUT_LAYOUTS
 
 if TYPE_CHECKING:   # built by the nodes, imported when built (they import torch)
     from harness.compile.client import CompileOptions
@@ -130,11 +132,18 @@ class ProfilerConfig:
     simulate: bool = False
 
 
+def _num_warps_values() -> str:
+    """What ``launch.num_warps`` takes (harness.job.launch_limits), for a refusal's line."""
+    from harness.job.launch_limits import num_warps_values
+
+    return num_warps_values()
+
+
 @dataclass
 class LaunchConfig:
     """``launch``: the launch parameters (default: the kernel config's)."""
 
-    num_warps: int = II("kernel.num_warps")
+    num_warps: int = field(default=II("kernel.num_warps"), metadata={VALID_METADATA: _num_warps_values})
     num_stages: int = II("kernel.num_stages")
 
 
@@ -155,7 +164,7 @@ class IsolationConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in ISOLATION_MODES:
-            raise UserError(f"isolation.mode={self.mode!r} is invalid; valid: {', '.join(ISOLATION_MODES)}")
+            raise UserError(f"isolation.mode={self.mode!r} is invalid; {valid_names([self.mode], ISOLATION_MODES)}")
 
 
 @dataclass
@@ -255,10 +264,8 @@ class Config:
     compare: CompareConfig = field(default_factory=CompareConfig)
 
     def __post_init__(self) -> None:
-        from harness.measure.correctness import INPUT_LAYOUTS
-
         if self.input_layout not in INPUT_LAYOUTS:
-            raise UserError(f"input_layout={self.input_layout!r} is invalid; valid: {', '.join(INPUT_LAYOUTS)}")
+            raise UserError(f"input_layout={self.input_layout!r} is invalid; {valid_names([self.input_layout], INPUT_LAYOUTS)}")
 
 
 def register() -> None:
@@ -272,7 +279,12 @@ def typed_config(cfg: DictConfig) -> Config:
     run.  A key added with ``+`` to a typed group (``+compare.bogus=1``, which OmegaConf lets
     through) is refused here.  Raises UserError."""
     _refuse_added_keys(cfg, "")
-    return OmegaConf.to_object(cfg)
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:   # e.g. a node the schema needs, deleted (~kernel)
+        key = getattr(exc, "full_key", None)
+        reason = str(getattr(exc, "msg", exc)).splitlines()[0]
+        raise UserError(f"{key}: {reason}" if key else reason) from None
 
 
 def _refuse_added_keys(node: DictConfig, path: str) -> None:

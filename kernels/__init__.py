@@ -1,19 +1,37 @@
-"""Conv2d kernel families, one module each; the names are the ``kernel`` config choices."""
+"""Conv2d kernel families, one module each; the names are the ``kernel`` config choices.
+
+The families are loaded on first use (``KERNELS``, :func:`get_kernel`): they import torch and
+triton, which a light submodule (``kernels.problem``, read by a command's early checks) does
+not need."""
 from __future__ import annotations
 
-from kernels.base import ConvKernel
-from kernels.direct import DirectConv
-from kernels.igemm import ImplicitGemmConv
-from kernels.igemm_fast import FastImplicitGemmConv
-from kernels.patch import PatchConv
+import functools
+from typing import TYPE_CHECKING
 
-KERNELS: dict[str, ConvKernel] = {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(),
-                                                       FastImplicitGemmConv())}
+if TYPE_CHECKING:
+    from kernels.base import ConvKernel
+
+
+@functools.cache
+def _families() -> dict[str, ConvKernel]:
+    """Every kernel family by name (``KERNELS``)."""
+    from kernels.direct import DirectConv
+    from kernels.igemm import ImplicitGemmConv
+    from kernels.igemm_fast import FastImplicitGemmConv
+    from kernels.patch import PatchConv
+
+    return {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(), FastImplicitGemmConv())}
+
+
+def __getattr__(name: str) -> object:
+    if name == "KERNELS":
+        return _families()
+    raise AttributeError(f"module 'kernels' has no attribute {name!r}")
 
 
 def get_kernel(name: str) -> ConvKernel:
     """Return the kernel family called ``name`` or raise listing the valid names."""
     try:
-        return KERNELS[name]
+        return _families()[name]
     except KeyError:
-        raise ValueError(f"unknown kernel {name!r}; valid kernels: {', '.join(sorted(KERNELS))}") from None
+        raise ValueError(f"unknown kernel {name!r}; valid kernels: {', '.join(sorted(_families()))}") from None

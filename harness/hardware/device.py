@@ -42,10 +42,10 @@ class DeviceInfo:
 
 
 def describe_device(mode: str) -> DeviceInfo:
-    import torch
-
     if mode != GPU:
         return DeviceInfo(INTERPRETER, "cpu (Triton interpreter)", None, None, None)
+    import torch
+
     props = torch.cuda.get_device_properties(0)
     vendor = "amd" if getattr(torch.version, "hip", None) else "nvidia"
     uuid = getattr(props, "uuid", None)

@@ -18,10 +18,12 @@ compilers a job is meant for, applied on every machine to the target's vendor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from harness.errors import UserError
-from kernels.base import ConvKernel
+
+if TYPE_CHECKING:   # the kernels import torch; these checks need only the kernel's methods
+    from kernels.base import ConvKernel
 
 #: Largest number of elements of one Triton block (``triton._utils.TRITON_MAX_TENSOR_NUMEL``).
 MAX_BLOCK_NUMEL = 1 << 20
@@ -61,9 +63,22 @@ def limits_for(vendor: str | None, target: str) -> BackendLimits:
         raise UserError(f"target {target!r} has vendor={vendor!r}; valid vendors: {', '.join(LIMITS)}") from None
 
 
+def valid_num_warps(limits: BackendLimits) -> list[int]:
+    """The ``num_warps`` values ``limits`` allows: powers of two up to its maximum."""
+    return [1 << i for i in range(limits.max_num_warps.bit_length())]
+
+
+def num_warps_values() -> str:
+    """What ``launch.num_warps`` takes on each vendor's targets, e.g. ``1, 2, 4, 8, 16 (amd),
+    up to 32 (nvidia)``: the schema's answer to a value that is no integer."""
+    ordered = sorted(LIMITS.values(), key=lambda limits: limits.max_num_warps)
+    return ", ".join(map(str, valid_num_warps(ordered[0]))) + f" ({ordered[0].vendor})" + "".join(
+        f", up to {limits.max_num_warps} ({limits.vendor})" for limits in ordered[1:])
+
+
 def check_num_warps(num_warps: object, limits: BackendLimits, target: str) -> int:
     """``num_warps`` as an int, or a UserError naming the valid values for the target."""
-    valid = [1 << i for i in range(limits.max_num_warps.bit_length())]
+    valid = valid_num_warps(limits)
     if not is_power_of_two(num_warps) or num_warps > limits.max_num_warps:
         raise UserError(f"launch.num_warps={num_warps!r} is invalid for target {target} ({limits.vendor}: "
                         f"{limits.warp_size} threads per warp, at most {limits.max_threads} per program); "

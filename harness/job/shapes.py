@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from harness.errors import UserError
+from harness.errors import UserError, valid_names
 from kernels.problem import ConvShape
 
 _SIZE_KEYS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
@@ -50,7 +50,7 @@ def expand_preset(preset: Mapping[str, Any]) -> list[ShapeEntry]:
         unknown = [s for s in wanted if s not in names]
         if unknown:
             raise UserError(f"shape.select names {unknown} not in preset {preset_name!r}; "
-                             f"valid: {', '.join(names)}")
+                            f"{valid_names(unknown, names)}")
         entries = [e for e, n in zip(entries, names) if n in wanted]
         names = [n for n in names if n in wanted]
     if not entries:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Mapping
 
+from harness.errors import did_you_mean
 from harness.job.spec import JobSpec
 from kernels.problem import ConvShape
 
@@ -66,8 +67,8 @@ def baseline_choice(value: str | None) -> tuple[str | None, str | None]:
     try:
         return _formula_choice(value, None)
     except FormulaError as exc:
-        raise ValueError(f"compare.baseline={value!r} is neither a built-in swizzle ({', '.join(sorted(SWIZZLES))}) "
-                         f"nor a valid formula: {exc}") from None
+        raise ValueError(f"compare.baseline={value!r} is neither a built-in swizzle ({did_you_mean(value, SWIZZLES)}"
+                         f"{', '.join(sorted(SWIZZLES))}) nor a valid formula: {exc}") from exc
 
 
 def _formula_choice(text: str, label: str | None) -> tuple[str, str]:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.measure.layouts import INPUT_LAYOUTS as LAYOUT_NAMES
 from kernels.base import Operands
 from kernels.problem import ConvShape
 
@@ -33,7 +34,7 @@ class CorrectnessVerdict:
 
 
 #: Memory formats the job's input may come in (config ``input_layout``).
-INPUT_LAYOUTS = {"channels_last": torch.channels_last, "nchw": torch.contiguous_format}
+INPUT_LAYOUTS = {name: getattr(torch, memory_format) for name, memory_format in LAYOUT_NAMES.items()}
 
 
 def make_operands(shape: ConvShape, with_bias: bool, seed: int, device: torch.device | str,

@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _scipy_stats
 
 CONFIDENCE = 0.95
 METHODS = ("t", "bootstrap")
@@ -65,6 +64,8 @@ def _mean_ci(values: np.ndarray, method: str, confidence: float, seed: int) -> t
         return mean, -math.inf, math.inf
     if float(np.ptp(values)) == 0.0:   # no spread at all (deterministic source): the interval is a point
         return mean, mean, mean
+    from scipy import stats as _scipy_stats   # here: a job that times nothing (the CPU path) never loads scipy
+
     if method == "t":
         lo, hi = _scipy_stats.ttest_1samp(values, 0.0).confidence_interval(confidence)
     else:

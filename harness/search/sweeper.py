@@ -239,7 +239,7 @@ class SearchSweeper(Sweeper):
     # -- groups and studies --------------------------------------------------------------
     def _groups(self, combination: list[str]) -> list[tuple[SearchGroup, DictConfig]]:
         """One group per valid shape of the combination's preset (invalid ones are logged)."""
-        from harness.app import resolve_target
+        from harness.preflight import resolve_target
         from harness.hardware.device import describe_device, select_execution_mode
         from harness.job.shapes import expand_preset
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from harness.tune.cache import CacheKey, TuneCache, cache_key
+from harness.tune.modes import FASTEST, NONE, TABLE, TUNE_MODES  # noqa: F401 (API: the tune modes)
 from harness.tune.cache import default_cache_dir, kernel_source_hash, resolve_cache_dir  # noqa: F401 (API)
 from kernels import get_kernel
 from kernels.problem import ConvShape
@@ -43,12 +44,6 @@ from harness.tune.ties import RULE_LEGACY, Remeasure, Remeasured, TieDecision, T
 
 # -----------------------------------------------------------
 # Configs and the device traits a candidate space depends on.
-
-#: Tune modes (config group ``tune``).
-#: Tune modes: launch the configured config; search the kernel's space on this device; or look
-#: the layer up in the kernel's committed table for the target (:mod:`kernels.tuned`: no timing).
-NONE, FASTEST, TABLE = "none", "fastest", "table"
-TUNE_MODES = (NONE, FASTEST, TABLE)
 
 #: The tie rule's ``tune.*`` keys, as TuneOptions names them (checked by TieRule).
 TIE_KEYS = ("tie_band", "finalists", "final_rounds", "tie_tolerance", "min_finalists", "max_final_rounds",

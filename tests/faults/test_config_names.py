@@ -1,14 +1,18 @@
-"""Unknown config names: Hydra stops before any job with a message naming the missing
-option and listing the valid ones; nothing is logged."""
+"""Unknown config names: Hydra's own refusal of an option a config group lacks is one line,
+``error: GROUP=NAME: ...``, exit status 2, naming the closest option (``did you mean``) and
+listing every valid one; nothing is logged, not even the sweep's run."""
 from __future__ import annotations
 
 import importlib.resources
 
 import pytest
 
+from harness.errors import USER_ERROR_EXIT, did_you_mean
 from tests.faults import FAST, harness, runs_of
 
 GROUPS = ["kernel", "swizzle", "shape", "target", "profiler"]
+#: a misspelled option -> the option the refusal suggests
+MISSPELLED = {"swizzle=xdc": "xcd", "shape=resnte": "resnet", "kernel=igem": "igemm", "profiler=ncuu": "ncu"}
 
 
 def _options(group: str) -> list[str]:
@@ -16,14 +20,44 @@ def _options(group: str) -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-@pytest.mark.parametrize("group", GROUPS)
-def test_unknown_name_lists_the_valid_options(seeded_store, group):
-    experiment = f"unknown-{group}"
-    proc = harness(["-m", f"{group}=nope", *[o for o in FAST if not o.startswith(group)],
+def _refused(seeded_store, override: str, experiment: str) -> str:
+    """The one line the multirun ``override`` is refused with; checks exit 2 and no run logged."""
+    group = override.split("=")[0]
+    proc = harness(["-m", override, *[o for o in FAST if not o.startswith(group)],
                     f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
                     f"hydra.sweep.dir={seeded_store.root}/{experiment}"], cwd=seeded_store.root, timeout=120)
-    assert proc.returncode != 0
-    assert f"Could not find '{group}/nope'" in proc.stderr
-    listing = proc.stderr.split(f"Available options in '{group}':", 1)[1].split("Config search path")[0]
-    assert listing.split() == _options(group)
+    assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-2000:]
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("error: "), proc.stderr[-2000:]
     assert runs_of(seeded_store.uri, experiment, kind=None) == []
+    return proc.stderr.strip()
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_unknown_name_lists_the_valid_options(seeded_store, group):
+    line = _refused(seeded_store, f"{group}=nope", f"unknown-{group}")
+    assert line.startswith(f"error: {group}=nope: no {group} option 'nope'; "), line
+    assert line.split("valid: ", 1)[1].split(", ") == _options(group)
+
+
+@pytest.mark.parametrize("override", list(MISSPELLED))
+def test_misspelled_name_suggests_the_closest(seeded_store, override):
+    group = override.split("=")[0]
+    line = _refused(seeded_store, override, f"misspelled-{group}")
+    assert f"; did you mean {MISSPELLED[override]}? valid: " in line, line
+
+
+def test_misspelled_swept_name_is_refused_before_the_sweep_starts(seeded_store):
+    """A bad option among swept values (composed per job) is refused before the sweep's run."""
+    line = _refused(seeded_store, "swizzle=identity,xdc", "misspelled-swept")
+    assert line.startswith("error: swizzle=xdc: no swizzle option 'xdc'; did you mean xcd?"), line
+
+
+@pytest.mark.parametrize("name, valid, suggested", [
+    ("l3", ["l01", "l02", "l03", "l13", "l23"], "l03"),       # leading zeros and case do not count
+    ("XCD", ["identity", "xcd", "xcd_grouped"], "xcd"),
+    ("l99", ["l01", "l09", "l19"], "l09"),                     # a tie: the first listed
+    ("hilbrt", ["grouped", "hilbert", "morton"], "hilbert"),
+    ("nope", ["grouped", "hilbert"], None),                    # nothing close: no suggestion
+])
+def test_the_closest_name_is_suggested(name, valid, suggested):
+    assert did_you_mean(name, valid) == (f"did you mean {suggested}? " if suggested else "")

@@ -1,8 +1,12 @@
-"""Refusals before any run (issue 42, item 5): an empty shape list, ``shape.select=[]``, a
-malformed preset file, a padding the CPU check cannot fit: each is one line ``error: ...``
-on stderr, exit status 2, within the bounds below (CPU time, wall time, the child's maximum
-RSS), and no job run is logged.  A formula file over the size limit read from ``/proc`` (its
-size reads 0) is a FAILED run saying so, as every formula error is."""
+"""Refusals before any run (issue 42, item 5; issue 40, item 3): an empty shape list,
+``shape.select=[]``, a malformed preset file, a padding the CPU check cannot fit, a misspelled
+option of a config group (``swizzle=xdc``, ``shape=resnte``), a ``shape.select`` naming no
+layer of the preset, a value of the wrong type (``launch.num_warps=four``): each is one line
+``error: ...`` on stderr (the closest valid name where one is close, the valid values where
+the schema knows them), exit status 2, within the bounds below (CPU time, wall time, the
+child's maximum RSS), and nothing is logged: a multirun is refused before its sweep's run is
+created.  A formula file over the size limit read from ``/proc`` (its size reads 0) is a
+FAILED run saying so, as every formula error is."""
 from __future__ import annotations
 
 import os
@@ -31,6 +35,19 @@ CASES = {
     "huge_padding": (["shape=tiny", "shape.shapes=[{name:pad,N:1,C:4,H:5,W:5,F:4,R:3,S:3,padding:20000}]"],
                      "shape 'pad': padding=20000 cannot be checked on the CPU: its down-scaled instance keeps "
                      "the padding and has a 39999 x 39999 output"),
+    "misspelled_swizzle": (["shape=tiny", "swizzle=xdc"], "swizzle=xdc: no swizzle option 'xdc'; did you mean xcd? "
+                                                          "valid: colmajor, custom, grouped,"),
+    "misspelled_preset": (["shape=resnte"], "shape=resnte: no shape option 'resnte'; did you mean resnet? "
+                                            "valid: calibrate, holdout, resnet,"),
+    "unknown_layer": (["shape=resnet", "shape.select=[l99]"],
+                      "shape.select names ['l99'] not in preset 'resnet'; did you mean l09? valid: l01, l02,"),
+    "baseline_misspelled": (["shape=tiny", "compare.baseline=xdc"],
+                            "compare.baseline='xdc' is neither a built-in swizzle (did you mean xcd? colmajor,"),
+    "baseline_bad_formula": (["shape=tiny", "compare.baseline=pid +"],
+                             "compare.baseline='pid +' is neither a built-in swizzle (colmajor, "),
+    "num_warps_not_a_number": (["shape=tiny", "launch.num_warps=four"],
+                               "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
+                               "converted to Integer; valid: 1, 2, 4, 8, 16 (amd), up to 32 (nvidia)"),
 }
 
 
@@ -80,12 +97,13 @@ def _refused(args: list[str], cwd: Path) -> Refusal:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_refused_in_one_line_quickly(seeded_store, case):
+    """As a multirun (``-m``): refused before the sweep's run is created."""
     overrides, words = CASES[case]
     experiment = f"refuse-{case}"
-    refusal = _refused([*overrides, *FAST, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
-                        f"hydra.run.dir={seeded_store.root}/{experiment}"], seeded_store.root)
+    refusal = _refused(["-m", *overrides, *FAST, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
+                        f"hydra.sweep.dir={seeded_store.root}/{experiment}"], seeded_store.root)
     assert words in refusal.line, refusal.line
-    assert runs_of(seeded_store.uri, experiment) == []
+    assert runs_of(seeded_store.uri, experiment, kind=None) == []
 
 
 def test_malformed_preset_file_is_refused_in_one_line(seeded_store, tmp_path):
@@ -108,3 +126,21 @@ def test_formula_file_over_the_limit_is_refused_whatever_the_file(seeded_store, 
     assert run.info.status == "FAILED" and run.data.tags["failed_gate"] == "swizzle"
     assert reason(run) == ("invalid swizzle: swizzle formula: formula file '/proc/self/maps' is too large "
                            "(the limit is 4000 characters)")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_formula_error_is_one_line_and_its_caret_under_v(seeded_store, tmp_path, verbose):
+    """A formula's error on its job's line: the first line of the reason; with ``-v`` the line
+    of the formula with a caret under the offending token too."""
+    experiment = f"formula-line-{verbose}"
+    proc = harness([*(["-v"] if verbose else []), "shape=tiny", "shape.select=[t1]", "swizzle=custom",
+                    "swizzle.expr=pid.__class__", *FAST, f"tracking.uri={seeded_store.uri}",
+                    f"experiment={experiment}", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    job_line, = [line for line in proc.stdout.splitlines() if line.startswith("[job ")]
+    assert job_line.endswith("FAILED   invalid swizzle: swizzle formula: line 1, column 4: attribute access "
+                             "`.` is not allowed"), job_line
+    carets = [line for line in proc.stdout.splitlines() if line.strip() == "^"]
+    assert carets == (["       ^"] if verbose else []), proc.stdout[-2000:]
+    run, = runs_of(seeded_store.uri, experiment)
+    assert "\n    pid.__class__\n       ^" in reason(run)   # the stored reason keeps the excerpt

@@ -30,7 +30,13 @@ SCHEMA_REFUSALS = {
     "compare.min_effect=abc": "compare.min_effect='abc' is invalid: Value 'abc' of type 'str' could not be "
                               "converted to Float",
     "launch.num_warps=four": "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
-                             "converted to Integer",
+                             "converted to Integer; valid: 1, 2, 4, 8, 16 (amd), up to 32 (nvidia)",
+    "resume=maybe": "resume='maybe' is invalid: Value 'maybe' is not a valid bool (type str); valid: true, false",
+    "launch.num_wraps=4": "launch.num_wraps is not a key of launch; did you mean num_warps? valid: num_stages, "
+                          "num_warps",
+    "isolation.mode=proces": "isolation.mode='proces' is invalid; did you mean process? valid: auto, process, none",
+    "shape.select=[l99": "cannot parse the override 'shape.select=[l99': no viable alternative at input '[l99'",
+    "+swizzle=xcd": "Multiple values for swizzle. To override a value use 'override swizzle: xcd'",
     "compare.bogus=1": "compare.bogus is not a key of compare; valid: baseline, check_every, ci_method, configs, "
                        "launches_per_round, max_rounds, max_time_s, min_effect, min_l2_delta, min_rounds, "
                        "placements, target_precision, timer, warmup_ms",
@@ -54,26 +60,29 @@ def test_schema_refuses_bad_types_and_unknown_keys_in_one_line(tmp_path, overrid
     assert not (tmp_path / "s.db").exists()
 
 
-def test_refused_sweep_value_ends_the_sweep_run_failed(tmp_path):
-    """A swept value the schema refuses is composed per job, after the sweep's run started:
-    that run ends FAILED with the one line's message, not left RUNNING."""
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path}/s.db"
-    proc = _harness(["-m", "shape=tiny", "compare.min_effect=abc,0.1", f"tracking.uri={uri}", "experiment=refused",
-                     f"hydra.sweep.dir={tmp_path}/sweep"], cwd=tmp_path, timeout=300)
+def test_refused_sweep_value_logs_nothing(tmp_path):
+    """A swept value the schema refuses is composed per job: every job's config is checked
+    before the sweep's run is created, so the refusal logs nothing."""
+    proc = _harness(["-m", "shape=tiny", "compare.min_effect=abc,0.1", f"tracking.uri=sqlite:///{tmp_path}/s.db",
+                     "experiment=refused", f"hydra.sweep.dir={tmp_path}/sweep"], cwd=tmp_path, timeout=300)
     assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-2000:]
-    message = SCHEMA_REFUSALS["compare.min_effect=abc"]
-    assert proc.stderr.splitlines()[-1] == f"error: {message}"
-    client = MlflowClient(tracking_uri=uri)
-    (sweep,) = client.search_runs([client.get_experiment_by_name("refused").experiment_id])
-    assert sweep.info.status == "FAILED" and message in str(sweep.data.tags), sweep.data.tags
+    assert proc.stderr.splitlines() == [f"error: {SCHEMA_REFUSALS['compare.min_effect=abc']}"]
+    assert not (tmp_path / "s.db").exists()     # refused before the store is opened
 
 
-def test_schema_refusal_with_full_error_env_is_hydras_report(tmp_path):
-    proc = _harness(["compare.min_effect=abc"], cwd=tmp_path, timeout=300, env={"HYDRA_FULL_ERROR": "1"})
+@pytest.mark.parametrize("ask", ["HYDRA_FULL_ERROR=1", "-v"])
+def test_schema_refusal_with_full_error_env_is_hydras_report(tmp_path, ask):
+    flags, env = (["-v"], None) if ask == "-v" else ([], {"HYDRA_FULL_ERROR": "1"})
+    proc = _harness([*flags, "compare.min_effect=abc"], cwd=tmp_path, timeout=300, env=env)
     assert proc.returncode not in (0, USER_ERROR_EXIT)
     assert "Traceback" in proc.stderr and "ValidationError" in proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose"])
+def test_misspelled_option_in_full_is_hydras_report(tmp_path, flag):
+    proc = _harness([flag, "swizzle=xdc"], cwd=tmp_path, timeout=300)
+    assert proc.returncode not in (0, USER_ERROR_EXIT)
+    assert "Could not find 'swizzle/xdc'" in proc.stderr and "Available options in 'swizzle':" in proc.stderr
 
 
 def test_full_error_env_gives_the_traceback(tmp_path):

@@ -1,0 +1,184 @@
+"""The checks a command passes before anything is logged.
+
+:func:`check_job` turns a job's composed config into its typed config, its shapes and the
+pipeline's options, refusing with a one-line :class:`harness.errors.UserError` what no job
+of it could run: a bad ``shape.select`` or preset, a padding the CPU check cannot fit, a
+kernel, ``num_warps`` or tile size the target cannot run, a contradiction among the options.
+The job runs it before it opens the store; in a multirun the sweep's callback runs it first
+(:func:`refuse_before_sweep`) on the config of every job of the sweep, before the sweep's
+run is created, so a refused command logs nothing.  The shape checks come first and import
+no kernel (torch): most refusals stay quick and small.
+"""
+from __future__ import annotations
+
+import copy
+import importlib.resources
+import logging
+import sys
+import traceback
+from typing import TYPE_CHECKING, Sequence
+
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from harness.errors import USER_ERROR_EXIT, UserError, compose_error_line, full_error_requested, one_line
+from harness.hardware.device import GPU, DeviceInfo, describe_device, select_execution_mode, target_name_for
+from harness.job.launch_limits import check_num_warps, check_tiles, limits_for
+from harness.job.shapes import ShapeEntry, expand_preset, refuse_unrunnable
+from harness.schema import Config, TargetConfig, typed_config
+from harness.tune.modes import NONE, TABLE
+
+if TYPE_CHECKING:
+    from harness.run.steps import JobOptions
+
+log = logging.getLogger("swizzlebench")
+
+#: Overrides that give a launch config: with any of them, ``tune=table`` gives way to it.
+LAUNCH_OVERRIDES = ("kernel.tiles.", "kernel.tiles=", "launch.")
+
+
+def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> tuple[Config, list[ShapeEntry], JobOptions]:
+    """The job's typed config, its shape entries and the pipeline's options, after every
+    check that needs no run; ``cfg`` (the task's config) is resolved in place (``target:
+    auto``, tune=table giving way to a launch config in ``overrides``).  Raises UserError."""
+    resolve_target(cfg, device)
+    given_config_wins(cfg, overrides)
+    refuse_unrunnable(cfg.shape, on_cpu=device.mode != GPU)   # before the typed config, which imports torch
+    job = typed_config(cfg)
+    check_baseline(job)
+    entries = expand_preset(vars(job.shape))
+    check_launch_config(job, entries)
+    return job, entries, job_options(job)
+
+
+def task_overrides() -> list[str]:
+    """The running job's overrides (Hydra's ``overrides.task``); none outside a Hydra job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
+    """Replace ``target: auto`` by the preset matching the device (in place, so that
+    interpolations such as ``swizzle.num_xcds`` follow it)."""
+    if cfg.target.name != "auto":
+        return
+    name = target_name_for(device)
+    if name is not None:
+        path = importlib.resources.files("swizzlebench_conf") / "target" / f"{name}.yaml"
+        target = OmegaConf.load(str(path))
+    else:  # a GPU with no shipped preset: describe it from what the driver reports
+        target = OmegaConf.create({
+            "name": device.name.lower().replace(" ", "_"), "vendor": device.vendor, "arch": device.arch,
+            "num_xcds": 1, "compute_units": device.num_sms, "l2_bytes": device.l2_bytes,
+            "l2_ways": None, "l2_line_bytes": 128, "l2_domains": 1, "mall_bytes": 0})
+    with open_dict(cfg):
+        cfg.target = OmegaConf.merge(OmegaConf.structured(TargetConfig), target)
+    log.info("target=auto resolved to %s for device %r", target.name, device.name)
+
+
+def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """``tune=table`` (the default) launches each layer's committed config; a launch config
+    given on the command line (``kernel.tiles.*``, ``launch.*``, among ``overrides``) is what
+    the user asked to measure, so with one the job runs it as configured (``tune=none``,
+    logged as such)."""
+    if cfg.tune.name != TABLE:
+        return
+    given = [o for o in overrides if o.lstrip("+~").startswith(LAUNCH_OVERRIDES)]
+    if given:
+        log.info("tune=table: %s given, so the configured launch config runs (tune=none)", ", ".join(given))
+        cfg.tune.name = NONE
+
+
+def check_baseline(job: Config) -> None:
+    """Refuse a ``compare.baseline`` that is neither a built-in swizzle nor a valid formula: the
+    closest name, or the formula's first error line (its caret excerpt under ``-v``, in the
+    chained error); every shape's comparison would fail alike.  Raises UserError."""
+    from harness.job.spec_config import baseline_choice
+
+    try:
+        baseline_choice(job.compare.baseline)
+    except ValueError as exc:
+        raise UserError(str(exc).splitlines()[0]) from exc
+
+
+def check_launch_config(job: Config, entries: list) -> None:
+    """Refuse, before any job runs, a kernel name, ``launch.num_warps`` or tile size that the
+    (resolved) target cannot run, also on the CPU (harness.job.launch_limits); raises UserError."""
+    kernel_cfg, target = job.kernel, job.target
+    limits = limits_for(target.vendor, target.name)
+    check_num_warps(job.launch.num_warps, limits, target.name)   # before the kernels' imports (torch)
+    if kernel_cfg.get("_target_") is not None:   # the user's own kernel (harness.job.user_code)
+        from harness.job.user_code import load_kernel
+
+        try:
+            kernel = load_kernel(str(kernel_cfg["_target_"]).strip(), str(kernel_cfg["name"]))
+        except (ValueError, ImportError):
+            return   # each job fails with the import's reason, and the sweep goes on
+    else:
+        from kernels import get_kernel
+
+        try:
+            kernel = get_kernel(str(kernel_cfg["name"]))
+        except ValueError as exc:
+            raise UserError(f"kernel.name: {exc}") from None
+    dtypes = {entry.shape.dtype for entry in entries if entry.shape is not None}
+    tiles = check_tiles(kernel, dict(kernel_cfg["tiles"]), limits, target.name, dtypes)
+    if target.arch is not None:   # e.g. TMA=1 on an AMD target: no job could compile
+        try:
+            kernel.check_target(None, tiles, limits.vendor, target.arch)
+        except ValueError as exc:
+            raise UserError(f"kernel.tiles: {exc} (target {target.name})") from None
+    check_tiles(kernel, dict(kernel_cfg["interpret_tiles"]), None, target.name, key="kernel.interpret_tiles")
+
+
+def job_options(job: Config) -> JobOptions:
+    """The pipeline's knobs, each built by its typed config node; UserError for a bad value."""
+    from harness.measure.roofline import Roofline
+    from harness.run.steps import JobOptions
+
+    job.compare.configs_mode(job.tune.name)   # best vs best needs tune mode and a baseline: refuse early
+    return JobOptions(interpret_tiles={str(k): int(v) for k, v in job.kernel["interpret_tiles"].items()},
+                      paired=job.compare.paired(), min_effect=job.compare.min_effect, fault=job.fault,
+                      tune=job.tune.options(), compile=job.compile.options(job.target),
+                      roofline=Roofline.of_target(job.target.as_dict()))
+
+
+def refuse_before_sweep(config: DictConfig) -> None:
+    """In a multirun's launching process, before the sweep's run is created: compose the
+    config of every job of the sweep (``config``: the multirun's, ``hydra`` node included) and
+    :func:`check_job` it.  A refusal prints one line and exits with status 2
+    (``HYDRA_FULL_ERROR=1``: its traceback, same status); the sweep then never starts."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    overrides = [str(o) for o in config.hydra.overrides.task]
+    device = describe_device(select_execution_mode())
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        swept = any(override.is_sweep_override() for override in parsed)
+        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch] if swept else []
+    except HydraException:   # a sweeper of its own syntax: its base config alone
+        jobs = []
+    try:
+        if not jobs:   # nothing swept: every job's config is this one (composing it again costs ~0.3 s)
+            check_job(_task_config(config), device, overrides)
+        loader = GlobalHydra.instance().config_loader() if jobs else None
+        for job_overrides in jobs:
+            job_cfg = loader.load_sweep_config(config, job_overrides)
+            check_job(_task_config(job_cfg), device, job_overrides)
+    except (UserError, HydraException) as exc:
+        if full_error_requested():
+            traceback.print_exc()
+        line = exc if isinstance(exc, UserError) else UserError(compose_error_line(exc))
+        print(one_line(line), file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT) from None
+
+
+def _task_config(config: DictConfig) -> DictConfig:
+    """A copy of ``config`` without its ``hydra`` node: the config a job's task receives."""
+    task = copy.deepcopy(config)
+    with read_write(task), open_dict(task):
+        task.pop("hydra", None)
+    return task
