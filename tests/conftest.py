@@ -9,8 +9,9 @@ from harness.hardware.device import GPU, select_execution_mode
 # Must run before anything imports triton: turns the interpreter on when there is no GPU.
 MODE = select_execution_mode()
 
-#: The fault suite's cases share one seeded store (a session fixture): one work unit.
-FAULT_SUITE = "tests/faults/"
+#: Modules whose tests go to the workers one by one: each test is long and independent, and
+#: the module's fixture (a compile client) is cheap beside them.
+PER_TEST = ("tests/compile/test_build.py",)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -24,14 +25,16 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Under ``-n``: each test module is one work unit, sent whole to one worker, and the fault
-    suite is one unit.  A module's fixture (most are real CLI sweeps) then runs once, not once
-    in every worker that got one of its tests, and the fault suite seeds its store once."""
+    """Under ``-n``: each test module is one work unit, sent whole to one worker, so that a
+    module's fixture (most are real CLI sweeps) runs once, not once in every worker that got
+    one of its tests; the modules of :data:`PER_TEST` are spread test by test.  The fault
+    suite's seeded store is a session fixture: each worker that runs fault cases seeds its own
+    (one small sweep), and its end-of-session check covers the stores that worker used."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return FAULT_SUITE if path.startswith(FAULT_SUITE) else path
+            return nodeid if path in PER_TEST else path
 
     return ModuleScheduling(config, log)
