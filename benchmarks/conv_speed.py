@@ -304,6 +304,8 @@ def main() -> None:
     print(f"compiled {sum(map(len, spaces.values()))} (layer, config) pairs in {time.perf_counter() - t0:.0f} s; "
           f"{len(errors)} failed", flush=True)
     timer, rows = CuptiRounds(), []
+    merged = TunedTable.load(Path(args.merge_into)) if args.merge_into else None
+    merged_how = merged.how if merged else ""
     tuned = TunedTable(meta["device"], {}, how=f"timed: {command} ({meta['nvidia_smi']}, torch {meta['torch']}, "
                                                  f"Triton {meta['triton']})")
     for shape in shapes:
@@ -317,10 +319,9 @@ def main() -> None:
         (out / "results.json").write_text(json.dumps({"meta": meta, "command": command, "rows": rows,
                                                       "compile_errors": errors[:200]}, indent=1))
         tuned.save(out / f"{KERNEL}_{meta['device'].split()[1].lower()}.json")
-        if args.merge_into:
-            merged = TunedTable.load(Path(args.merge_into))
+        if merged is not None:
             merged.entries.update(tuned.entries)
-            merged.how = f"{merged.how}; re-tuned {len(tuned.entries)} layers: {tuned.how}"
+            merged.how = f"{merged_how}; re-tuned {len(tuned.entries)} layers: {tuned.how}"
             merged.save(out / "merged.json")
     if args.inductor:
         for row in rows:

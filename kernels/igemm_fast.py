@@ -541,9 +541,8 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         """igemm's grid, except with NCHW_IN: pixel tiles per image, ``N * cdiv(P*Q, BLOCK_M)``,
         and with BOX_W: pixel rectangles per image, ``N * cdiv(P, BOX_H) * cdiv(Q, BOX_W)``."""
         if tiles.get("BOX_W"):
-            bw = tiles["BOX_W"]
-            return TileGrid(shape.N * triton.cdiv(shape.P, tiles["BLOCK_M"] // bw) * triton.cdiv(shape.Q, bw),
-                            triton.cdiv(shape.F, tiles["BLOCK_N"]))
+            rects_h, rects_w = box_rects(shape, tiles["BLOCK_M"], tiles["BOX_W"])
+            return TileGrid(shape.N * rects_h * rects_w, triton.cdiv(shape.F, tiles["BLOCK_N"]))
         if not tiles.get("NCHW_IN"):
             return super().tile_grid(shape, tiles)
         if not is_matrix_layer(shape):
@@ -835,12 +834,18 @@ def _image_tile_pixels(block_m: int, pq: int):
     return pixels
 
 
+def box_rects(shape: ConvShape, block_m: int, box_w: int) -> tuple[int, int]:
+    """BOX_W's tiles per image: rows of rectangles, and rectangles per row (each rectangle
+    ``BLOCK_M // BOX_W`` pixels tall, ``BOX_W`` wide)."""
+    return triton.cdiv(shape.P, block_m // box_w), triton.cdiv(shape.Q, box_w)
+
+
 def _box_rect(shape: ConvShape, block_m: int, box_w: int, pid_m: np.ndarray):
     """BOX_W's pixel rectangles: ``(n, p, q)`` of each of tile ``pid_m``'s BLOCK_M rows, all
     ``(len(pid_m), BLOCK_M)``; rows past the image (p >= P or q >= Q) included."""
     box_h = block_m // box_w
-    rects_w = triton.cdiv(shape.Q, box_w)
-    per_image = triton.cdiv(shape.P, box_h) * rects_w
+    rects_h, rects_w = box_rects(shape, block_m, box_w)
+    per_image = rects_h * rects_w
     rect = pid_m % per_image
     i = np.arange(block_m)
     p = ((rect // rects_w) * box_h)[:, None] + i // box_w
@@ -939,8 +944,8 @@ def box_widths(shape: ConvShape, block_m: int, keep: int = 2) -> list[int]:
     widths (8 to 64, at most BLOCK_M, rectangles at least 2 rows tall) that waste the fewest
     rows past the image's edges, wider first among equals."""
     def waste(bw: int) -> float:
-        bh = block_m // bw
-        return triton.cdiv(shape.P, bh) * bh * triton.cdiv(shape.Q, bw) * bw / (shape.P * shape.Q)
+        rects_h, rects_w = box_rects(shape, block_m, bw)
+        return rects_h * rects_w * block_m / (shape.P * shape.Q)
 
     widths = [bw for bw in (8, 16, 32, 64) if bw <= block_m // 2]
     return sorted(widths, key=lambda bw: (waste(bw), -bw))[:keep]

@@ -40,6 +40,7 @@ from kernels import get_kernel
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 from harness.tune.ties import RULE_LEGACY, Remeasure, Remeasured, TieDecision, TieRule, decide
+from harness.storage.run_fields import flag_text
 
 
 # -----------------------------------------------------------
@@ -135,7 +136,7 @@ class TuneResult:
     def as_tags(self) -> dict[str, str]:
         """``tune.near_tie`` (true / false / unknown) and ``tune.rule`` (the rule's name)."""
         near = self.near_tie
-        return {"tune.near_tie": "unknown" if near is None else str(near).lower(),
+        return {"tune.near_tie": "unknown" if near is None else flag_text(near),
                 "tune.rule": RULE_LEGACY if self.tie is None else self.tie.rule}
 
 
