@@ -524,9 +524,8 @@ def time_layers(args) -> None:
             except Exception as exc:  # noqa: BLE001
                 print(f"{shape.name:14s} [{i}] {cfg.label}: {type(exc).__name__} {str(exc)[:200]}", flush=True)
         ms = timer.medians(fns, rounds=args.rounds, launches=args.launches)
-        flop = 2.0 * shape.N * shape.H * shape.W * shape.F * shape.C * shape.R * shape.S
-        P = shape.H + 2 * shape.padding - shape.R + 1
-        flop *= P * P / (shape.H * shape.W)
+        P, Q = shape.H + 2 * shape.padding - shape.R + 1, shape.W + 2 * shape.padding - shape.S + 1
+        flop = 2.0 * shape.N * P * Q * shape.F * shape.C * shape.R * shape.S
         for name in sorted(ms, key=ms.get):
             print(f"{shape.name:14s} {name:36s} {ms[name]:9.4f} {ms['cudnn']:9.4f} {ms['cudnn'] / ms[name]:10.3f} "
                   f"{flop / ms[name] / 1e9:8.1f}", flush=True)
