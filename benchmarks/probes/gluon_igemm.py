@@ -144,10 +144,12 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
     BLOCK_K: gl.constexpr = a_bufs.type.shape[4]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
-    # The wgmma accumulator layout: warps stacked along M (each warpgroup owns BLOCK_M //
-    # (num_warps // 4) rows), one instruction spanning all BLOCK_N columns.
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                         instr_shape=[16, BLOCK_N, 16])
+    # The wgmma accumulator layout: warpgroups stacked along M (each owns 64 or more rows),
+    # and where BLOCK_M = 64 leaves a second warpgroup nothing to stack on, side by side
+    # along N (each owns BLOCK_N // 2 columns).
+    WARPS_M: gl.constexpr = num_warps if BLOCK_M >= 16 * num_warps else BLOCK_M // 16
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
+                                                         instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
     it = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
@@ -237,6 +239,7 @@ class Config:
     tma_store: bool = True
     persistent: bool = False
     maxnreg: int | None = None
+    occupancy: int = 1        # programs per SM the persistent grid assumes (a maxnreg low enough for it)
 
     @property
     def label(self) -> str:
@@ -259,6 +262,13 @@ CONFIGS = [
     Config(128, 64, 64, 6, 8, persistent=True),
     Config(128, 64, 64, 4, 4),
     Config(128, 256, 64, 3, 8),                      # 64 x 256 per warpgroup
+    # Two programs per SM: registers capped so that 2 x 384 threads fit (the load warp's
+    # warpgroup gives its registers back to the wgmma warpgroups).
+    Config(128, 64, 64, 4, 8, maxnreg=80),
+    Config(128, 64, 64, 4, 8, persistent=True, maxnreg=80, occupancy=2),
+    # Small grids (7 x 7 and 14 x 14 layers): 64-row tiles, the two warpgroups side by side.
+    Config(64, 128, 64, 4, 8),
+    Config(64, 128, 64, 4, 8, maxnreg=80),
 ]
 
 
@@ -328,7 +338,7 @@ def launch_args(geo: Geometry, cfg: Config, num_sms: int) -> tuple[tuple[int, ..
     consts = dict(NUM_STAGES=cfg.stages, TMA_STORE=cfg.tma_store, num_warps=cfg.warps)
     if cfg.maxnreg:
         consts["maxnreg"] = cfg.maxnreg
-    grid = min(num_tiles, num_sms) if cfg.persistent else num_tiles
+    grid = min(num_tiles, num_sms * cfg.occupancy) if cfg.persistent else num_tiles
     return scalars, consts, grid
 
 
@@ -374,7 +384,7 @@ def ptx_facts(compiled) -> dict:
         "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
         "tma_loads": len(re.findall(r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global", ptx)),
         "tma_stores": len(re.findall(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx)),
-        "setmaxnreg": re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+)", ptx),
+        "setmaxnreg": sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))),
         "shared": compiled.metadata.shared,
     }
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -387,7 +397,7 @@ def ptx_facts(compiled) -> dict:
     if m:
         facts.update(regs=int(m.group(1)), stack=int(m.group(2)), local=int(m.group(4)))
     facts.update(HGMMA=sass.count("HGMMA"), LDL_STL=len(re.findall(r"\b(?:LDL|STL)\b", sass)),
-                 USETMAXREG=re.findall(r"USETMAXREG[^;]*", sass))
+                 USETMAXREG=sorted(set(re.findall(r"USETMAXREG\.(?:DEALLOC|TRY_ALLOC)\.CTAPOOL (?:UP\d, )?(0x[0-9a-f]+)", sass))))
     return facts
 
 
