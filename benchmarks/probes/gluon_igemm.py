@@ -92,6 +92,16 @@ def _tile_origin(tile, num_pid_n, rects_h, rects_w,
 
 
 @gluon.jit
+def _work_item(work, num_tiles, num_steps, SPLIT_K: gl.constexpr):
+    """Work item -> (tile, split, first K step, end K step).  With SPLIT_K > 1 each tile's K
+    steps are cut into SPLIT_K slices, work item ``split * num_tiles + tile`` reducing one."""
+    split = work // num_tiles
+    per_split = gl.cdiv(num_steps, SPLIT_K)
+    first = split * per_split
+    return work - split * num_tiles, split, first, gl.minimum(first + per_split, num_steps)
+
+
+@gluon.jit
 def _step_tap(step, num_cb, S, padding):
     """K step -> (row offset r - padding, column offset s - padding, channel block)."""
     tap = step // num_cb
@@ -105,7 +115,7 @@ def _step_tap(step, num_cb, S, padding):
 @gluon.jit
 def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
                     num_tiles, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding,
-                    NUM_STAGES: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr):
     BOX_N: gl.constexpr = x_desc.block_type.shape[0]
     BOX_H: gl.constexpr = x_desc.block_type.shape[1]
     BOX_W: gl.constexpr = x_desc.block_type.shape[2]
@@ -113,9 +123,10 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
     nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+    for work in range(gl.program_id(0), num_tiles * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_tiles, num_steps, SPLIT_K)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-        for step in range(num_steps):
+        for step in range(k0, k1):
             dh, dw, cb = _step_tap(step, num_cb, S, padding)
             slot = it % NUM_STAGES
             # A fresh mbarrier counts as having completed the phase before its first, so the
@@ -137,7 +148,8 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
 @gluon.jit
 def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                    num_tiles, num_pid_n, rects_h, rects_w, num_steps, P, Q, F,
-                   NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, num_warps: gl.constexpr):
+                   NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
+                   num_warps: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -151,11 +163,12 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
                                                          instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
     it = 0
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+    for work in range(gl.program_id(0), num_tiles * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_tiles, num_steps, SPLIT_K)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
         prev = 0
-        for step in range(num_steps):
+        for step in range(k0, k1):
             slot = it % NUM_STAGES
             mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
             a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
@@ -163,20 +176,25 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
             acc = warpgroup_mma(a, b, acc, is_async=True)
             # At most one wgmma in flight: the previous step's has finished reading its slot.
             acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
-            mbarrier.arrive(empty.index(prev), count=1, pred=step > 0)
+            mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
             prev = slot
             it += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
 
-        out = acc.to(gl.float16)
+        # fp16 output, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of the
+        # workspace, added up by a second kernel).
+        out = acc.to(y_desc.dtype)
         if TMA_STORE:
             # The previous tile's store must have left c_smem before it is overwritten; waiting
             # here, not after issuing, lets that store overlap this tile's main loop.
             tma.store_wait(pendings=0)
             c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
             fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
-            tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
+            if SPLIT_K == 1:
+                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
+            else:
+                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
         else:
             # Plain stores, 16 bytes per thread along the filters, masked to the image.
             store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
@@ -200,7 +218,8 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
 @gluon.jit
 def gluon_igemm_kernel(x_desc, w_desc, y_desc, y_ptr,
                        num_tiles, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
-                       NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, num_warps: gl.constexpr):
+                       NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
+                       num_warps: gl.constexpr):
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
     # copies landed; armed by expect, completed by the copies' bytes) and an *empty* barrier
@@ -213,14 +232,14 @@ def gluon_igemm_kernel(x_desc, w_desc, y_desc, y_ptr,
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     if TMA_STORE:
-        c_smem = gl.allocate_shared_memory(dtype, y_desc.block_type.shape, y_desc.layout)
+        c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
     else:
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
         (_mma_partition, (y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_tiles, num_pid_n, rects_h,
-                          rects_w, num_steps, P, Q, F, NUM_STAGES, TMA_STORE, num_warps)),
+                          rects_w, num_steps, P, Q, F, NUM_STAGES, TMA_STORE, SPLIT_K, num_warps)),
         (_load_partition, (x_desc, w_desc, a_bufs, b_bufs, ready, empty, num_tiles, num_pid_n, rects_h, rects_w,
-                           num_steps, num_cb, S, padding, NUM_STAGES)),
+                           num_steps, num_cb, S, padding, NUM_STAGES, SPLIT_K)),
     ], [1], [24])
 
 
@@ -230,7 +249,8 @@ def gluon_igemm_kernel(x_desc, w_desc, y_desc, y_ptr,
 @dataclasses.dataclass(frozen=True)
 class Config:
     """One launch choice: tile BLOCK_M x BLOCK_N x BLOCK_K, ring depth, the MMA partition's
-    warps (4 = one warpgroup, 8 = two), epilogue through TMA or plain stores, persistent grid."""
+    warps (4 = one warpgroup, 8 = two), epilogue through TMA or plain stores, persistent grid,
+    split-K (fp32 partials through TMA, then a summing kernel)."""
     block_m: int
     block_n: int
     block_k: int
@@ -240,16 +260,16 @@ class Config:
     persistent: bool = False
     maxnreg: int | None = None
     occupancy: int = 1        # programs per SM the persistent grid assumes (a maxnreg low enough for it)
+    split_k: int = 1
+
+    def __post_init__(self):
+        assert self.tma_store or self.split_k == 1, "split-K partials leave through TMA"
 
     @property
     def label(self) -> str:
         return (f"{self.block_m}x{self.block_n}x{self.block_k} s{self.stages} w{self.warps}"
                 f"{' tmaC' if self.tma_store else ' stC'}{' pers' if self.persistent else ''}"
-                f"{f' r{self.maxnreg}' if self.maxnreg else ''}")
-
-    def shared_bytes(self) -> int:
-        ring = self.stages * (self.block_m + self.block_n) * self.block_k * 2
-        return ring + (self.block_m * self.block_n * 2 if self.tma_store else 0)
+                f"{f' r{self.maxnreg}' if self.maxnreg else ''}{f' sk{self.split_k}' if self.split_k > 1 else ''}")
 
 
 CONFIGS = [
@@ -269,6 +289,9 @@ CONFIGS = [
     # Small grids (7 x 7 and 14 x 14 layers): 64-row tiles, the two warpgroups side by side.
     Config(64, 128, 64, 4, 8),
     Config(64, 128, 64, 4, 8, maxnreg=80),
+    # ... or split-K: twice the work items, each half of K.
+    Config(128, 128, 64, 4, 8, split_k=2),
+    Config(128, 64, 64, 4, 8, split_k=2),
 ]
 
 
@@ -317,12 +340,22 @@ def pick_box(N: int, P: int, Q: int, block_m: int) -> tuple[int, int, int]:
     return best[1]
 
 
+def y_block(cfg: Config, box: tuple[int, int, int]) -> tuple[list[int], str]:
+    """The output box and its element type: ``[BOX_N, BOX_H, BOX_W, BLOCK_N]`` fp16 of the NHWC
+    output, or with split-K ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]`` fp32 of the [SPLIT_K, N, P, Q, F]
+    workspace."""
+    if cfg.split_k > 1:
+        return [1, *box, cfg.block_n], "fp32"
+    return [*box, cfg.block_n], "fp16"
+
+
 def layouts(cfg: Config, box: tuple[int, int, int]):
     """Shared-memory layouts of the three TMA boxes: 128-byte swizzle over the innermost
-    BLOCK_K (or BLOCK_N) fp16 elements, what wgmma and the TMA unit both read."""
+    BLOCK_K (or BLOCK_N) elements, what wgmma and the TMA unit both read."""
     x_layout = gl.NVMMASharedLayout.get_default_for([*box, cfg.block_k], gl.float16)
     w_layout = gl.NVMMASharedLayout.get_default_for([cfg.block_n, cfg.block_k], gl.float16)
-    y_layout = gl.NVMMASharedLayout.get_default_for([*box, cfg.block_n], gl.float16)
+    shape, dtype = y_block(cfg, box)
+    y_layout = gl.NVMMASharedLayout.get_default_for(shape, {"fp16": gl.float16, "fp32": gl.float32}[dtype])
     return x_layout, w_layout, y_layout
 
 
@@ -333,12 +366,16 @@ def launch_args(geo: Geometry, cfg: Config, num_sms: int) -> tuple[tuple[int, ..
     images, rows, cols = geo.rects()
     num_pid_n = triton.cdiv(geo.F, cfg.block_n)
     num_tiles = images * rows * cols * num_pid_n
-    scalars = (num_tiles, num_pid_n, rows, cols, geo.R * geo.S * num_cb, num_cb, geo.S, geo.padding,
+    num_steps = geo.R * geo.S * num_cb
+    per_split = triton.cdiv(num_steps, cfg.split_k)
+    assert (cfg.split_k - 1) * per_split < num_steps, "every split needs at least one K step"
+    scalars = (num_tiles, num_pid_n, rows, cols, num_steps, num_cb, geo.S, geo.padding,
                geo.P, geo.Q, geo.F)
-    consts = dict(NUM_STAGES=cfg.stages, TMA_STORE=cfg.tma_store, num_warps=cfg.warps)
+    consts = dict(NUM_STAGES=cfg.stages, TMA_STORE=cfg.tma_store, SPLIT_K=cfg.split_k, num_warps=cfg.warps)
     if cfg.maxnreg:
         consts["maxnreg"] = cfg.maxnreg
-    grid = min(num_tiles, num_sms * cfg.occupancy) if cfg.persistent else num_tiles
+    work = num_tiles * cfg.split_k
+    grid = min(work, num_sms * cfg.occupancy) if cfg.persistent else work
     return scalars, consts, grid
 
 
@@ -354,9 +391,9 @@ def compile_one(geo: Geometry, cfg: Config):
     from triton.experimental.gluon._runtime import GluonASTSource
 
     x_layout, w_layout, y_layout = layouts(cfg, geo.box)
-    td = lambda shape, lay: f"tensordesc<fp16[{','.join(map(str, shape))}],{lay!r}>"   # noqa: E731
+    td = lambda shape, lay, ty="fp16": f"tensordesc<{ty}[{','.join(map(str, shape))}],{lay!r}>"   # noqa: E731
     sig = {"x_desc": td([*geo.box, cfg.block_k], x_layout), "w_desc": td([cfg.block_n, cfg.block_k], w_layout),
-           "y_desc": td([*geo.box, cfg.block_n], y_layout), "y_ptr": "*fp16"}
+           "y_desc": td(*y_block(cfg, geo.box)[:1], y_layout, y_block(cfg, geo.box)[1]), "y_ptr": "*fp16"}
     sig.update({name: "i32" for name in SIG_SCALARS})
     _, consts, _ = launch_args(geo, cfg, 132)
     options = {"num_warps": consts.pop("num_warps")}
@@ -426,7 +463,9 @@ def compile_check(args) -> None:
 
 def bind(x, w, padding: int, cfg: Config, box=None):
     """The launch closure for channels_last ``x`` (N, C, H, W) and weights (F, C, R, S), stride 1.
-    Returns (run, out) with ``out`` (N, P, Q, F), NHWC."""
+    Returns (run, out, geometry) with ``out`` (N, P, Q, F), NHWC.  With split-K, ``run`` is two
+    launches: the conv into the fp32 workspace, then igemm_fast's split_k_sum_kernel (the
+    partials added in split order, cast to fp16)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -442,18 +481,30 @@ def bind(x, w, padding: int, cfg: Config, box=None):
     w_packed[:Fo, :, :, :C] = w.permute(0, 2, 3, 1)
     w_packed = w_packed.reshape(f_pad, R * S * c_pad)
     x_nhwc = x.permute(0, 2, 3, 1)               # a view: channels_last memory is NHWC
-    assert x_nhwc.is_contiguous() and C % 8 == 0, "NHWC input with 16-byte rows (C a multiple of 8)"
+    assert x_nhwc.is_contiguous() and C % 8 == 0 and Fo % 8 == 0, "16-byte rows in and out (C, F multiples of 8)"
     out = torch.empty((N, P, Q, Fo), dtype=x.dtype, device=x.device)
     x_layout, w_layout, y_layout = layouts(cfg, geo.box)
     x_desc = TensorDescriptor.from_tensor(x_nhwc, [*geo.box, bk], x_layout)
     w_desc = TensorDescriptor.from_tensor(w_packed, [bn, bk], w_layout)
-    y_desc = TensorDescriptor.from_tensor(out, [*geo.box, bn], y_layout)
     num_sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     scalars, consts, grid = launch_args(geo, cfg, num_sms)
+    if cfg.split_k == 1:
+        y_desc = TensorDescriptor.from_tensor(out, y_block(cfg, geo.box)[0], y_layout)
 
-    def run():
+        def run():
+            gluon_igemm_kernel[(grid,)](x_desc, w_desc, y_desc, out, *scalars, **consts)
+        return run, out, geo
+
+    from kernels.igemm_fast import split_k_sum_kernel
+
+    ws = torch.empty((cfg.split_k, N, P, Q, Fo), dtype=torch.float32, device=x.device)
+    y_desc = TensorDescriptor.from_tensor(ws, y_block(cfg, geo.box)[0], y_layout)
+    block = 1024
+
+    def run_split():
         gluon_igemm_kernel[(grid,)](x_desc, w_desc, y_desc, out, *scalars, **consts)
-    return run, out, geo
+        split_k_sum_kernel[(triton.cdiv(out.numel(), block),)](ws, out, out.numel(), SPLIT_K=cfg.split_k, BLOCK=block)
+    return run_split, out, geo
 
 
 def _layers(args):
