@@ -148,14 +148,14 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
 @gluon.jit
 def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                    num_tiles, num_pid_n, rects_h, rects_w, num_steps, P, Q, F,
-                   NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   num_warps: gl.constexpr):
+                   NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
     BLOCK_K: gl.constexpr = a_bufs.type.shape[4]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
+    num_warps: gl.constexpr = gl.num_warps()          # this partition's: the launch's num_warps
     # The wgmma accumulator layout: warpgroups stacked along M (each owns 64 or more rows),
     # and where BLOCK_M = 64 leaves a second warpgroup nothing to stack on, side by side
     # along N (each owns BLOCK_N // 2 columns).
@@ -218,8 +218,7 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
 @gluon.jit
 def gluon_igemm_kernel(x_desc, w_desc, y_desc, y_ptr,
                        num_tiles, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
-                       NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                       num_warps: gl.constexpr):
+                       NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
     # copies landed; armed by expect, completed by the copies' bytes) and an *empty* barrier
@@ -237,7 +236,7 @@ def gluon_igemm_kernel(x_desc, w_desc, y_desc, y_ptr,
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
         (_mma_partition, (y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_tiles, num_pid_n, rects_h,
-                          rects_w, num_steps, P, Q, F, NUM_STAGES, TMA_STORE, SPLIT_K, num_warps)),
+                          rects_w, num_steps, P, Q, F, NUM_STAGES, TMA_STORE, SPLIT_K)),
         (_load_partition, (x_desc, w_desc, a_bufs, b_bufs, ready, empty, num_tiles, num_pid_n, rects_h, rects_w,
                            num_steps, num_cb, S, padding, NUM_STAGES, SPLIT_K)),
     ], [1], [24])
@@ -401,9 +400,7 @@ def compile_one(geo: Geometry, cfg: Config):
         options["maxnreg"] = consts.pop("maxnreg")
     for name in consts:
         sig[name] = "constexpr"
-    sig["num_warps"] = "constexpr"
     constexprs = {(list(sig).index(k),): v for k, v in consts.items()}
-    constexprs[(list(sig).index("num_warps"),)] = options["num_warps"]
     src = GluonASTSource(gluon_igemm_kernel, sig, constexprs, {})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
