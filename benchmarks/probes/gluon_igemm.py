@@ -43,8 +43,16 @@ computed and dropped (:func:`pick_box` chooses the box with the fewest).
   (fp16) into shared memory and sends it out with a TMA store, or stores from registers.
 
 The producer never waits on the consumer except for a free slot, so with a persistent grid
-(``PERSISTENT``: one program per SM walking tiles ``pid, pid + grid, ...``) the loads of the
-next tile run during the previous tile's epilogue.
+(``Config.persistent``: one program per SM, or ``occupancy`` per SM, walking tiles ``pid,
+pid + grid, ...``) the loads of the next tile run during the previous tile's epilogue.
+
+**Small grids.**  A 7 x 7 layer at batch 32 has 1568 output pixels: 13 to 14 pixel tiles of
+128 rows, 56 programs at BLOCK_N = 128 on a GPU of 132 SMs.  Three ways to fill the GPU are
+in :data:`CONFIGS`: BLOCK_N = 64 (cuDNN's tile) with registers capped (``maxnreg``) so that
+two programs fit on an SM; 64-row tiles, where the two wgmma warpgroups sit side by side
+along N; and split-K, each work item reducing a slice of the K steps into an fp32 workspace
+(a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``), summed in split order by igemm_fast's
+``split_k_sum_kernel``.
 
     python benchmarks/probes/gluon_igemm.py compile               # sm_90a build, no GPU needed
     python benchmarks/probes/gluon_igemm.py check --shapes l17,l23 --presets resnet   # GPU
