@@ -79,6 +79,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kernels.problem import ConvShape  # noqa: E402  (light: no torch)
+
 
 # -----------------------------------------------------------
 # Where a tile lies, and what a K step reads.  Both partitions walk the same tiles and steps,
@@ -304,29 +306,19 @@ CONFIGS = [
 
 @dataclasses.dataclass(frozen=True)
 class Geometry:
-    """What a launch needs to know of a layer: dims, and the pixel box (images x rows x columns)."""
-    N: int
-    C: int
-    H: int
-    W: int
-    F: int
-    R: int
-    S: int
-    padding: int
+    """A layer and the pixel box its tiles take (images x output rows x output columns)."""
+    shape: ConvShape
     box: tuple[int, int, int]
-
-    @property
-    def P(self) -> int:
-        return self.H + 2 * self.padding - self.R + 1
-
-    @property
-    def Q(self) -> int:
-        return self.W + 2 * self.padding - self.S + 1
 
     def rects(self) -> tuple[int, int, int]:
         """Boxes along images, output rows, output columns."""
         bn, bh, bw = self.box
-        return triton.cdiv(self.N, bn), triton.cdiv(self.P, bh), triton.cdiv(self.Q, bw)
+        return triton.cdiv(self.shape.N, bn), triton.cdiv(self.shape.P, bh), triton.cdiv(self.shape.Q, bw)
+
+    @classmethod
+    def of(cls, shape: ConvShape, block_m: int) -> Geometry:
+        assert shape.stride == 1, "stride-1 layers only"
+        return cls(shape, pick_box(shape.N, shape.P, shape.Q, block_m))
 
 
 def pick_box(N: int, P: int, Q: int, block_m: int) -> tuple[int, int, int]:
@@ -369,15 +361,16 @@ def layouts(cfg: Config, box: tuple[int, int, int]):
 def launch_args(geo: Geometry, cfg: Config, num_sms: int) -> tuple[tuple[int, ...], dict, int]:
     """The scalar arguments after the descriptors and y_ptr, the constexprs and launch options,
     and the grid size."""
-    num_cb = triton.cdiv(geo.C, cfg.block_k)
+    shape = geo.shape
+    num_cb = triton.cdiv(shape.C, cfg.block_k)
     images, rows, cols = geo.rects()
-    num_pid_n = triton.cdiv(geo.F, cfg.block_n)
+    num_pid_n = triton.cdiv(shape.F, cfg.block_n)
     num_tiles = images * rows * cols * num_pid_n
-    num_steps = geo.R * geo.S * num_cb
+    num_steps = shape.R * shape.S * num_cb
     per_split = triton.cdiv(num_steps, cfg.split_k)
     assert (cfg.split_k - 1) * per_split < num_steps, "every split needs at least one K step"
-    scalars = (num_tiles, num_pid_n, rows, cols, num_steps, num_cb, geo.S, geo.padding,
-               geo.P, geo.Q, geo.F)
+    scalars = (num_tiles, num_pid_n, rows, cols, num_steps, num_cb, shape.S, shape.padding,
+               shape.P, shape.Q, shape.F)
     consts = dict(NUM_STAGES=cfg.stages, TMA_STORE=cfg.tma_store, SPLIT_K=cfg.split_k, num_warps=cfg.warps)
     if cfg.maxnreg:
         consts["maxnreg"] = cfg.maxnreg
@@ -444,21 +437,18 @@ def ptx_facts(compiled) -> dict:
 
 
 def compile_check(args) -> None:
-    """Build each config for sm_90a on an l17-like layer (and a 7 x 7 one) and print the facts."""
-    shapes = [(32, 256, 14, 14, 256, 3, 3, 1), (32, 512, 7, 7, 512, 3, 3, 1), (32, 128, 28, 28, 512, 1, 1, 0)]
-    keep = set(args.configs.split(",")) if args.configs else None
-    for dims in shapes[:args.layers]:
-        N, C, H, W, Fo, R, S, pad = dims
-        for i, cfg in enumerate(CONFIGS):
-            if keep and str(i) not in keep:
-                continue
-            P, Q = H + 2 * pad - R + 1, W + 2 * pad - S + 1
-            geo = Geometry(N, C, H, W, Fo, R, S, pad, pick_box(N, P, Q, cfg.block_m))
+    """Build each config for sm_90a on an l17-sized layer (then l23- and l08-sized ones) and
+    print what the build holds."""
+    shapes = [ConvShape("l17", 32, 256, 14, 14, 256, 3, 3, 1, 1), ConvShape("l23", 32, 512, 7, 7, 512, 3, 3, 1, 1),
+              ConvShape("l08", 32, 128, 28, 28, 512, 1, 1, 1, 0)]
+    for shape in shapes[:args.layers]:
+        for i, cfg in _configs(args):
+            geo = Geometry.of(shape, cfg.block_m)
             try:
                 facts = ptx_facts(compile_one(geo, cfg))
-                print(f"{dims} box {geo.box} [{i}] {cfg.label}: {facts}", flush=True)
+                print(f"{shape.name} box {geo.box} [{i}] {cfg.label}: {facts}", flush=True)
             except Exception as exc:  # noqa: BLE001 (a probe: report and go on)
-                print(f"{dims} box {geo.box} [{i}] {cfg.label}: FAILED {type(exc).__name__}: {exc}", flush=True)
+                print(f"{shape.name} box {geo.box} [{i}] {cfg.label}: FAILED {type(exc).__name__}: {exc}", flush=True)
                 if args.verbose:
                     raise
 
@@ -466,18 +456,16 @@ def compile_check(args) -> None:
 # -----------------------------------------------------------
 # check and time: GPU.
 
-def bind(x, w, padding: int, cfg: Config, box=None):
-    """The launch closure for channels_last ``x`` (N, C, H, W) and weights (F, C, R, S), stride 1.
-    Returns (run, out, geometry) with ``out`` (N, P, Q, F), NHWC.  With split-K, ``run`` is two
-    launches: the conv into the fp32 workspace, then igemm_fast's split_k_sum_kernel (the
-    partials added in split order, cast to fp16)."""
+def bind(x, w, shape: ConvShape, cfg: Config):
+    """The launch closure for channels_last ``x`` (N, C, H, W) and weights (F, C, R, S) of a
+    stride-1 layer.  Returns (run, out, geometry) with ``out`` (N, P, Q, F), NHWC.  With
+    split-K, ``run`` is two launches: the conv into the fp32 workspace, then igemm_fast's
+    split_k_sum_kernel (the partials added in split order, cast to fp16)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    N, C, H, W = x.shape
-    Fo, _, R, S = w.shape
-    P, Q = H + 2 * padding - R + 1, W + 2 * padding - S + 1
-    geo = Geometry(N, C, H, W, Fo, R, S, padding, box or pick_box(N, P, Q, cfg.block_m))
+    geo = Geometry.of(shape, cfg.block_m)
+    N, C, P, Q, Fo, R, S = shape.N, shape.C, shape.P, shape.Q, shape.F, shape.R, shape.S
     bk, bn = cfg.block_k, cfg.block_n
     c_pad = triton.cdiv(C, bk) * bk
     f_pad = triton.cdiv(Fo, bn) * bn
@@ -550,7 +538,7 @@ def check(args) -> None:
         ref = F.conv2d(x.float(), w.float(), None, padding=shape.padding).permute(0, 2, 3, 1)
         for i, cfg in _configs(args):
             try:
-                run, out, geo = bind(x, w, shape.padding, cfg)
+                run, out, geo = bind(x, w, shape, cfg)
                 out.fill_(float("nan"))
                 run()
                 torch.cuda.synchronize()
@@ -580,7 +568,7 @@ def time_layers(args) -> None:
         fns = {"cudnn": lambda: F.conv2d(x, wc, None, padding=shape.padding)}
         for i, cfg in _configs(args):
             try:
-                run, out, geo = bind(x, w, shape.padding, cfg)
+                run, out, geo = bind(x, w, shape, cfg)
                 run()
                 torch.cuda.synchronize()
                 if ((out.float() - ref).abs().max() / ref.abs().max()).item() >= 1e-2:
@@ -590,11 +578,9 @@ def time_layers(args) -> None:
             except Exception as exc:  # noqa: BLE001
                 print(f"{shape.name:14s} [{i}] {cfg.label}: {type(exc).__name__} {str(exc)[:200]}", flush=True)
         ms = timer.medians(fns, rounds=args.rounds, launches=args.launches)
-        P, Q = shape.H + 2 * shape.padding - shape.R + 1, shape.W + 2 * shape.padding - shape.S + 1
-        flop = 2.0 * shape.N * P * Q * shape.F * shape.C * shape.R * shape.S
         for name in sorted(ms, key=ms.get):
             print(f"{shape.name:14s} {name:36s} {ms[name]:9.4f} {ms['cudnn']:9.4f} {ms['cudnn'] / ms[name]:10.3f} "
-                  f"{flop / ms[name] / 1e9:8.1f}", flush=True)
+                  f"{shape.flops / ms[name] / 1e9:8.1f}", flush=True)
 
 
 def main() -> None:
