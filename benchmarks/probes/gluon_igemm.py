@@ -57,6 +57,8 @@ along N; and split-K, each work item reducing a slice of the K steps into an fp3
     python benchmarks/probes/gluon_igemm.py compile               # sm_90a build, no GPU needed
     python benchmarks/probes/gluon_igemm.py check --shapes l17,l23 --presets resnet   # GPU
     python benchmarks/probes/gluon_igemm.py time --shapes l17,l23 --presets resnet    # GPU
+    ncu --profile-from-start off --section SpeedOfLight ... \
+        python benchmarks/probes/gluon_igemm.py once --shapes l23 --configs 0,15        # GPU
 
 ``compile`` needs only Triton 3.6 (no torch); ``check`` and ``time`` need the project
 (``. benchmarks/gpu_setup.sh``) and a Hopper GPU.
@@ -301,6 +303,9 @@ CONFIGS = [
     # ... or split-K: twice the work items, each half of K.
     Config(128, 128, 64, 4, 8, split_k=2),
     Config(128, 64, 64, 4, 8, split_k=2),
+    # ... both: 224 work items of l23 in one wave of two programs per SM.
+    Config(128, 64, 64, 3, 8, maxnreg=80, split_k=2),
+    Config(64, 128, 64, 3, 8, maxnreg=80, split_k=2),
 ]
 
 
@@ -583,9 +588,35 @@ def time_layers(args) -> None:
                   f"{shape.flops / ms[name] / 1e9:8.1f}", flush=True)
 
 
+def once(args) -> None:
+    """For ncu (``--profile-from-start off``): warm each config and cuDNN, then one launch of
+    each inside a CUDA profiler range, in the order printed."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.backends.cudnn.benchmark = True
+    runs = []
+    for shape in _layers(args):
+        x, w = _operands(shape)
+        wc = w.contiguous(memory_format=torch.channels_last)
+        runs.append((f"{shape.name} cudnn", lambda x=x, wc=wc, p=shape.padding: F.conv2d(x, wc, None, padding=p)))
+        for i, cfg in _configs(args):
+            runs.append((f"{shape.name} [{i}] {cfg.label}", bind(x, w, shape, cfg)[0]))
+    for _, fn in runs:
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for name, fn in runs:
+        print(f"profiled: {name}", flush=True)
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("compile", "check", "time"))
+    ap.add_argument("mode", choices=("compile", "check", "time", "once"))
     ap.add_argument("--presets", default="resnet,holdout")
     ap.add_argument("--shapes", default="l17,l23,l11,l08,vgg3")
     ap.add_argument("--configs", default="", help="indices into CONFIGS, comma-separated (default: all)")
@@ -594,7 +625,7 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=10)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
-    {"compile": compile_check, "check": check, "time": time_layers}[args.mode](args)
+    {"compile": compile_check, "check": check, "time": time_layers, "once": once}[args.mode](args)
 
 
 if __name__ == "__main__":
