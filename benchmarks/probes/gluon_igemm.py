@@ -436,8 +436,9 @@ def ptx_facts(compiled) -> dict:
     m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
     if m:
         facts.update(regs=int(m.group(1)), stack=int(m.group(2)), local=int(m.group(4)))
+    maxreg = re.findall(r"USETMAXREG\.(?:DEALLOC|TRY_ALLOC)\.CTAPOOL (?:UP\d, )?(0x[0-9a-f]+)", sass)
     facts.update(HGMMA=sass.count("HGMMA"), LDL_STL=len(re.findall(r"\b(?:LDL|STL)\b", sass)),
-                 USETMAXREG=sorted(set(re.findall(r"USETMAXREG\.(?:DEALLOC|TRY_ALLOC)\.CTAPOOL (?:UP\d, )?(0x[0-9a-f]+)", sass))))
+                 USETMAXREG=sorted({int(v, 16) for v in maxreg}))
     return facts
 
 
@@ -538,6 +539,7 @@ def check(args) -> None:
     import torch
     import torch.nn.functional as F
 
+    torch.backends.cudnn.allow_tf32 = False       # an fp32 reference, not TF32
     for shape in _layers(args):
         x, w = _operands(shape)
         ref = F.conv2d(x.float(), w.float(), None, padding=shape.padding).permute(0, 2, 3, 1)
