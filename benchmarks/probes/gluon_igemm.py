@@ -528,6 +528,27 @@ def _operands(shape):
     return x, w / (shape.C * shape.R * shape.S) ** 0.5
 
 
+def _first_run(run, name: str, limit_s: float = 20.0) -> None:
+    """Launch once and wait at most ``limit_s`` seconds: a barrier bug shows as a kernel that
+    never ends, and this exits the process naming the config instead of hanging the GPU call
+    (the driver ends the kernel with the process)."""
+    import os
+    import time
+
+    import torch
+
+    run()
+    done = torch.cuda.Event()
+    done.record()
+    start = time.monotonic()
+    while not done.query():
+        if time.monotonic() - start > limit_s:
+            print(f"{name}: HANG (no completion after {limit_s:.0f} s); exiting. Rerun without it (--configs).",
+                  flush=True)
+            os._exit(3)
+        time.sleep(0.01)
+
+
 def _configs(args):
     keep = set(args.configs.split(",")) if args.configs else None
     return [(i, c) for i, c in enumerate(CONFIGS) if keep is None or str(i) in keep]
@@ -547,8 +568,7 @@ def check(args) -> None:
             try:
                 run, out, geo = bind(x, w, shape, cfg)
                 out.fill_(float("nan"))
-                run()
-                torch.cuda.synchronize()
+                _first_run(run, f"{shape.name} [{i}] {cfg.label}")
                 err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
                 verdict = "ok" if err < 1e-2 else "WRONG"
                 print(f"{shape.name:14s} [{i}] {cfg.label:34s} box {geo.box}: max rel err {err:.2e} {verdict}",
@@ -576,8 +596,7 @@ def time_layers(args) -> None:
         for i, cfg in _configs(args):
             try:
                 run, out, geo = bind(x, w, shape, cfg)
-                run()
-                torch.cuda.synchronize()
+                _first_run(run, f"{shape.name} [{i}] {cfg.label}")
                 if ((out.float() - ref).abs().max() / ref.abs().max()).item() >= 1e-2:
                     print(f"{shape.name:14s} [{i}] {cfg.label}: WRONG, not timed", flush=True)
                     continue
@@ -620,7 +639,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("compile", "check", "time", "once"))
     ap.add_argument("--presets", default="resnet,holdout")
-    ap.add_argument("--shapes", default="l17,l23,l11,l08,vgg3")
+    ap.add_argument("--shapes", default="l17,l23,l11,l03,l08,vgg3,big")
     ap.add_argument("--configs", default="", help="indices into CONFIGS, comma-separated (default: all)")
     ap.add_argument("--layers", type=int, default=1, help="compile: how many of the built-in layers")
     ap.add_argument("--rounds", type=int, default=4)
