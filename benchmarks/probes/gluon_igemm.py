@@ -329,9 +329,11 @@ class Geometry:
 def pick_box(N: int, P: int, Q: int, block_m: int) -> tuple[int, int, int]:
     """The (BOX_N, BOX_H, BOX_W), powers of two with product BLOCK_M, that computes the fewest
     rows: boxes x BLOCK_M, the rows past the images included; ties go to the widest box (longer
-    contiguous runs per TMA row).  E.g. 56 x 56 with 128 rows: 2 x 8 x 8, no waste."""
+    contiguous runs per TMA row).  E.g. 56 x 56 with 128 rows: 2 x 8 x 8, no waste; 14 x 14:
+    32 x 2 x 2, none either (a 16 x 8 rectangle wastes 24 %)."""
     best = None
-    for bn, bh in itertools.product((1, 2, 4, 8, 16), (1, 2, 4, 8, 16, 32, 64, 128)):
+    pow2 = [1 << i for i in range(block_m.bit_length())]
+    for bn, bh in itertools.product(pow2, pow2):
         if block_m % (bn * bh) or bn > N:
             continue
         bw = block_m // (bn * bh)
