@@ -398,9 +398,13 @@ def compile_one(geo: Geometry, cfg: Config):
     from triton.experimental.gluon._runtime import GluonASTSource
 
     x_layout, w_layout, y_layout = layouts(cfg, geo.box)
-    td = lambda shape, lay, ty="fp16": f"tensordesc<{ty}[{','.join(map(str, shape))}],{lay!r}>"   # noqa: E731
-    sig = {"x_desc": td([*geo.box, cfg.block_k], x_layout), "w_desc": td([cfg.block_n, cfg.block_k], w_layout),
-           "y_desc": td(*y_block(cfg, geo.box)[:1], y_layout, y_block(cfg, geo.box)[1]), "y_ptr": "*fp16"}
+    y_shape, y_type = y_block(cfg, geo.box)
+
+    def desc(shape, layout, ty="fp16") -> str:     # the type string Triton's binder gives a descriptor
+        return f"tensordesc<{ty}[{','.join(map(str, shape))}],{layout!r}>"
+
+    sig = {"x_desc": desc([*geo.box, cfg.block_k], x_layout), "w_desc": desc([cfg.block_n, cfg.block_k], w_layout),
+           "y_desc": desc(y_shape, y_layout, y_type), "y_ptr": "*fp16"}
     sig.update({name: "i32" for name in SIG_SCALARS})
     _, consts, _ = launch_args(geo, cfg, 132)
     options = {"num_warps": consts.pop("num_warps")}
