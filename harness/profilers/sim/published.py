@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from harness.profilers.sim.result import SimResult
 from kernels.access import LoadPlan, OperandLoads, step_grid
 
 #: Where the measurements are: repository, and the commit that added each run's logs.
@@ -310,15 +311,20 @@ NOT_REPRODUCIBLE: tuple[tuple[str, str], ...] = (
 )
 
 
-def predict(cell: PublishedCell, target: dict, occupancy: int) -> float:
-    """The simulated all-lookup L2 hit rate (%) of ``cell`` on ``target``."""
+def replay(cell: PublishedCell, target: dict, occupancy: int) -> SimResult:
+    """The simulated launch of ``cell``'s problem in its order on ``target``."""
     from harness.profilers.sim.replay import simulate_l2
     from harness.profilers.sim.target import SimTarget
 
     problem = PROBLEMS[cell.problem]()
     sim = SimTarget.from_target(target, occupancy)
     model = problem.plan().access_model(sim.line_bytes)
-    return simulate_l2(model, problem.table(cell.order), sim).hit_rate
+    return simulate_l2(model, problem.table(cell.order), sim)
+
+
+def predict(cell: PublishedCell, target: dict, occupancy: int) -> float:
+    """The simulated all-lookup L2 hit rate (%) of ``cell`` on ``target``."""
+    return replay(cell, target, occupancy).hit_rate
 
 
 #: The geometry the calibration chose between, on the fit half only: programs per CU (the
@@ -328,15 +334,16 @@ def predict(cell: PublishedCell, target: dict, occupancy: int) -> float:
 CANDIDATES = tuple({"occupancy": occ, "l2_set_hash": h} for occ in (1, 2) for h in (False, True))
 
 
-def table_rows(target: dict, fit_only: bool = False) -> tuple[dict, list[tuple[PublishedCell, float]]]:
+def table_rows(target: dict, fit_only: bool = False) -> tuple[dict, list[tuple[PublishedCell, SimResult]]]:
     """The geometry of :data:`CANDIDATES` with the least fit-half MAE, and every cell's
-    prediction with it (``fit_only``: only the fit half's)."""
-    def run(geometry: dict, cells) -> list[float]:
+    replay with it (``fit_only``: only the fit half's)."""
+    def run(geometry: dict, cells) -> list[SimResult]:
         t = {**target, "l2_set_hash": geometry["l2_set_hash"]}
-        return [predict(c, t, geometry["occupancy"]) for c in cells]
+        return [replay(c, t, geometry["occupancy"]) for c in cells]
 
     fit = [c for c in CELLS if c.split == "fit"]
-    scores = [(sum(abs(p - c.measured) for p, c in zip(run(g, fit), fit)) / len(fit), i) for i, g in enumerate(CANDIDATES)]
+    scores = [(sum(abs(r.hit_rate - c.measured) for r, c in zip(run(g, fit), fit)) / len(fit), i)
+              for i, g in enumerate(CANDIDATES)]
     for mae, i in scores:
         print(f"fit-half MAE {mae:.2f} with {CANDIDATES[i]}")
     best = CANDIDATES[min(scores)[1]]
@@ -345,7 +352,9 @@ def table_rows(target: dict, fit_only: bool = False) -> tuple[dict, list[tuple[P
 
 
 def main() -> None:
-    """Fit the geometry on the fit half, then print the table (markdown) and the MAEs."""
+    """Fit the geometry on the fit half, then print the table (markdown), the MAEs (by half,
+    and of the held-out half by source) and, where a source published TCC_HIT and TCC_MISS,
+    its lookups beside the replay's."""
     from pathlib import Path
 
     from omegaconf import OmegaConf
@@ -355,12 +364,20 @@ def main() -> None:
     print(f"chosen: {best}")
     print("| cell | source | measured | predicted | error | half |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
-    for cell, p in rows:
-        print(f"| {cell.name} | [{cell.run[1].rsplit('/', 1)[-1]}/{cell.log}, iteration {cell.iteration}]({cell.url}) "
-              f"| {cell.measured:.1f} | {p:.2f} | {p - cell.measured:+.2f} | {cell.split} |")
+    for cell, r in rows:
+        kind = "iteration" if cell.repo == REPO else "scenario"
+        print(f"| {cell.name} | [{cell.source} {cell.run[1].rsplit('/', 1)[-1]}/{cell.log}, {kind} {cell.iteration}]({cell.url}) "
+              f"| {cell.measured:g} | {r.hit_rate:.2f} | {r.hit_rate - cell.measured:+.2f} | {cell.split} |")
     for split in ("fit", "held-out"):
-        errs = [abs(p - c.measured) for c, p in rows if c.split == split]
+        errs = [abs(r.hit_rate - c.measured) for c, r in rows if c.split == split]
         print(f"MAE {split}: {sum(errs) / len(errs):.2f} over {len(errs)} cells")
+    for source in SOURCES:
+        errs = [abs(r.hit_rate - c.measured) for c, r in rows if c.split == "held-out" and c.source == source]
+        print(f"MAE held-out, {source}: {sum(errs) / len(errs):.2f} over {len(errs)} cells")
+    for cell, r in rows:
+        if cell.counts:
+            print(f"lookups a dispatch, {cell.source} {cell.run[1]}: measured {sum(cell.counts)}, "
+                  f"replayed {r.hits + r.misses} ({100 * (r.hits + r.misses) / sum(cell.counts) - 100:+.2f} %)")
 
 
 if __name__ == "__main__":
