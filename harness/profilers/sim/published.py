@@ -305,9 +305,10 @@ NOT_REPRODUCIBLE: tuple[tuple[str, str], ...] = (
      "tiles and GROUP_SIZE_M chosen by Origami at run time and not recorded (at 8192 the lookup count, "
      "71.34 M a dispatch, pins 256 x 256 x 64 tiles; the group is unknown, and it changes the order)"),
     ("tritonBLAS with 272 of 304 CUs masked (42.3); every GEMM measured beside RCCL all_reduce or a 256 MB stream",
-     "which CUs were masked, and what the concurrent RCCL kernels held, is not recorded: not a launch order"),
+     "which CUs were masked, and what the concurrent kernels held, is not recorded: not a launch order"),
     ("tritonBLAS's torch.matmul (hipBLASLt) cells (79.9, 79.5)",
-     "the Tensile kernel (its name: macro tile, WGM, WGMXCC) is only in the rocpd databases, not in the repository's text"),
+     "the Tensile kernel's name (macro tile, WGM, WGMXCC) is recorded only in the run's rocpd databases, "
+     "which were not readable here (blobs over 4 MiB, absent from the stored copy)"),
 )
 
 
