@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.profilers.sim.published import CELLS, PROBLEMS, REPO, Gemm, SeedDirectConv, predict
+from harness.profilers.sim.published import (CELLS, PROBLEMS, REPO, SOURCES, TRITONBLAS, TRITONBLAS_WS, Gemm,
+                                             SeedDirectConv, predict, replay)
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = yaml.safe_load((ROOT / "conf" / "target" / "mi300x.yaml").read_text())
@@ -20,8 +21,18 @@ def test_every_cell_is_a_permutation_of_its_programs_with_a_source():
         problem = PROBLEMS[cell.problem]()
         table = problem.table(cell.order)
         assert sorted(table) == list(range(len(table))), cell
-        assert cell.url.startswith(REPO + "/blob/") and cell.split in ("fit", "held-out")
+        assert cell.repo in (REPO, TRITONBLAS) and cell.url.startswith(cell.repo + "/blob/")
+        assert cell.split in ("fit", "held-out")
     assert {c.split for c in CELLS} == {"fit", "held-out"}
+    assert SOURCES == ("AMDResearch/intelliperf", "ROCm/tritonBLAS")
+
+
+def test_a_rate_from_published_counts_is_their_ratio():
+    counted = [c for c in CELLS if c.counts]
+    assert counted and all(c.repo == TRITONBLAS for c in counted)
+    for cell in counted:
+        hit, miss = cell.counts
+        assert cell.measured == round(100 * hit / (hit + miss), 2), cell
 
 
 def test_the_orders_are_the_published_formulas():
@@ -36,6 +47,19 @@ def test_the_orders_are_the_published_formulas():
     assert list(grouped[:3]) == [0, 32, 64]                           # GROUP_SIZE_M 8: down a column first
 
 
+def test_tritonblas_work_stealing_gives_each_xcd_an_8_by_16_block():
+    """Its per-XCD counters hand XCD x tiles x * 128 .. x * 128 + 127 (of 1024) in turn, then
+    GROUP_SIZE_M 8 maps them: XCD x computes rows 8 (x // 2) .. +7, columns 16 (x % 2) .. +15."""
+    assert TRITONBLAS_WS.grid == (32, 32)
+    table = TRITONBLAS_WS.table("xcd-chunk-then-grouped")
+    pid = np.arange(1024)
+    for x in range(8):
+        tiles = table[pid % 8 == x]
+        rows, cols = set(tiles // 32), set(tiles % 32)
+        assert rows == set(range(8 * (x // 2), 8 * (x // 2) + 8)) and cols == set(range(16 * (x % 2), 16 * (x % 2) + 16))
+    assert list(table[:16:8]) == [0, 32]                               # XCD 0's first two claims: down a column
+
+
 def test_the_seed_conv_cells_as_the_docs_table_gives_them():
     preds = {c.order: predict(c, TARGET, 1) for c in CELLS if c.problem == "direct-seed"}
     assert preds["identity"] == pytest.approx(85.01, abs=0.01)
@@ -46,7 +70,21 @@ def test_the_seed_conv_cells_as_the_docs_table_gives_them():
         assert value in docs
 
 
+@pytest.mark.slow
+def test_the_tritonblas_cells_as_the_docs_table_gives_them():
+    """The held-out second source (about 20 s): its prediction, and the loads' lookups the
+    published counters pin (one per 128 B line per K-step; C's stores one a line)."""
+    cells = [c for c in CELLS if c.repo == TRITONBLAS]
+    assert {(c.problem, c.order, c.split) for c in cells} == {("gemm-tritonblas-ws", "xcd-chunk-then-grouped", "held-out")}
+    result = replay(cells[0], TARGET, 1)
+    assert result.hit_rate == pytest.approx(78.85, abs=0.01)
+    assert result.hits + result.misses == 1024 * 128 * (256 + 256) + 8192 * 8192 * 2 // 128
+    docs = (ROOT / "docs" / "simulator.md").read_text()
+    for cell in cells:
+        assert f"| {cell.measured:g} | 78.85 | {78.85 - cell.measured:+.2f} | held-out |" in docs
+
+
 def test_the_targets_provenance_counts_the_table():
     cells, sources = re.search(r"(\d+) cells from (\d+) source", TARGET["sim_published"]).groups()
-    assert int(cells) == len(CELLS) and int(sources) == len({REPO})
+    assert int(cells) == len(CELLS) and int(sources) == len(SOURCES)
     assert not TARGET.get("sim_calibration")                          # too thin: no band, "not validated"

@@ -3,13 +3,18 @@ address model as the published code reads memory, the shape, the tiles and the o
 programs (:class:`PublishedCell`), and the table of measured vs predicted figures
 (docs/simulator.md, "MI300X: the published record").
 
-Every figure here was measured by AMD Research's IntelliPerf swizzling loop (the one the
-SwizzlePerf paper, arXiv 2508.20258, describes) with rocprofv3 on an MI300X and committed to
-``AMDResearch/intelliperf`` (``examples/triton/autogen_10/swizzling_logs*/``; the loop prints
-``Hit rate increased from A% to B%`` with A and B rounded to 0.1 point).  The seeds' figures
-(``/work/shared/seeds``) are two of them.  Rates in %, sizes in bytes.
+Two independent sources, both rocprofv3 on an MI300X (rate = TCC_HIT / (TCC_HIT + TCC_MISS)):
 
-``python -m harness.profilers.sim.published`` prints the table.
+* AMD Research's IntelliPerf swizzling loop (the one the SwizzlePerf paper, arXiv 2508.20258,
+  describes), committed to ``AMDResearch/intelliperf``
+  (``examples/triton/autogen_10/swizzling_logs*/``; the loop prints ``Hit rate increased from
+  A% to B%`` with A and B rounded to 0.1 point).  The seeds' figures (``/work/shared/seeds``)
+  are two of them.
+* ROCm's tritonBLAS counter study of its work-stealing GEMM, committed to ``ROCm/tritonBLAS``
+  (``results/counters_8k*/``: medians over the GEMM's dispatches of TCC_HIT_sum and
+  TCC_MISS_sum, per dispatch).
+
+Rates in %, sizes in bytes.  ``python -m harness.profilers.sim.published`` prints the table.
 """
 from __future__ import annotations
 
@@ -18,12 +23,18 @@ from typing import Callable
 
 import numpy as np
 
+from harness.profilers.sim.result import SimResult
 from kernels.access import LoadPlan, OperandLoads, step_grid
 
 #: Where the measurements are: repository, and the commit that added each run's logs.
 REPO = "https://github.com/AMDResearch/intelliperf"
 RUN1 = ("76671a695769f9141d4340f6361aee46c0fe8ab9", "examples/triton/autogen_10/swizzling_logs")
 RUN2 = ("5cd989c327368af9289215457e1d70a32944db07", "examples/triton/autogen_10/swizzling_logs_2")
+#: The second source: tritonBLAS's two counter collections of one commit (2026-03-25), each
+#: summarised per kernel as medians over its dispatches (``counter_summary*.json``).
+TRITONBLAS = "https://github.com/ROCm/tritonBLAS"
+TB_RUN1 = ("3b84da431371dbda01f6109fdf287085cb3717aa", "results/counters_8k")
+TB_RUN2 = ("3b84da431371dbda01f6109fdf287085cb3717aa", "results/counters_8k_v2")
 
 FP16 = 2
 ALIGN = 1 << 20          # operands start on 1 MiB boundaries in the simulated address space
@@ -57,9 +68,11 @@ def _grouped(pid: np.ndarray, num_pid_m: int, num_pid_n: int, group_m: int) -> t
 
 @dataclass(frozen=True)
 class Gemm:
-    """IntelliPerf's ``autogen_10/gemm.py``: C = A B, fp16, A (M, K) and B (K, N) row-major,
-    one program per 128 x 256 tile of C, K-steps of 64, the grouped order (GROUP_SIZE_M 8)
-    inside the kernel.  Tile number ``t`` is C's tile (t // num_pid_n, t % num_pid_n)."""
+    """A Triton GEMM as the published kernels read memory: C = A B, 2-byte elements (fp16 or
+    bf16), A (M, K) and B (K, N) row-major, one tile of C per work item, K-steps of ``bk``,
+    the grouped order (GROUP_SIZE_M ``group_m``) inside the kernel.  Tile number ``t`` is C's
+    tile (t // num_pid_n, t % num_pid_n).  The defaults are IntelliPerf's
+    ``autogen_10/gemm.py`` (fp16, 128 x 256 x 64); :data:`TRITONBLAS_WS` is tritonBLAS's."""
 
     M: int = 8192
     N: int = 8192
@@ -116,7 +129,9 @@ class Gemm:
         if order == "grouped-then-xcd-chunk":       # run 2, iteration 0: the formula on the grouped tile's number
             pm, pn = _grouped(pid, npm, npn, self.group_m)
             return _xcd_chunk(pm * npn + pn, n)
-        if order == "xcd-chunk-then-grouped":       # run 1: the remap of pid, then the grouped order
+        if order == "xcd-chunk-then-grouped":       # run 1: the remap of pid, then the grouped order;
+            # also tritonBLAS's per-XCD work stealing: XCD x's programs claim its n // 8
+            # tiles x * n // 8, ... in turn from one atomic counter, then the grouped order
             pm, pn = _grouped(_xcd_chunk(pid, n), npm, npn, self.group_m)
             return pm * npn + pn
         if order == "grouped":                      # the published kernel as it is
@@ -220,22 +235,38 @@ class PublishedCell:
     """One published MI300X L2 hit rate (%) and the problem it measured."""
 
     name: str
-    run: tuple[str, str]      # (commit, folder) of the logs in :data:`REPO`
+    run: tuple[str, str]      # (commit, folder) of the logs in ``repo``
     log: str                  # file in that folder
-    iteration: str            # which profiling iteration of the log (0: the baseline)
-    problem: str              # "gemm" or "direct-seed"
+    iteration: str            # which record of the log: IntelliPerf's profiling iteration (0: the
+                              # baseline), tritonBLAS's scenario key
+    problem: str              # a key of :data:`PROBLEMS`
     order: str
-    measured: float           # TCC_HIT / (TCC_HIT + TCC_MISS), %, as printed (0.1 point)
+    measured: float           # TCC_HIT / (TCC_HIT + TCC_MISS), %: as printed (IntelliPerf, 0.1
+                              # point) or from ``counts`` (2 decimals)
     split: str                # "fit" (calibration) or "held-out"
+    repo: str = REPO
+    counts: tuple[int, int] | None = None   # (TCC_HIT, TCC_MISS) per dispatch where published
 
     @property
     def url(self) -> str:
-        return f"{REPO}/blob/{self.run[0]}/{self.run[1]}/{self.log}"
+        return f"{self.repo}/blob/{self.run[0]}/{self.run[1]}/{self.log}"
+
+    @property
+    def source(self) -> str:
+        """The repository's name (owner/name)."""
+        return self.repo.removeprefix("https://github.com/")
 
 
-PROBLEMS: dict[str, Callable[[], Gemm | SeedDirectConv]] = {"gemm": Gemm, "direct-seed": SeedDirectConv}
+#: tritonBLAS's work-stealing GEMM as its counter study ran it (``benchmarks/collect_counters*.py``
+#: at :data:`TB_RUN1`'s commit): bf16, M = N = K = 8192, 256 x 256 x 64 tiles, GROUP_SIZE_M 8.
+TRITONBLAS_WS = Gemm(bm=256, bn=256, bk=64, group_m=8)
 
-#: Run 1 is the calibration half, run 2 (another day, the same kernels and shapes) the held-out half.
+PROBLEMS: dict[str, Callable[[], Gemm | SeedDirectConv]] = {
+    "gemm": Gemm, "direct-seed": SeedDirectConv, "gemm-tritonblas-ws": lambda: TRITONBLAS_WS}
+
+#: IntelliPerf: run 1 is the calibration half, run 2 (another day, the same kernels and shapes) the
+#: held-out half.  tritonBLAS: both collections held out (decided before either was replayed),
+#: so the geometry chosen on IntelliPerf's run 1 meets a source it never saw.
 CELLS: tuple[PublishedCell, ...] = (
     PublishedCell("gemm identity (grouped)", RUN1, "gemm_log.txt", "0", "gemm", "grouped", 44.2, "fit"),
     PublishedCell("gemm xcd chunk, then grouped", RUN1, "gemm_log.txt", "1", "gemm", "xcd-chunk-then-grouped", 77.4, "fit"),
@@ -249,7 +280,14 @@ CELLS: tuple[PublishedCell, ...] = (
       for it, m in (("2", 95.8), ("6", 95.9), ("7", 95.8), ("10", 95.8))),
     *(PublishedCell("conv identity rewritten", RUN2, "conv2d_log.txt", it, "direct-seed", "identity", m, "held-out")
       for it, m in (("3", 91.7), ("4", 91.6), ("5", 91.9), ("9", 91.9))),
+    PublishedCell("gemm 256x256 work stealing per XCD, grouped", TB_RUN1, "counter_summary.json", "ws_alone",
+                  "gemm-tritonblas-ws", "xcd-chunk-then-grouped", 79.55, "held-out", TRITONBLAS, (56746271, 14591825)),
+    PublishedCell("gemm 256x256 work stealing per XCD, grouped", TB_RUN2, "counter_summary_v2.json", "ws_alone",
+                  "gemm-tritonblas-ws", "xcd-chunk-then-grouped", 79.48, "held-out", TRITONBLAS, (56697667, 14640413)),
 )
+
+#: The sources :data:`CELLS` come from.
+SOURCES: tuple[str, ...] = tuple(dict.fromkeys(c.source for c in CELLS))
 
 #: Published cells the simulator cannot replay, and why (docs/simulator.md lists them too).
 NOT_REPRODUCIBLE: tuple[tuple[str, str], ...] = (
@@ -262,18 +300,32 @@ NOT_REPRODUCIBLE: tuple[tuple[str, str], ...] = (
     ("swizzling_aware gemm (49.4 -> 63.5, 48.7, 42.1, 48.8)",
      "a persistent Stream-K GEMM (NUM_SMS programs, tiles then split K iterations with atomics): "
      "no address model for its Stream-K phase"),
+    ("tritonBLAS's first work-stealing kernel (commits 70f7484..7615e1e: 8192^3 77.8, 78.1, 78.2, rotating 76.8; "
+     "1024-16384: 79.3, 63.1, 80.2, 78.1, 78.8)",
+     "tiles and GROUP_SIZE_M chosen by Origami at run time and not recorded (at 8192 the lookup count, "
+     "71.34 M a dispatch, pins 256 x 256 x 64 tiles; the group is unknown, and it changes the order)"),
+    ("tritonBLAS with 272 of 304 CUs masked (42.3); every GEMM measured beside RCCL all_reduce or a 256 MB stream",
+     "which CUs were masked, and what the concurrent kernels held, is not recorded: not a launch order"),
+    ("tritonBLAS's torch.matmul (hipBLASLt) cells (79.9, 79.5)",
+     "the Tensile kernel's name (macro tile, WGM, WGMXCC) is recorded only in the run's rocpd databases, "
+     "which were not readable here (blobs over 4 MiB, absent from the stored copy)"),
 )
 
 
-def predict(cell: PublishedCell, target: dict, occupancy: int) -> float:
-    """The simulated all-lookup L2 hit rate (%) of ``cell`` on ``target``."""
+def replay(cell: PublishedCell, target: dict, occupancy: int) -> SimResult:
+    """The simulated launch of ``cell``'s problem in its order on ``target``."""
     from harness.profilers.sim.replay import simulate_l2
     from harness.profilers.sim.target import SimTarget
 
     problem = PROBLEMS[cell.problem]()
     sim = SimTarget.from_target(target, occupancy)
     model = problem.plan().access_model(sim.line_bytes)
-    return simulate_l2(model, problem.table(cell.order), sim).hit_rate
+    return simulate_l2(model, problem.table(cell.order), sim)
+
+
+def predict(cell: PublishedCell, target: dict, occupancy: int) -> float:
+    """The simulated all-lookup L2 hit rate (%) of ``cell`` on ``target``."""
+    return replay(cell, target, occupancy).hit_rate
 
 
 #: The geometry the calibration chose between, on the fit half only: programs per CU (the
@@ -283,15 +335,16 @@ def predict(cell: PublishedCell, target: dict, occupancy: int) -> float:
 CANDIDATES = tuple({"occupancy": occ, "l2_set_hash": h} for occ in (1, 2) for h in (False, True))
 
 
-def table_rows(target: dict, fit_only: bool = False) -> tuple[dict, list[tuple[PublishedCell, float]]]:
+def table_rows(target: dict, fit_only: bool = False) -> tuple[dict, list[tuple[PublishedCell, SimResult]]]:
     """The geometry of :data:`CANDIDATES` with the least fit-half MAE, and every cell's
-    prediction with it (``fit_only``: only the fit half's)."""
-    def run(geometry: dict, cells) -> list[float]:
+    replay with it (``fit_only``: only the fit half's)."""
+    def run(geometry: dict, cells) -> list[SimResult]:
         t = {**target, "l2_set_hash": geometry["l2_set_hash"]}
-        return [predict(c, t, geometry["occupancy"]) for c in cells]
+        return [replay(c, t, geometry["occupancy"]) for c in cells]
 
     fit = [c for c in CELLS if c.split == "fit"]
-    scores = [(sum(abs(p - c.measured) for p, c in zip(run(g, fit), fit)) / len(fit), i) for i, g in enumerate(CANDIDATES)]
+    scores = [(sum(abs(r.hit_rate - c.measured) for r, c in zip(run(g, fit), fit)) / len(fit), i)
+              for i, g in enumerate(CANDIDATES)]
     for mae, i in scores:
         print(f"fit-half MAE {mae:.2f} with {CANDIDATES[i]}")
     best = CANDIDATES[min(scores)[1]]
@@ -300,7 +353,9 @@ def table_rows(target: dict, fit_only: bool = False) -> tuple[dict, list[tuple[P
 
 
 def main() -> None:
-    """Fit the geometry on the fit half, then print the table (markdown) and the MAEs."""
+    """Fit the geometry on the fit half, then print the table (markdown), the MAEs (by half,
+    and of the held-out half by source) and, where a source published TCC_HIT and TCC_MISS,
+    its lookups beside the replay's."""
     from pathlib import Path
 
     from omegaconf import OmegaConf
@@ -310,12 +365,20 @@ def main() -> None:
     print(f"chosen: {best}")
     print("| cell | source | measured | predicted | error | half |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
-    for cell, p in rows:
-        print(f"| {cell.name} | [{cell.run[1].rsplit('/', 1)[-1]}/{cell.log}, iteration {cell.iteration}]({cell.url}) "
-              f"| {cell.measured:.1f} | {p:.2f} | {p - cell.measured:+.2f} | {cell.split} |")
+    for cell, r in rows:
+        kind = "iteration" if cell.repo == REPO else "scenario"
+        print(f"| {cell.name} | [{cell.source} {cell.run[1].rsplit('/', 1)[-1]}/{cell.log}, {kind} {cell.iteration}]({cell.url}) "
+              f"| {cell.measured:g} | {r.hit_rate:.2f} | {r.hit_rate - cell.measured:+.2f} | {cell.split} |")
     for split in ("fit", "held-out"):
-        errs = [abs(p - c.measured) for c, p in rows if c.split == split]
+        errs = [abs(r.hit_rate - c.measured) for c, r in rows if c.split == split]
         print(f"MAE {split}: {sum(errs) / len(errs):.2f} over {len(errs)} cells")
+    for source in SOURCES:
+        errs = [abs(r.hit_rate - c.measured) for c, r in rows if c.split == "held-out" and c.source == source]
+        print(f"MAE held-out, {source}: {sum(errs) / len(errs):.2f} over {len(errs)} cells")
+    for cell, r in rows:
+        if cell.counts:
+            print(f"lookups a dispatch, {cell.source} {cell.run[1]}: measured {sum(cell.counts)}, "
+                  f"replayed {r.hits + r.misses} ({100 * (r.hits + r.misses) / sum(cell.counts) - 100:+.2f} %)")
 
 
 if __name__ == "__main__":
