@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.cache_home import cache_root
 from harness.compile.build import CompileFailed, CompileReport, compile_spec
 
 
@@ -42,9 +43,8 @@ REPORT_VERSION = 3
 
 
 def default_cache_dir() -> Path:
-    """``$SWIZZLEBENCH_CACHE/compile`` (default ``~/.cache/swizzlebench/compile``)."""
-    root = os.environ.get("SWIZZLEBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "swizzlebench")
-    return Path(root) / "compile"
+    """``compile`` under :func:`harness.cache_home.cache_root`."""
+    return cache_root() / "compile"
 
 
 def cache_key(spec, arch: str) -> str:

@@ -40,6 +40,7 @@ from mlflow.tracking import MlflowClient
 from harness.job.result import FAILED, FINISHED, JobResult
 from harness.storage.claims import (HEARTBEAT, HOST_TAG, PID_TAG, is_live, owner_tags, process_alive,
                                     store_lock)
+from harness.storage.new_store import seed_new_store
 from harness.storage.probe import bound_store_waits, known_down, sqlite_path, store_problem
 from harness.storage.run_fields import run_metrics, run_params, run_tags
 from harness.storage.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
@@ -158,7 +159,8 @@ class Tracker:
         if self.offline_reason:
             return
         try:
-            with store_lock(uri):   # MlflowClient creates (migrates) a new SQLite database
+            with store_lock(uri):   # one process at a time makes a new SQLite database
+                seed_new_store(uri)
                 self.client = MlflowClient(tracking_uri=uri)
                 self.experiment_id = retry_when_locked(ensure_experiment, self.client, experiment)
         except STORE_ERRORS as exc:

@@ -24,6 +24,7 @@ from typing import Sequence
 
 from kernels.tuning import Config, DeviceTraits
 from kernels.problem import ConvShape
+from harness.cache_home import cache_root
 
 
 
@@ -69,9 +70,8 @@ class CacheKey:
 
 
 def default_cache_dir() -> Path:
-    """``$SWIZZLEBENCH_CACHE/tuning`` (default ``~/.cache/swizzlebench/tuning``)."""
-    root = os.environ.get("SWIZZLEBENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "swizzlebench")
-    return Path(root) / "tuning"
+    """``tuning`` under :func:`harness.cache_home.cache_root`."""
+    return cache_root() / "tuning"
 
 
 def resolve_cache_dir(directory: str | os.PathLike | None, base: str | os.PathLike | None = None) -> str | None:
