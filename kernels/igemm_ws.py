@@ -462,7 +462,8 @@ class IgemmWsConv(ConvKernel):
 
     def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
         """What the layer and the device must be: a Hopper GPU (or an ahead-of-time compile,
-        ``meta``), stride 1, C and F multiples of 8, fp16 or bf16."""
+        ``meta``), stride 1, C and F multiples of 8.  (The dtype, fp16 or bf16, every
+        :class:`~kernels.problem.ConvShape` already is: :data:`DTYPES`.)"""
         if device.type == "cpu":
             raise ValueError(f"kernel {self.name!r} is a Gluon kernel for Hopper (sm_90); on the CPU (Triton "
                              "interpreter, which runs no Gluon) use kernel=igemm_fast")
@@ -476,8 +477,7 @@ class IgemmWsConv(ConvKernel):
         bad = [why for why, no in (
             (f"stride {shape.stride} (a strided window is no TMA box; valid: 1)", shape.stride != 1),
             (f"C={shape.C} (TMA rows are whole 16 bytes; valid: C % 8 == 0)", shape.C % 8),
-            (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8),
-            (f"dtype {shape.dtype} (valid: {', '.join(DTYPES)})", shape.dtype not in DTYPES)) if no]
+            (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8)) if no]
         if bad:
             raise ValueError(f"kernel {self.name!r} cannot run layer {shape.name!r}: {'; '.join(bad)}; "
                              "use kernel=igemm_fast")
