@@ -75,6 +75,7 @@ fp16/bf16, and Triton versions whose Gluon API differs from 3.6's (:data:`GLUON_
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Callable, Mapping
 
@@ -285,6 +286,7 @@ HOPPER_SMEM_BYTES = 227 * 1024
 DTYPES = {"float16": gl.float16, "bfloat16": gl.bfloat16}
 
 
+@functools.cache
 def pick_box(N: int, P: int, Q: int, block_m: int) -> tuple[int, int, int]:
     """The (BOX_N, BOX_H, BOX_W), powers of two with product BLOCK_M, that computes the fewest
     rows: boxes x BLOCK_M, the rows past the images included; ties go to the widest box (longer
@@ -544,12 +546,11 @@ class IgemmWsConv(ConvKernel):
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
-        el = DTYPES[shape.dtype]
-        y_box = [1, *box, bn] if tiles["SPLIT_K"] > 1 else [*box, bn]
-        y_el = gl.float32 if tiles["SPLIT_K"] > 1 else el
-        return (TensorDescriptor.from_tensor(x, [*box, bk], gl.NVMMASharedLayout.get_default_for([*box, bk], el)),
-                TensorDescriptor.from_tensor(w_packed, [bn, bk], gl.NVMMASharedLayout.get_default_for([bn, bk], el)),
-                TensorDescriptor.from_tensor(ws, y_box, gl.NVMMASharedLayout.get_default_for(y_box, y_el)))
+        y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
+        y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
+        return (TensorDescriptor.from_tensor(x, [*box, bk], _smem_layout((*box, bk), shape.dtype)),
+                TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
+                TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w_packed, ws = operands
@@ -632,6 +633,14 @@ class IgemmWsConv(ConvKernel):
             plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split,
                                        self.buffer_bases(shape, tiles, eb), eb))
         return tuple(plans)
+
+
+@functools.cache
+def _smem_layout(block: tuple[int, ...], dtype: str):
+    """The shared layout of a TMA box of ``block`` elements of ``dtype``: 128-byte swizzle over
+    the innermost BLOCK_K (or BLOCK_N) elements, what wgmma and the TMA unit both read.
+    Cached: the timed launcher builds its descriptors on every launch."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), {**DTYPES, "float32": gl.float32}[dtype])
 
 
 def check_gluon_version(version: str | None = None) -> None:

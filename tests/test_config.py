@@ -51,7 +51,7 @@ def test_defaults():
     assert cfg.launch.num_warps == cfg.kernel.num_warps
 
 
-@pytest.mark.parametrize("kernel", ["direct", "igemm", "igemm_fast", "patch"])
+@pytest.mark.parametrize("kernel", ["direct", "igemm", "igemm_fast", "igemm_ws", "patch"])
 def test_kernel_options(kernel):
     cfg = _compose(f"kernel={kernel}")
     from kernels import KERNELS
