@@ -8,9 +8,9 @@ warpgroup that only issues bulk tensor copies (TMA) and two *consumer* warpgroup
 issue tensor-core instructions (wgmma).  :mod:`kernels.igemm_fast` runs one warpgroup that
 does both, software-pipelined by the compiler (on l23 it keeps 17 % of the issue slots busy),
 and Triton 3.6 does not compile ``tl.range(..., warp_specialize=True)`` for it.  This family
-writes the producer/consumer split by hand.  Measured on an H100 (docs/benchmarks.md,
-"Warp-specialized kernel"), it is correct on every config of its space and within 0.88-1.13x
-of cuDNN in benchmark mode on the layers igemm_fast reaches 0.71-0.87x.
+writes the producer/consumer split by hand.  Measured on an H100 (benchmarks/README.md,
+"Warp-specialized kernel"), it is correct on every config of its space on seven layers and
+0.88-1.13x as fast as cuDNN in benchmark mode there, where igemm_fast reaches 0.71-0.87x.
 
 The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 stride-1 convs:
 
