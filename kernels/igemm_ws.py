@@ -72,6 +72,11 @@ tile without talking.
 and the CPU interpreter (Gluon has none), strided layers (a strided box is no TMA box: use
 igemm_fast), C or F not a multiple of 8 (TMA rows are whole 16-byte units), dtypes other than
 fp16/bf16, and Triton versions whose Gluon API differs from 3.6's (:data:`GLUON_VERSIONS`).
+
+Length: one family, read top to bottom: the Gluon partitions, their numpy twins (the box rule,
+the tile origins, the K steps: what the tests check against conv2d and the address model
+reads) and the host side that sizes the descriptors must agree on the same box and step
+order; split, a change to the box would have to be made in three files.
 """
 from __future__ import annotations
 
@@ -90,7 +95,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from kernels.access import LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs, place_tensors
 from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.igemm import input_runs, nhwc
-from kernels.igemm_fast import SUM_BLOCK, k_pad, pack_weights, split_k_sum_kernel, sum_pass_plan
+from kernels.igemm_fast import (SUM_BLOCK, k_pad, pack_weights, packed_weight_runs, split_k_sum_kernel,
+                                 sum_pass_plan)
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 
@@ -585,8 +591,6 @@ class IgemmWsConv(ConvKernel):
         bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
         box = self.box(shape, tiles)
         r, s, c0 = step_taps(shape, bk)
-        kp = k_pad(shape, packing(tiles))
-        steps = np.arange(len(r), dtype=np.int64)
 
         def rows(pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
             n, p, q = box_pixels(shape, box, pid_m)
@@ -595,16 +599,12 @@ class IgemmWsConv(ConvKernel):
         x_runs = input_runs(shape, bm, bases["x"], eb, r[:, None], s[:, None], c0[:, None],
                             (np.minimum(bk, shape.C - c0) * eb)[:, None], rows=rows)
 
-        def w_runs(pid_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            f = pid_n[:, None] * bn + np.arange(bn)                  # (rows, BLOCK_N) packed row
-            start = bases["w"] + (f[:, None, :] * kp + steps[None, :, None] * bk) * eb
-            return start, np.full(start.shape, bk * eb, dtype=np.int64)
-
         grid = self.tile_grid(shape, tiles)
         tile_ids = np.arange(grid.num_pids, dtype=np.int64)
-        return LoadPlan(num_steps=len(steps), elem_bytes=eb, operands=(
+        return LoadPlan(num_steps=len(r), elem_bytes=eb, operands=(
             OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, bm, x_runs, bulk=True),
-            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn, w_runs, bulk=True)))
+            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn,
+                         packed_weight_runs(bases["w"], bn, bk, k_pad(shape, packing(tiles)), eb), bulk=True)))
 
     def buffer_bases(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> dict[str, int]:
         """Where the input ``x``, the packed weights ``w``, the output ``y`` and (SPLIT_K > 1) the
