@@ -409,14 +409,14 @@ def igemm_ws_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
     if traits.vendor != "nvidia" or not traits.tma or shape.stride != 1 or shape.C % 8 or shape.F % 8:
         return []
     eb = element_bytes(shape)
-    out = []
-    for cfg in CONFIGS:
-        tiles = cfg.tiles_dict
-        steps = len(step_taps(shape, tiles["BLOCK_K"])[0])
-        per_split = triton.cdiv(steps, tiles["SPLIT_K"])
-        if smem_bytes(tiles, cfg.num_stages, eb) <= HOPPER_SMEM_BYTES and (tiles["SPLIT_K"] - 1) * per_split < steps:
-            out.append(cfg)
-    return out
+    return [cfg for cfg in CONFIGS if smem_bytes(cfg.tiles_dict, cfg.num_stages, eb) <= HOPPER_SMEM_BYTES
+            and _splits_fit(len(step_taps(shape, cfg.tiles_dict["BLOCK_K"])[0]), cfg.tiles_dict["SPLIT_K"])]
+
+
+def _splits_fit(num_steps: int, split_k: int) -> bool:
+    """Every one of ``split_k`` slices of ``num_steps`` K steps gets at least one step (a
+    split with none would release a ring slot it never filled)."""
+    return (split_k - 1) * triton.cdiv(num_steps, split_k) < num_steps
 
 
 # -----------------------------------------------------------
@@ -482,10 +482,14 @@ class IgemmWsConv(ConvKernel):
                 raise ValueError(f"kernel {self.name!r} is a Gluon kernel for Hopper (sm_90); on {where} "
                                  "use kernel=igemm_fast")
             check_gluon_version()
+        steps = len(step_taps(shape, tiles["BLOCK_K"])[0])
         bad = [why for why, no in (
             (f"stride {shape.stride} (a strided window is no TMA box; valid: 1)", shape.stride != 1),
             (f"C={shape.C} (TMA rows are whole 16 bytes; valid: C % 8 == 0)", shape.C % 8),
-            (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8)) if no]
+            (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8),
+            (f"SPLIT_K={tiles['SPLIT_K']} over {steps} K steps (a split with none; valid: SPLIT_K <= "
+             f"{max(k for k in (1, 2, 4) if _splits_fit(steps, k))})", not _splits_fit(steps, tiles["SPLIT_K"])))
+            if no]
         if bad:
             raise ValueError(f"kernel {self.name!r} cannot run layer {shape.name!r}: {'; '.join(bad)}; "
                              "use kernel=igemm_fast")

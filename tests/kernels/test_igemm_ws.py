@@ -206,10 +206,13 @@ def test_refuses_other_targets(vendor, arch):
     (ConvShape("s2", N=2, C=64, H=8, W=8, F=64, R=3, S=3, stride=2, padding=1), "stride 2 (a strided window is no TMA box; valid: 1)"),
     (ConvShape("c3", N=2, C=3, H=8, W=8, F=64, R=3, S=3, stride=1, padding=1), "C=3 (TMA rows are whole 16 bytes; valid: C % 8 == 0)"),
     (ConvShape("f70", N=2, C=64, H=8, W=8, F=70, R=3, S=3, stride=1, padding=1), "F=70 (the output's rows likewise; valid: F % 8 == 0)"),
+    (ConvShape("one", N=2, C=64, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=2 over 1 K steps (a split with none; valid: SPLIT_K <= 1)"),
+    (ConvShape("one", N=2, C=192, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=4 over 3 K steps (a split with none; valid: SPLIT_K <= 2)"),
 ])
 def test_refuses_layers_it_cannot_run(shape, words):
+    split = int(words[8]) if words.startswith("SPLIT_K=") else 1
     with pytest.raises(ValueError) as exc:
-        KERNEL.check_flags(shape, TILES, torch.device("meta"))
+        KERNEL.check_flags(shape, {**TILES, "SPLIT_K": split}, torch.device("meta"))
     line = str(exc.value)
     assert line.startswith(f"kernel 'igemm_ws' cannot run layer {shape.name!r}: ") and words in line
     assert line.endswith("use kernel=igemm_fast") and "\n" not in line
