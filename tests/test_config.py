@@ -21,7 +21,7 @@ def _compose(*overrides):
 
 
 def test_groups_have_the_documented_options():
-    assert _options("kernel") == ["direct", "igemm", "igemm_fast", "patch"]
+    assert _options("kernel") == ["direct", "igemm", "igemm_fast", "igemm_ws", "patch"]
     assert set(_options("swizzle")) >= {"colmajor", "custom", "grouped", "identity", "identity_copy", "scatter",
                                         "seed_attempt1", "seed_attempt2", "seed_patch", "seed_xcd", "xcd",
                                         "xcd_grouped"}

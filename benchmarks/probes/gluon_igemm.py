@@ -57,7 +57,6 @@ def compile_check(args) -> None:
     shapes = [ConvShape("l17", 32, 256, 14, 14, 256, 3, 3, 1, 1), ConvShape("l23", 32, 512, 7, 7, 512, 3, 3, 1, 1),
               ConvShape("l08", 32, 128, 28, 28, 512, 1, 1, 1, 0)]
     for shape in shapes[:args.layers]:
-        box = KERNEL.box(shape, {"BLOCK_M": 128})
         for i, cfg in _configs(args):
             try:
                 with recording_launches() as launches:
@@ -65,7 +64,8 @@ def compile_check(args) -> None:
                                          _binding(), LaunchConfig(cfg.num_warps, cfg.num_stages))
                     run()
                 build = compile_launch(launches[0], arch_limits("sm_90"))
-                print(f"{shape.name} box(128 rows) {box} [{i}] {_label(cfg)}: regs {build.registers}, shared {build.shared_bytes} B, spills {build.spills}, {build.counts}",
+                print(f"{shape.name} box {KERNEL.box(shape, cfg.tiles_dict)} [{i}] {_label(cfg)}: regs "
+                      f"{build.registers}, shared {build.shared_bytes} B, spills {build.spills}, {build.counts}",
                       flush=True)
             except Exception as exc:  # noqa: BLE001 (a probe: report and go on)
                 print(f"{shape.name} [{i}] {_label(cfg)}: FAILED {type(exc).__name__}: {exc}", flush=True)
