@@ -95,8 +95,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from kernels.access import LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs, place_tensors
 from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.igemm import input_runs, nhwc
-from kernels.igemm_fast import (SUM_BLOCK, k_pad, pack_weights, packed_weight_runs, split_k_sum_kernel,
-                                 sum_pass_plan)
+from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, k_pad, pack_weights, packed_weight_runs,
+                                 split_k_sum_kernel, sum_pass_plan)
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 
@@ -286,8 +286,6 @@ def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr,
 #: compiles it for sm_90a and ran it on an H100; 3.9.0 does not compile it
 #: (``tma.async_copy_shared_to_global`` was removed for ``tma.async_store``).
 GLUON_VERSIONS = ((3, 6),)
-#: Shared memory a Hopper block may use (bytes), as igemm_fast's space assumes.
-HOPPER_SMEM_BYTES = 227 * 1024
 #: Layer dtypes the kernel runs (TMA boxes of 2-byte elements, wgmma with fp32 accumulators).
 DTYPES = {"float16": gl.float16, "bfloat16": gl.bfloat16}
 
