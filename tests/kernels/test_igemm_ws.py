@@ -335,3 +335,17 @@ def test_every_config_compiles_with_every_swizzle(compiler, index):
         assert build.counts["mma"] > 0 and build.counts["tma_loads"] == 2, (name, build)
         assert build.counts["tma_stores"] == cfg.tiles_dict["TMA_STORE"], (name, build)
         assert len(report.kernels) == (2 if cfg.tiles_dict["SPLIT_K"] > 1 else 1)
+
+
+def test_the_gpu_variants_are_runnable_configs():
+    """tests/test_gpu_families.py's igemm_ws variants pass every check short of the GPU, and the
+    persistent one makes programs walk more than one work item on a 132-SM GPU."""
+    from tests.test_gpu_families import WS_VARIANTS
+
+    for tiles, warps, stages, shape in WS_VARIANTS.values():
+        checked = KERNEL.check_tiles(tiles)
+        KERNEL.check_flags(shape, checked, torch.device("meta"))
+        assert warps in (4, 8) and smem_bytes(checked, stages) <= HOPPER_SMEM_BYTES
+    tiles, _, _, shape = WS_VARIANTS["persistent_split"]
+    work = KERNEL.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
+    assert work > KERNEL.num_programs(shape, tiles, torch.device("meta")) == 132 * 2
