@@ -18,9 +18,10 @@ def _families() -> dict[str, ConvKernel]:
     from kernels.direct import DirectConv
     from kernels.igemm import ImplicitGemmConv
     from kernels.igemm_fast import FastImplicitGemmConv
+    from kernels.igemm_ws import IgemmWsConv
     from kernels.patch import PatchConv
 
-    return {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(), FastImplicitGemmConv())}
+    return {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(), FastImplicitGemmConv(), IgemmWsConv())}
 
 
 def __getattr__(name: str) -> object:

@@ -478,6 +478,20 @@ def check_tma_supported(device: torch.device) -> None:
                          f"{torch.cuda.get_device_name(device)} is {cap[0]}.{cap[1]}: use TMA=0")
 
 
+def packed_weight_runs(w_base: int, block_n: int, block_k: int, k_pad_cols: int, eb: int):
+    """Loads of the packed ``[F_pad, K_pad]`` weights (:func:`pack_weights`), as an
+    :class:`~kernels.access.OperandLoads` runs function over filter tiles: at step ``k`` each
+    of the tile's BLOCK_N rows (padding included) reads BLOCK_K contiguous elements."""
+    steps = np.arange(k_pad_cols // block_k, dtype=np.int64)
+
+    def runs(pid_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f = pid_n[:, None] * block_n + np.arange(block_n)        # (rows, BLOCK_N) packed row
+        start = w_base + (f[:, None, :] * k_pad_cols + steps[None, :, None] * block_k) * eb
+        return start, np.full(start.shape, block_k * eb, dtype=np.int64)
+
+    return runs
+
+
 def _nchw_input_runs(shape: ConvShape, block_m: int, block_k: int, x_base: int, eb: int):
     """NCHW_IN loads: at step k, pixel tile (n, hw0) reads, for each channel of the block,
     one run of its in-image pixels ``hw0 .. min(hw0 + BLOCK_M, P*Q)``."""
@@ -709,11 +723,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
                                 c0[:, None], (np.minimum(bk, C - c0) * eb)[:, None])
             x_runs_per_step = bm
 
-        def w_runs(pid_n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            f = pid_n[:, None] * bn + np.arange(bn)                  # (rows, BLOCK_N) packed row
-            start = bases["w"] + (f[:, None, :] * kp + steps[None, :, None] * bk) * eb
-            return start, np.full(start.shape, bk * eb, dtype=np.int64)
-
+        w_runs = packed_weight_runs(bases["w"], bn, bk, kp, eb)
         grid = self.tile_grid(shape, tiles)
         tile_ids = np.arange(grid.num_pids, dtype=np.int64)
         return LoadPlan(num_steps=len(steps), elem_bytes=eb, operands=(

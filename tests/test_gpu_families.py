@@ -1,15 +1,16 @@
 """Parametric families compiled for a real GPU (not the interpreter): each generated remap's
 table, computed on the GPU, equals the Python oracle on many grids, and a job with it
-passes both gates and is timed.  Skipped on CPU."""
+passes both gates and is timed; and the GPU-only kernel family igemm_ws (Hopper) under
+every swizzle.  Skipped on CPU."""
 import pytest
 
 from harness.hardware.device import describe_device
 from harness.run.steps import JobOptions, run_job
-from harness.job.result import FINISHED
+from harness.job.result import FAILED, FINISHED
 from harness.job.spec import JobSpec
 from harness.measure.timing import PairedSettings
 from kernels.problem import ConvShape
-from swizzles import get_swizzle
+from swizzles import SWIZZLES, get_swizzle
 from swizzles.families import parse_label
 from swizzles.permutation import check_permutation, remap_table
 from tests.swizzles.test_families import GRIDS, _oracle
@@ -40,3 +41,51 @@ def test_family_job_on_gpu(label):
         interpret_tiles=TILES, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
     assert result.status == FINISHED, result.reason
     assert result.metrics["max_rel_err"] < 5e-3 and result.metrics["time_ms_median"] > 0
+
+
+# -----------------------------------------------------------
+# igemm_ws (Gluon, Hopper only): outputs under every built-in swizzle and the parametric
+# families, on a persistent split-K launch (each program walks several work items, both
+# partitions remap each one); the other code paths under two swizzles.  Each job passes the
+# permutation gate (or fails it, for a swizzle that is no permutation of the grid), the
+# output check against conv2d, and is timed against the vendor and its baseline.
+
+#: variant -> (tiles, num_warps, num_stages, shape)
+WS_VARIANTS = {
+    # boxes over images (7 x 7: 16 x 1 x 8 pixels), 2 K slices: 28 x 5 tiles x 2 = 280 work
+    # items, more than the 2 programs per SM of an H100 or H200 (MAXNREG): some walk two
+    "persistent_split": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
+                          "TMA_STORE": 1, "MAXNREG": 80}, 8, 3,
+                         ConvShape("l23ish", N=64, C=72, H=7, W=7, F=264, R=3, S=3, stride=1, padding=1)),
+    # one warpgroup, TMA store, boxes past the image's edges, C past one BLOCK_K; bf16
+    "one_warpgroup": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
+                       "TMA_STORE": 1, "MAXNREG": 0}, 4, 4,
+                      ConvShape("pad8", N=3, C=40, H=17, W=15, F=72, R=3, S=3, stride=1, padding=1, dtype="bfloat16")),
+    # 64-row tiles (the two warpgroups side by side along N), plain stores, a 1x1 layer
+    "rows64_stores": ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
+                       "TMA_STORE": 0, "MAXNREG": 0}, 8, 4,
+                      ConvShape("one", N=5, C=200, H=9, W=11, F=264, R=1, S=1, stride=1, padding=0)),
+}
+WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
+            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores") for name in ("identity", "xcd_grouped")])
+
+
+@pytest.mark.parametrize("variant, swizzle", WS_CASES)
+def test_igemm_ws_gates_and_timing(variant, swizzle):
+    from kernels import KERNELS
+
+    tiles, warps, stages, shape = WS_VARIANTS[variant]
+    grid = KERNELS["igemm_ws"].tile_grid(shape, tiles)
+    is_perm = check_permutation(remap_table(get_swizzle(swizzle), grid.num_pid_m, grid.num_pid_n, 8, 4)).ok
+    spec = JobSpec(kernel="igemm_ws", tiles=tuple(tiles.items()), swizzle=swizzle, num_xcds=8, group_size=4,
+                   shape=shape, shape_preset="gpu", num_warps=warps, num_stages=stages, target="gpu", seed=0,
+                   baseline="identity")
+    result = run_job(spec, describe_device("gpu"), JobOptions(
+        interpret_tiles=tiles, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
+    if not is_perm:
+        assert result.status == FAILED and result.failed_gate == "permutation", result.reason
+        return
+    assert result.status == FINISHED, result.reason
+    m = result.metrics
+    assert m["max_rel_err"] < 3e-2 and 0 < m["time_ms_p20"] <= m["time_ms_median"] <= m["time_ms_p80"]
+    assert m["vendor_time_ms"] > 0 and m["paired_rounds"] >= 10

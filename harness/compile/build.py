@@ -229,6 +229,8 @@ def compile_launch(launch: Launch, limits: ArchLimits) -> KernelBuild:
         attrvals = [s[1] for s in specialization]
         attrs = {path: backend.parse_attr(get_iterable_path(attrvals, path))
                  for path in find_paths_if(attrvals, lambda _, v: isinstance(v, str))}
+    if fn.is_gluon():                 # a Gluon kernel (kernels.igemm_ws): its own front end, as its launcher uses
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
     with _stderr_captured() as err:
         try:
             compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,

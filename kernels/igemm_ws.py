@@ -1,0 +1,656 @@
+"""Implicit-GEMM conv2d, warp-specialized: igemm_fast's product as cuDNN's Hopper kernels run
+it, written in Gluon (Triton's lower-level dialect, where layouts, shared buffers, barriers
+and warp partitions are explicit).  NVIDIA Hopper (sm_90) only, stride-1 layers only.
+
+Why a second fast family.  cuDNN's fastest kernel on ResNet-50's compute-bound 3x3 layers
+(``sm90_xmma_fprop_implicit_gemm_..._tilesize128x64x64``) runs 384 threads: one *producer*
+warpgroup that only issues bulk tensor copies (TMA) and two *consumer* warpgroups that only
+issue tensor-core instructions (wgmma).  :mod:`kernels.igemm_fast` runs one warpgroup that
+does both, software-pipelined by the compiler (on l23 it keeps 17 % of the issue slots busy),
+and Triton 3.6 does not compile ``tl.range(..., warp_specialize=True)`` for it.  This family
+writes the producer/consumer split by hand.  Measured on an H100 (benchmarks/README.md,
+"Warp-specialized kernel"), it is correct on every config of its space on seven layers and
+0.88-1.13x as fast as cuDNN in benchmark mode there, where igemm_fast reaches 0.71-0.87x.
+
+The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 stride-1 convs:
+
+* rows    M = N * P * Q   output pixels,
+* columns   F             filters,
+* depth   K               taps (r, s) times input channels, in *tap order*: step
+  ``k = tap * num_cb + cb`` reads channels ``[cb * BLOCK_K, (cb + 1) * BLOCK_K)`` of tap
+  ``(r, s) = divmod(tap, S)``; the weights are igemm_fast's packed ``[F_pad, R*S*C_pad]``
+  matrix (C padded per tap to whole BLOCK_K), made once outside the timed launch.
+
+**Pixel boxes, no im2col.**  A tile's BLOCK_M rows are a ``BOX_N x BOX_H x BOX_W`` block of
+output pixels (BOX_N images, a BOX_H x BOX_W rectangle of each; igemm_fast's ``BOX_W`` option
+is the case BOX_N = 1).  At tap (r, s) the tile's A operand is then the input block at the
+same corner shifted by ``(r - padding, s - padding)``: one 4-D TMA box
+``[BOX_N, BOX_H, BOX_W, BLOCK_K]`` of the NHWC input.  Coordinates may be negative or run past
+the image: TMA fills zeros there, which *is* the conv's zero padding, and costs no memory
+traffic.  In shared memory the box is BLOCK_M rows of BLOCK_K channels, each row 128 bytes,
+128-byte swizzled: exactly the layout wgmma reads for a ``[BLOCK_M, BLOCK_K]`` operand, so
+the 4-D buffer is *reshaped* (a view, no copy) into the matrix.  The output leaves the same
+way, a 4-D box of the NHWC output whose pixels past the image the TMA unit drops.  The price
+is the rows of a box past the image, computed and dropped; the box is not a tile size but a
+rule (:func:`pick_box`: the fewest such rows), so the tile grid the swizzle sees follows
+from BLOCK_M and the layer alone.
+
+**Partitions** (``gl.warp_specialize``):
+
+* the *load* partition, one warp (24 registers): for each K step, wait until a ring slot is
+  free, then issue the two TMA copies (A box and the ``[BLOCK_N, BLOCK_K]`` weight tile) that
+  complete on the slot's *ready* barrier;
+* the *MMA* partition, the launch's ``num_warps`` warps (4: one warpgroup owns all BLOCK_M
+  rows; 8: two warpgroups, 64 rows each, as in cuDNN): for each K step, wait for the slot,
+  issue an asynchronous wgmma into fp32 registers, wait until at most one wgmma is in flight
+  (the previous step's is then done) and free *that* step's slot, so the tensor core always
+  has the next step queued behind the current one.  After the last step it writes the tile
+  through shared memory and a TMA store (``TMA_STORE=1``), or from registers.
+
+``num_stages`` is the ring's depth.  The producer never waits on the consumer except for a
+free slot, so with a persistent grid (``PERSISTENT=1``: one program per SM, two with
+``MAXNREG``, walking work items ``pid, pid + grid, ...``) the loads of the next tile run
+during the previous tile's epilogue.
+
+**Small grids.**  A 7 x 7 layer at batch 32 has 1568 output pixels: 13 pixel boxes of 128
+rows, 52 programs at BLOCK_N = 128 on a GPU of 132 SMs.  Three ways to fill the GPU are in
+the space (:func:`igemm_ws_space`): BLOCK_N = 64 (cuDNN's tile) with registers capped
+(``MAXNREG``, Triton's ``maxnreg``) so that two programs fit on an SM; 64-row tiles, where the
+two wgmma warpgroups sit side by side along N; and split-K, each work item reducing a slice
+of the K steps into an fp32 workspace (a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``),
+summed in split order by igemm_fast's ``split_k_sum_kernel``.
+
+**Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
+num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
+swizzle (a ``@triton.jit`` function, compiled with Gluon semantics when a Gluon function
+calls it) and decode the result row-major over ``num_pid_m x num_pid_n`` (pixel box, filter
+block).  The two partitions walk the same items in the same order, so they agree on every
+tile without talking.
+
+**What it does not do**, and the refusals that say so (:meth:`IgemmWsConv.check_flags`,
+:meth:`IgemmWsConv.check_target`): other GPUs than sm_90 (TMA boxes, wgmma, ``setmaxnreg``)
+and the CPU interpreter (Gluon has none), strided layers (a strided box is no TMA box: use
+igemm_fast), C or F not a multiple of 8 (TMA rows are whole 16-byte units), dtypes other than
+fp16/bf16, and Triton versions whose Gluon API differs from 3.6's (:data:`GLUON_VERSIONS`).
+
+Length: one family, read top to bottom: the Gluon partitions, their numpy twins (the box rule,
+the tile origins, the K steps: what the tests check against conv2d and the address model
+reads) and the host side that sizes the descriptors must agree on the same box and step
+order; split, a change to the box would have to be made in three files.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Callable, Mapping
+
+import numpy as np
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+from kernels.access import LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs, place_tensors
+from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
+from kernels.igemm import input_runs, nhwc
+from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, k_pad, pack_weights, packed_weight_runs,
+                                 split_k_sum_kernel, sum_pass_plan)
+from kernels.problem import ConvShape
+from kernels.tuning import Config, DeviceTraits
+
+
+# -----------------------------------------------------------
+# Where a tile lies, and what a K step reads.  Both partitions walk the same work items and
+# steps, so both call these.
+
+@gluon.jit
+def _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr,
+               GROUP_SIZE: gl.constexpr, SPLIT_K: gl.constexpr):
+    """Work item -> (tile, split, first K step, end K step).  Item ``split * num_tiles + t``
+    reduces slice ``split`` of the K steps of launch-order tile ``t``, which the swizzle maps
+    to the tile computed."""
+    num_tiles = num_pid_m * num_pid_n
+    split = work // num_tiles
+    tile = SWIZZLE(work - split * num_tiles, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
+    per_split = gl.cdiv(num_steps, SPLIT_K)
+    first = split * per_split
+    return tile, split, first, gl.minimum(first + per_split, num_steps)
+
+
+@gluon.jit
+def _tile_origin(tile, num_pid_n, rects_h, rects_w,
+                 BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Tile -> (first image, first output row, first output column, first filter), row-major
+    over (pixel box, filter block); pixel boxes run over images, then rows, then columns of
+    boxes (:func:`box_origins` is the same map in numpy)."""
+    pid_m = tile // num_pid_n
+    pid_n = tile - pid_m * num_pid_n
+    rects = rects_h * rects_w
+    group = pid_m // rects
+    rect = pid_m - group * rects
+    row = rect // rects_w
+    return group * BOX_N, row * BOX_H, (rect - row * rects_w) * BOX_W, pid_n * BLOCK_N
+
+
+@gluon.jit
+def _step_tap(step, num_cb, S, padding):
+    """K step -> (row offset r - padding, column offset s - padding, channel block)."""
+    tap = step // num_cb
+    r = tap // S
+    return r - padding, tap - r * S - padding, step - tap * num_cb
+
+
+# -----------------------------------------------------------
+# The load partition: one warp that only issues TMA copies.
+
+@gluon.jit
+def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding,
+                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
+                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr):
+    BOX_N: gl.constexpr = x_desc.block_type.shape[0]
+    BOX_H: gl.constexpr = x_desc.block_type.shape[1]
+    BOX_W: gl.constexpr = x_desc.block_type.shape[2]
+    BLOCK_K: gl.constexpr = x_desc.block_type.shape[3]
+    BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
+    nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+    it = 0          # K steps issued by this program so far, over all its tiles: the ring position
+    for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                                         SPLIT_K)
+        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
+        for step in range(k0, k1):
+            dh, dw, cb = _step_tap(step, num_cb, S, padding)
+            slot = it % NUM_STAGES
+            # A fresh mbarrier counts as having completed the phase before its first, so the
+            # first lap over the ring (phase 0) waits for parity 1 and passes at once.
+            mbarrier.wait(empty.index(slot), ((it // NUM_STAGES) & 1) ^ 1)
+            bar = ready.index(slot)
+            # The transaction count is the whole boxes' bytes, zero-filled elements included.
+            mbarrier.expect(bar, nbytes)
+            tma.async_copy_global_to_shared(x_desc, [n0, p0 + dh, q0 + dw, cb * BLOCK_K], bar, a_bufs.index(slot))
+            tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
+            it += 1
+
+
+# -----------------------------------------------------------
+# The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
+
+@gluon.jit
+def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+                   num_pid_m, num_pid_n, rects_h, rects_w, num_steps, P, Q, F,
+                   SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
+                   NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
+    BOX_N: gl.constexpr = a_bufs.type.shape[1]
+    BOX_H: gl.constexpr = a_bufs.type.shape[2]
+    BOX_W: gl.constexpr = a_bufs.type.shape[3]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[4]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
+    num_warps: gl.constexpr = gl.num_warps()          # this partition's: the launch's num_warps
+    # The wgmma accumulator layout: warpgroups stacked along M (each owns 64 or more rows),
+    # and where BLOCK_M = 64 leaves a second warpgroup nothing to stack on, side by side
+    # along N (each owns BLOCK_N // 2 columns).
+    WARPS_M: gl.constexpr = num_warps if BLOCK_M >= 16 * num_warps else BLOCK_M // 16
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
+                                                         instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
+    it = 0
+    for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                                         SPLIT_K)
+        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+        prev = 0
+        for step in range(k0, k1):
+            slot = it % NUM_STAGES
+            mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
+            a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
+            b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            # At most one wgmma in flight: the previous step's has finished reading its slot.
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+            mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
+            prev = slot
+            it += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        mbarrier.arrive(empty.index(prev), count=1)
+
+        # The output's dtype, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of
+        # the workspace, added up by a second kernel).
+        out = acc.to(y_desc.dtype)
+        if TMA_STORE:
+            # The previous tile's store must have left c_smem before it is overwritten; waiting
+            # here, not after issuing, lets that store overlap this tile's main loop.
+            tma.store_wait(pendings=0)
+            c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
+            fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
+            if SPLIT_K == 1:
+                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
+            else:
+                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
+        else:
+            # Plain stores, 16 bytes per thread along the filters, masked to the images.
+            store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
+                                                          [num_warps, 1], [1, 0])
+            out = gl.convert_layout(out, store_layout)
+            rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+            cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
+            n = n0 + rows // (BOX_H * BOX_W)
+            p = p0 + (rows // BOX_W) % BOX_H
+            q = q0 + rows % BOX_W
+            ok = (p < P) & (q < Q) & (n < y_desc.shape[0])
+            offs = ((n * P + p) * Q + q).to(gl.int64) * F
+            gl.store(y_ptr + offs[:, None] + cols[None, :], out, mask=ok[:, None] & (cols < F)[None, :])
+    if TMA_STORE:
+        tma.store_wait(pendings=0)
+
+
+# -----------------------------------------------------------
+# The kernel: allocate the ring and its barriers, then fork.
+
+@gluon.jit
+def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
+                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
+                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
+    dtype: gl.constexpr = x_desc.dtype
+    # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
+    # copies landed; armed by expect, completed by the copies' bytes) and an *empty* barrier
+    # (the wgmma reading it finished; one arrive by the MMA partition).
+    a_bufs = gl.allocate_shared_memory(dtype, [NUM_STAGES] + x_desc.block_type.shape, x_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    if TMA_STORE:
+        c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
+    else:
+        c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
+    gl.warp_specialize([
+        (_mma_partition, (y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
+                          rects_w, num_steps, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, TMA_STORE,
+                          SPLIT_K)),
+        (_load_partition, (x_desc, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
+                           num_steps, num_cb, S, padding, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, SPLIT_K)),
+    ], [1], [24])
+
+
+# -----------------------------------------------------------
+# Host side: the box rule, the grid, the K steps (numpy twins of the jit helpers above).
+
+#: Triton versions (major, minor) whose Gluon API this module was checked against: 3.6.0
+#: compiles it for sm_90a and ran it on an H100; 3.9.0 does not compile it
+#: (``tma.async_copy_shared_to_global`` was removed for ``tma.async_store``).
+GLUON_VERSIONS = ((3, 6),)
+#: Layer dtypes the kernel runs (TMA boxes of 2-byte elements, wgmma with fp32 accumulators).
+DTYPES = {"float16": gl.float16, "bfloat16": gl.bfloat16}
+
+
+@functools.cache
+def pick_box(N: int, P: int, Q: int, block_m: int) -> tuple[int, int, int]:
+    """The (BOX_N, BOX_H, BOX_W), powers of two with product BLOCK_M, that computes the fewest
+    rows: boxes x BLOCK_M, the rows past the images included; ties go to the widest box (longer
+    contiguous runs per TMA row).  E.g. 56 x 56 with 128 rows: 2 x 8 x 8, no waste; 14 x 14:
+    32 x 2 x 2, none either (a 16 x 8 rectangle wastes 24 %).  No side above 256 (a TMA box's
+    limit)."""
+    best = None
+    pow2 = [1 << i for i in range(block_m.bit_length())]
+    for bn, bh in itertools.product(pow2, pow2):
+        if block_m % (bn * bh) or bn > N:
+            continue
+        bw = block_m // (bn * bh)
+        if bw > 256 or bh > 256:
+            continue
+        rows = triton.cdiv(N, bn) * triton.cdiv(P, bh) * triton.cdiv(Q, bw) * block_m
+        key = (rows, -bw)
+        if best is None or key < best[0]:
+            best = (key, (bn, bh, bw))
+    return best[1]
+
+
+def box_counts(shape: ConvShape, box: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Pixel boxes along images, output rows and output columns."""
+    bn, bh, bw = box
+    return triton.cdiv(shape.N, bn), triton.cdiv(shape.P, bh), triton.cdiv(shape.Q, bw)
+
+
+def box_origins(shape: ConvShape, box: tuple[int, int, int], pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(n0, p0, q0)`` of pixel boxes ``pid_m`` (the kernel's :func:`_tile_origin`)."""
+    _, rows, cols = box_counts(shape, box)
+    group, rect = pid_m // (rows * cols), pid_m % (rows * cols)
+    return group * box[0], (rect // cols) * box[1], (rect % cols) * box[2]
+
+
+def box_pixels(shape: ConvShape, box: tuple[int, int, int], pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(n, p, q)`` of each of pixel box ``pid_m``'s BLOCK_M rows, all ``(len(pid_m),
+    BLOCK_M)``: row ``i`` is ``(i // (BOX_H*BOX_W), i // BOX_W % BOX_H, i % BOX_W)`` from the
+    box's corner (the order of the 4-D box in shared memory); rows past the images included."""
+    n0, p0, q0 = box_origins(shape, box, pid_m)
+    i = np.arange(box[0] * box[1] * box[2])
+    return (n0[:, None] + i // (box[1] * box[2]), p0[:, None] + (i // box[2]) % box[1],
+            q0[:, None] + i % box[2])
+
+
+def step_taps(shape: ConvShape, block_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(r, s, c0)`` of every K step in order (the kernel's :func:`_step_tap`, before the
+    padding offset): tap-major, then channel blocks of BLOCK_K."""
+    num_cb = triton.cdiv(shape.C, block_k)
+    steps = np.arange(shape.R * shape.S * num_cb, dtype=np.int64)
+    tap = steps // num_cb
+    return tap // shape.S, tap % shape.S, (steps % num_cb) * block_k
+
+
+def packing(tiles: Mapping[str, int]) -> dict[str, int]:
+    """The tiles as igemm_fast's weight packing reads them (tap order)."""
+    return {"BLOCK_N": tiles["BLOCK_N"], "BLOCK_K": tiles["BLOCK_K"], "PACK_K": 0}
+
+
+def smem_bytes(tiles: Mapping[str, int], num_stages: int, eb: int = 2) -> int:
+    """Shared memory of one program: the ring (A box and weight tile per slot) and, with
+    ``TMA_STORE``, the output tile (fp32 partials with split-K); barriers not counted."""
+    bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+    out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb) if tiles["TMA_STORE"] else 0
+    return num_stages * (bm + bn) * bk * eb + out
+
+
+def occupancy(tiles: Mapping[str, int]) -> int:
+    """Programs per SM a persistent grid is sized for: two where registers are capped
+    (``MAXNREG``: 2 x 384 threads then fit the register file), else one."""
+    return 2 if tiles["MAXNREG"] else 1
+
+
+# -----------------------------------------------------------
+# The config space: the probe's configs (benchmarks/probes/gluon_igemm.py), each checked
+# correct on an H100 on 7 layers, kept where shared memory holds them.
+
+def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
+         split_k: int = 1) -> Config:
+    return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "SPLIT_K": split_k, "PERSISTENT": persistent,
+                        "TMA_STORE": tma_store, "MAXNREG": maxnreg}, warps, stages)
+
+
+#: Every config tried, in the probe's order (its indices name them in benchmarks/kernel_notes.md).
+CONFIGS = (
+    _cfg(128, 128, 4, 8),                                    # [0] two consumer warpgroups, 64 x 128 each
+    _cfg(128, 128, 3, 8),
+    _cfg(128, 128, 4, 8, persistent=1),                      # [2] best on l11, vgg3, big
+    _cfg(128, 128, 4, 8, tma_store=0),                       # [3] best on l17
+    _cfg(128, 128, 4, 4),                                    # one consumer warpgroup, 128 x 128
+    _cfg(128, 64, 4, 8),                                     # cuDNN's tile: 64 x 64 per warpgroup
+    _cfg(128, 64, 6, 8, persistent=1),
+    _cfg(128, 64, 4, 4),
+    _cfg(128, 256, 3, 8),                                    # 64 x 256 per warpgroup
+    # Two programs per SM: registers capped so that 2 x 384 threads fit (the load warp's
+    # warpgroup gives its registers back to the wgmma warpgroups).
+    _cfg(128, 64, 4, 8, maxnreg=80),
+    _cfg(128, 64, 4, 8, persistent=1, maxnreg=80),           # [10] best on l03, l08
+    # Small grids (7 x 7 and 14 x 14 layers): 64-row tiles, the two warpgroups side by side.
+    _cfg(64, 128, 4, 8),
+    _cfg(64, 128, 4, 8, maxnreg=80),
+    # ... or split-K: twice the work items, each half of K.
+    _cfg(128, 128, 4, 8, split_k=2),                         # [13] best on l23
+    _cfg(128, 64, 4, 8, split_k=2),
+    # ... both: on l23, 224 work items in one wave of two programs per SM.
+    _cfg(128, 64, 3, 8, maxnreg=80, split_k=2),
+    _cfg(64, 128, 3, 8, maxnreg=80, split_k=2),
+)
+
+
+def igemm_ws_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+    """:data:`CONFIGS` that fit a Hopper block's shared memory and give every split at least
+    one K step; none where the family cannot run the layer (not NVIDIA with TMA, a stride
+    above 1, C or F not a multiple of 8)."""
+    if traits.vendor != "nvidia" or not traits.tma or shape.stride != 1 or shape.C % 8 or shape.F % 8:
+        return []
+    eb = element_bytes(shape)
+    return [cfg for cfg in CONFIGS if smem_bytes(cfg.tiles_dict, cfg.num_stages, eb) <= HOPPER_SMEM_BYTES
+            and _splits_fit(len(step_taps(shape, cfg.tiles_dict["BLOCK_K"])[0]), cfg.tiles_dict["SPLIT_K"])]
+
+
+def _splits_fit(num_steps: int, split_k: int) -> bool:
+    """Every one of ``split_k`` slices of ``num_steps`` K steps gets at least one step (a
+    split with none would release a ring slot it never filled)."""
+    return (split_k - 1) * triton.cdiv(num_steps, split_k) < num_steps
+
+
+# -----------------------------------------------------------
+# The family.
+
+class IgemmWsConv(ConvKernel):
+    """The warp-specialized implicit GEMM (module docstring).  Tiles: BLOCK_M x BLOCK_N x
+    BLOCK_K, SPLIT_K, PERSISTENT, TMA_STORE, MAXNREG (0: the compiler's register budget);
+    ``launch.num_warps`` is the MMA partition's warps (4 or 8), ``launch.num_stages`` the
+    ring's depth.  The pixel box follows from BLOCK_M and the layer (:func:`pick_box`)."""
+
+    name = "igemm_ws"
+    jit_kernel = igemm_ws_kernel
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG")
+    dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+
+    def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+        return igemm_ws_space(shape, traits)
+
+    def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
+        """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
+        16 to 256 (a wgmma's N), BLOCK_K 64 (128-byte rows: the box's swizzle is the
+        matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256."""
+        given = self.tile_entries(tiles)
+        rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
+                 "BLOCK_K": ((64,), "64 (128-byte rows of 2-byte elements)"), "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
+                 "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
+                 "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256")}
+        for key, value in given.items():
+            valid, rule = rules[key]
+            if isinstance(value, bool) or value not in valid:
+                raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be {rule}")
+        if given["SPLIT_K"] > 1 and not given["TMA_STORE"]:
+            raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
+                             "(the fp32 partials leave through a TMA box)")
+        return {t: int(given[t]) for t in self.tile_names}
+
+    # -----------------------------------------------------------
+    # Refusals: one line each, naming the value and what is valid.
+
+    def check_target(self, shape: ConvShape | None, tiles: Mapping[str, int], vendor: str, arch: str) -> None:
+        """Hopper only: NVIDIA sm_90 (TMA boxes, wgmma and ``setmaxnreg`` are sm_90a
+        instructions; Blackwell's tensor cores are another API), under a Triton whose Gluon
+        API is 3.6's; then the layer's own rules (:meth:`check_flags`)."""
+        if vendor != "nvidia" or arch not in ("sm_90", "sm_90a"):
+            raise ValueError(f"kernel {self.name!r} is a Gluon kernel for Hopper (sm_90); on {arch} ({vendor}) "
+                             "use kernel=igemm_fast")
+        check_gluon_version()
+        if shape is not None:
+            self.check_flags(shape, tiles, torch.device("meta"))
+
+    def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
+        """What the layer and the device must be: a Hopper GPU (or an ahead-of-time compile,
+        ``meta``), stride 1, C and F multiples of 8.  (The dtype, fp16 or bf16, every
+        :class:`~kernels.problem.ConvShape` already is: :data:`DTYPES`.)"""
+        if device.type == "cpu":
+            raise ValueError(f"kernel {self.name!r} is a Gluon kernel for Hopper (sm_90); on the CPU (Triton "
+                             "interpreter, which runs no Gluon) use kernel=igemm_fast")
+        if device.type == "cuda":
+            cap = torch.cuda.get_device_capability(device)
+            if torch.version.hip or cap != (9, 0):
+                where = torch.cuda.get_device_name(device) + ("" if torch.version.hip else f" (sm_{cap[0]}{cap[1]})")
+                raise ValueError(f"kernel {self.name!r} is a Gluon kernel for Hopper (sm_90); on {where} "
+                                 "use kernel=igemm_fast")
+            check_gluon_version()
+        steps = len(step_taps(shape, tiles["BLOCK_K"])[0])
+        bad = [why for why, no in (
+            (f"stride {shape.stride} (a strided window is no TMA box; valid: 1)", shape.stride != 1),
+            (f"C={shape.C} (TMA rows are whole 16 bytes; valid: C % 8 == 0)", shape.C % 8),
+            (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8),
+            (f"SPLIT_K={tiles['SPLIT_K']} over {steps} K steps (a split with none; valid: SPLIT_K <= "
+             f"{max(k for k in (1, 2, 4) if _splits_fit(steps, k))})", not _splits_fit(steps, tiles["SPLIT_K"])))
+            if no]
+        if bad:
+            raise ValueError(f"kernel {self.name!r} cannot run layer {shape.name!r}: {'; '.join(bad)}; "
+                             "use kernel=igemm_fast")
+
+    # -----------------------------------------------------------
+    # Grid, layouts, launch.
+
+    def box(self, shape: ConvShape, tiles: Mapping[str, int]) -> tuple[int, int, int]:
+        """The pixel box of the layer's tiles (:func:`pick_box`)."""
+        return pick_box(shape.N, shape.P, shape.Q, tiles["BLOCK_M"])
+
+    def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
+        """Pixel boxes x filter blocks: ``num_pid_m`` = boxes along images x rows x columns."""
+        images, rows, cols = box_counts(shape, self.box(shape, tiles))
+        return TileGrid(images * rows * cols, triton.cdiv(shape.F, tiles["BLOCK_N"]))
+
+    def to_layout(self, ops: Operands) -> tuple:
+        """Not used: the packed weights depend on the tiles, so :meth:`prepare` makes them."""
+        raise NotImplementedError("igemm_ws packs its weights per tile size in prepare()")
+
+    def input_view(self, x: torch.Tensor, tiles: Mapping[str, int]) -> torch.Tensor:
+        """NHWC: a view of a channels_last ``x`` (a copy, timed, otherwise)."""
+        return nhwc(x)
+
+    def empty_output(self, shape: ConvShape, device: torch.device) -> torch.Tensor:
+        """NHWC (N, P, Q, F), as igemm's."""
+        return torch.empty((shape.N, shape.P, shape.Q, shape.F), dtype=getattr(torch, shape.dtype), device=device)
+
+    def output_as_nchw(self, out: torch.Tensor) -> torch.Tensor:
+        return out.permute(0, 3, 1, 2)
+
+    def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
+        """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
+        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K) and the output."""
+        out = self.empty_output(shape, ops.x.device)
+        split = tiles["SPLIT_K"]
+        ws = (torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
+              if split > 1 else out)
+        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws), out)
+
+    def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
+             launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
+        """As :meth:`ConvKernel.bind`, after checking the layer, the device and the launch."""
+        tiles = self.check_tiles(tiles)
+        self.check_flags(shape, tiles, ops.x.device)
+        if launch.num_warps not in (4, 8) or launch.num_stages < 2:
+            raise ValueError(f"kernel {self.name!r}: num_warps={launch.num_warps}, num_stages={launch.num_stages}; "
+                             "valid: num_warps 4 or 8 (one or two wgmma warpgroups), num_stages >= 2 (ring slots)")
+        return super().bind(ops, shape, tiles, swizzle, launch, share=share)
+
+    def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
+        """One per work item, or (PERSISTENT) at most :func:`occupancy` per SM (132 on an
+        ahead-of-time compile: the grid is a launch argument, not part of the build)."""
+        work = self.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
+        sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
+        return launched_programs(work, bool(tiles["PERSISTENT"]), sms * occupancy(tiles))
+
+    def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
+                    tiles: Mapping[str, int]) -> tuple:
+        """The (x, w, y) TMA descriptors: the NHWC input in 4-D boxes ``[BOX_N, BOX_H, BOX_W,
+        BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the output (or split-K
+        workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
+        shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
+        y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
+        y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
+        return (TensorDescriptor.from_tensor(x, [*box, bk], _smem_layout((*box, bk), shape.dtype)),
+                TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
+                TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
+
+    def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
+        x, w_packed, ws = operands
+        split = tiles["SPLIT_K"]
+        _, rows, cols = box_counts(shape, self.box(shape, tiles))
+        grid = self.tile_grid(shape, tiles)
+        num_cb = triton.cdiv(shape.C, tiles["BLOCK_K"])
+        options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
+        igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
+            *self.descriptors(x, w_packed, ws, shape, tiles), out,
+            grid.num_pid_m, grid.num_pid_n, rows, cols, shape.R * shape.S * num_cb, num_cb, shape.S, shape.padding,
+            shape.P, shape.Q, shape.F,
+            SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
+            NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
+            num_warps=launch.num_warps, **options)
+        if split > 1:
+            split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
+                                                                      BLOCK=SUM_BLOCK, num_warps=4)
+
+    # -----------------------------------------------------------
+    # The address model (profiler=sim): igemm_fast's BOX_W model with boxes over images.
+
+    def load_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> LoadPlan:
+        """Step ``k`` is the kernel's K step ``k`` (tap, channel block).  Every row of a pixel
+        box loads its run of channels at the tap, rows past the image's edge included (the TMA
+        box covers them); rows of images past N and taps outside the input read TMA's zeros,
+        no memory (:func:`kernels.igemm.input_runs` drops them).  The weights are the packed
+        matrix, one run of BLOCK_K elements per filter row of the tile.  Both bulk (TMA)."""
+        tiles = self.check_tiles(tiles)
+        eb = elem_bytes or element_bytes(shape)
+        bases = self.buffer_bases(shape, tiles, eb)
+        bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+        box = self.box(shape, tiles)
+        r, s, c0 = step_taps(shape, bk)
+
+        def rows(pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
+            n, p, q = box_pixels(shape, box, pid_m)
+            return n, p, q, n < shape.N
+
+        x_runs = input_runs(shape, bm, bases["x"], eb, r[:, None], s[:, None], c0[:, None],
+                            (np.minimum(bk, shape.C - c0) * eb)[:, None], rows=rows)
+
+        grid = self.tile_grid(shape, tiles)
+        tile_ids = np.arange(grid.num_pids, dtype=np.int64)
+        return LoadPlan(num_steps=len(r), elem_bytes=eb, operands=(
+            OperandLoads("x", grid.num_pid_m, tile_ids // grid.num_pid_n, bm, x_runs, bulk=True),
+            OperandLoads("w", grid.num_pid_n, tile_ids % grid.num_pid_n, bn,
+                         packed_weight_runs(bases["w"], bn, bk, k_pad(shape, packing(tiles)), eb), bulk=True)))
+
+    def buffer_bases(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> dict[str, int]:
+        """Where the input ``x``, the packed weights ``w``, the output ``y`` and (SPLIT_K > 1) the
+        fp32 workspace ``ws`` lie in the simulated address space, in that order."""
+        eb = elem_bytes or element_bytes(shape)
+        M = shape.N * shape.P * shape.Q
+        sizes = {"x": shape.N * shape.H * shape.W * shape.C * eb,
+                 "w": triton.cdiv(shape.F, tiles["BLOCK_N"]) * tiles["BLOCK_N"] * k_pad(shape, packing(tiles)) * eb,
+                 "y": M * shape.F * eb}
+        if tiles["SPLIT_K"] > 1:
+            sizes["ws"] = tiles["SPLIT_K"] * M * shape.F * 4
+        return place_tensors(sizes)
+
+    def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
+                     elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
+        """The conv (its loads under the persistent / split-K schedule; stores not modelled)
+        and, with SPLIT_K > 1, igemm_fast's sum pass.  A persistent grid is modelled with one
+        program per SM also where ``MAXNREG`` sizes it for two."""
+        tiles = self.check_tiles(tiles)
+        eb = elem_bytes or element_bytes(shape)
+        loads = self.load_plan(shape, tiles, eb)
+        split = tiles["SPLIT_K"]
+        plans = [LaunchPlan("conv", Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"])),
+                            loads)]
+        if split > 1:
+            plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split,
+                                       self.buffer_bases(shape, tiles, eb), eb))
+        return tuple(plans)
+
+
+@functools.cache
+def _smem_layout(block: tuple[int, ...], dtype: str):
+    """The shared layout of a TMA box of ``block`` elements of ``dtype``: 128-byte swizzle over
+    the innermost BLOCK_K (or BLOCK_N) elements, what wgmma and the TMA unit both read.
+    Cached: the timed launcher builds its descriptors on every launch."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), {**DTYPES, "float32": gl.float32}[dtype])
+
+
+def check_gluon_version(version: str | None = None) -> None:
+    """Raise a one-line ValueError unless Triton's (major, minor) is in :data:`GLUON_VERSIONS`."""
+    version = version or triton.__version__
+    major_minor = tuple(int(v) for v in version.split(".")[:2])
+    if major_minor not in GLUON_VERSIONS:
+        checked = ", ".join(f"{a}.{b}" for a, b in GLUON_VERSIONS)
+        raise ValueError(f"kernel 'igemm_ws' is written against the Gluon API of Triton {checked}; "
+                         f"Triton {version} is installed (3.9 removed tma.async_copy_shared_to_global): "
+                         f"install triton=={checked}.* or use kernel=igemm_fast")

@@ -1,0 +1,351 @@
+"""igemm_ws (the warp-specialized Gluon kernel, Hopper only) on a CPU: the host-side index
+math against numpy and conv2d, the config space, the refusals (through the real CLI too),
+the address model, and (Triton 3.6 only) every config x every swizzle compiled for sm_90.
+Outputs on a GPU: tests/test_gpu_families.py."""
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+import triton
+import yaml
+
+from harness.errors import USER_ERROR_EXIT
+from kernels import KERNELS
+from kernels.igemm_ws import (CONFIGS, GLUON_VERSIONS, HOPPER_SMEM_BYTES, box_pixels, check_gluon_version,
+                              igemm_ws_space, packing, pick_box, smem_bytes, step_taps)
+from kernels.igemm_fast import pack_weights
+from kernels.problem import ConvShape
+from kernels.tuning import DeviceTraits
+from swizzles import SWIZZLES, get_swizzle
+from swizzles.permutation import remap_table
+from tests.faults import cli_env
+
+KERNEL = KERNELS["igemm_ws"]
+ROOT = Path(__file__).resolve().parents[2]
+H100 = DeviceTraits("NVIDIA H100 80GB HBM3", 132, True)
+TILES = {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0, "TMA_STORE": 1, "MAXNREG": 0}
+#: The parametric families as the GPU family tests instantiate them (tests/test_gpu_families.py).
+FAMILY_LABELS = ["grouped_m[num_xcds=8,chunk=3,group_size=4]", "grouped_n[num_xcds=1,chunk=0,group_size=8]",
+                 "tiled[num_xcds=8,chunk=0,tile_m=4,tile_n=2]", "hilbert[num_xcds=8,chunk=16,order=3]",
+                 "morton[num_xcds=1,chunk=0,order=2]"]
+
+
+def _preset_layers(*names: str) -> list[ConvShape]:
+    out = []
+    for name in names:
+        preset = yaml.safe_load((ROOT / "conf" / "shape" / f"{name}.yaml").read_text())
+        for e in preset["shapes"]:
+            dims = {k: v for k, v in e.items() if k in ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")}
+            out.append(ConvShape(f"{name}/{e['name']}", **dims))
+    return out
+
+
+# -----------------------------------------------------------
+# The kernel's index math, in numpy, against conv2d.
+
+def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, table: np.ndarray) -> np.ndarray:
+    """What the kernel computes, work item by work item, as its two partitions index it: item
+    ``w`` = split ``w // num_tiles`` of launch-order tile ``w % num_tiles``, remapped by
+    ``table``, decoded row-major into (pixel box, filter block); at each K step of the split
+    the A box is the input at the box's pixels shifted by the tap (zero outside the input, as
+    TMA fills it), B the packed weights' ``[BLOCK_N, BLOCK_K]`` tile; rows outside the output
+    are dropped, splits summed.  Returns NHWC float64; asserts each output is written once per split."""
+    N, C, H, W, Fo, P, Q = shape.N, shape.C, shape.H, shape.W, shape.F, shape.P, shape.Q
+    bm, bn, bk, split = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"], tiles["SPLIT_K"]
+    xs = x.double().permute(0, 2, 3, 1).numpy()                      # N, H, W, C
+    wp = pack_weights(w.double(), shape, packing(tiles)).numpy()     # F_pad, K_pad
+    box = pick_box(N, P, Q, bm)
+    grid = KERNEL.tile_grid(shape, tiles)
+    r, s, c0 = step_taps(shape, bk)
+    per_split = triton.cdiv(len(r), split)
+    out = np.zeros((split, N, P, Q, Fo))
+    writes = np.zeros((split, N, P, Q, Fo), dtype=int)
+    for work in range(grid.num_pids * split):
+        sp, tile = divmod(work, grid.num_pids)
+        pid_m, pid_n = divmod(int(table[tile]), grid.num_pid_n)
+        n, p, q = (a[0] for a in box_pixels(shape, box, np.array([pid_m])))
+        f = pid_n * bn + np.arange(bn)
+        acc = np.zeros((bm, bn))
+        for k in range(sp * per_split, min((sp + 1) * per_split, len(r))):
+            ih, iw, c = p + r[k] - shape.padding, q + s[k] - shape.padding, c0[k] + np.arange(bk)
+            inside = (n < N) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            a = np.zeros((bm, bk))
+            a[np.ix_(inside, c < C)] = xs[n[inside], ih[inside], iw[inside]][:, c[c < C]]
+            acc += a @ wp[f, k * bk:(k + 1) * bk].T
+        rows, cols = (n < N) & (p < P) & (q < Q), f < Fo
+        idx = (sp, n[rows][:, None], p[rows][:, None], q[rows][:, None], f[cols][None, :])
+        out[idx] = acc[np.ix_(rows, cols)]
+        writes[idx] += 1
+    assert (writes == 1).all(), "every output element written exactly once per split"
+    return out.sum(axis=0)
+
+
+ORACLE_CASES = {
+    # 3x3 padded, C past one BLOCK_K (the second block half zeros), boxes over images and
+    # past the image edge, F not a multiple of BLOCK_N
+    "pad_3x3": (ConvShape("a", N=3, C=72, H=9, W=7, F=40, R=3, S=3, stride=1, padding=1), {}),
+    # unpadded: P, Q smaller than H, W; 128-row boxes; split-K of 3 steps into 2 and into 4
+    "valid_3x3_split": (ConvShape("b", N=2, C=16, H=10, W=12, F=24, R=3, S=3, stride=1, padding=0),
+                        {"BLOCK_M": 128, "SPLIT_K": 2}),
+    "split4": (ConvShape("b", N=2, C=16, H=10, W=12, F=24, R=3, S=3, stride=1, padding=0), {"SPLIT_K": 4}),
+    # 1x1 and a 5x5 with padding 2 (taps far outside the image), a wide image
+    "one_by_one": (ConvShape("c", N=5, C=8, H=3, W=5, F=16, R=1, S=1, stride=1, padding=0), {"BLOCK_N": 16}),
+    "five_by_five": (ConvShape("d", N=1, C=8, H=6, W=37, F=8, R=5, S=5, stride=1, padding=2), {"BLOCK_N": 16}),
+}
+
+
+@pytest.mark.parametrize("swizzle", ["identity", "xcd_grouped", "colmajor"])
+@pytest.mark.parametrize("case", sorted(ORACLE_CASES))
+def test_index_math_matches_conv2d(case, swizzle):
+    shape, extra = ORACLE_CASES[case]
+    tiles = KERNEL.check_tiles({**TILES, **extra})
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(shape.N, shape.C, shape.H, shape.W, generator=g)
+    w = torch.randn(shape.F, shape.C, shape.R, shape.S, generator=g)
+    grid = KERNEL.tile_grid(shape, tiles)
+    table = remap_table(SWIZZLES[swizzle], grid.num_pid_m, grid.num_pid_n, num_xcds=8, group_size=2)
+    ours = _oracle(x, w, shape, tiles, table)
+    ref = F.conv2d(x.double(), w.double(), padding=shape.padding).permute(0, 2, 3, 1).numpy()
+    assert np.abs(ours - ref).max() <= 1e-9 * np.abs(ref).max()
+
+
+# -----------------------------------------------------------
+# The box rule.
+
+@pytest.mark.parametrize("n, p, q, block_m, box", [
+    (32, 56, 56, 128, (2, 8, 8)),      # no waste
+    (32, 14, 14, 128, (32, 2, 2)),     # no waste (a 16 x 8 rectangle wastes 24 %)
+    (32, 7, 7, 128, (16, 1, 8)),       # 87.5 % of rows used
+    (1, 9, 7, 64, (1, 8, 8)),          # one image: rectangles only
+])
+def test_pick_box_known_layers(n, p, q, block_m, box):
+    assert pick_box(n, p, q, block_m) == box
+
+
+@pytest.mark.parametrize("n, p, q, block_m", [(3, 9, 7, 64), (32, 28, 28, 128), (5, 17, 3, 128), (2, 300, 1, 64)])
+def test_pick_box_computes_the_fewest_rows(n, p, q, block_m):
+    """Against every power-of-two split of BLOCK_M with sides <= 256 and BOX_N <= N."""
+    def rows(b):
+        return triton.cdiv(n, b[0]) * triton.cdiv(p, b[1]) * triton.cdiv(q, b[2]) * block_m
+
+    pow2 = [1 << i for i in range(8)]
+    boxes = [(a, b, block_m // (a * b)) for a, b in itertools.product(pow2, pow2)
+             if a * b <= block_m and a <= n and block_m // (a * b) <= 256]
+    box = pick_box(n, p, q, block_m)
+    assert box[0] * box[1] * box[2] == block_m and box[0] <= n
+    assert rows(box) == min(rows(b) for b in boxes)
+    assert KERNEL.tile_grid(ConvShape("s", N=n, C=8, H=p, W=q, F=8, R=1, S=1), {**TILES, "BLOCK_M": block_m}
+                            ).num_pid_m * block_m == rows(box)
+
+
+# -----------------------------------------------------------
+# The config space.
+
+STRIDE_1 = [s for s in _preset_layers("resnet", "holdout") if s.stride == 1 and s.C % 8 == 0 and s.F % 8 == 0]
+
+
+def test_configs_are_valid_tiles():
+    for cfg in CONFIGS:
+        assert KERNEL.check_tiles(cfg.tiles_dict) == cfg.tiles_dict
+        assert cfg.num_warps in (4, 8) and cfg.num_stages >= 2
+    assert len(set(CONFIGS)) == len(CONFIGS) == 17
+
+
+@pytest.mark.parametrize("shape", STRIDE_1, ids=lambda s: s.name)
+def test_space_fits_shared_memory(shape):
+    space = igemm_ws_space(shape, H100)
+    assert space, shape
+    steps = len(step_taps(shape, 64)[0])
+    for cfg in space:
+        tiles = cfg.tiles_dict
+        assert smem_bytes(tiles, cfg.num_stages) <= HOPPER_SMEM_BYTES, cfg.label
+        assert (tiles["SPLIT_K"] - 1) * triton.cdiv(steps, tiles["SPLIT_K"]) < steps, cfg.label
+    # All 17 fit (the largest: [8], 3 x 48 KB ring + 64 KB output tile; [13], 4 x 32 KB + a
+    # 64 KB fp32 tile); only split-K configs go, where a split would get no K step (1x1, C = 64).
+    dropped = [cfg for cfg in CONFIGS if cfg not in space]
+    assert all(cfg.tiles_dict["SPLIT_K"] > steps for cfg in dropped)
+
+
+def test_space_empty_where_the_family_cannot_run():
+    amd = DeviceTraits("AMD Instinct MI300X", 304, False, "amd")
+    l17 = ConvShape("l17", N=32, C=256, H=14, W=14, F=256, R=3, S=3, stride=1, padding=1)
+    assert igemm_ws_space(l17, amd) == []
+    assert igemm_ws_space(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) == []
+    assert igemm_ws_space(ConvShape("stem", N=32, C=3, H=224, W=224, F=64, R=7, S=7, stride=2, padding=3),
+                          H100) == []
+
+
+def test_smem_bytes_prunes_a_ring_too_deep():
+    tiles = {**TILES, "BLOCK_M": 128, "BLOCK_N": 256}
+    assert smem_bytes(tiles, 3) <= HOPPER_SMEM_BYTES < smem_bytes(tiles, 4)
+
+
+# -----------------------------------------------------------
+# Refusals.
+
+L17 = ConvShape("l17", N=32, C=256, H=14, W=14, F=256, R=3, S=3, stride=1, padding=1)
+
+
+@pytest.mark.parametrize("vendor, arch", [("amd", "gfx942"), ("nvidia", "sm_80"), ("nvidia", "sm_100")])
+def test_refuses_other_targets(vendor, arch):
+    with pytest.raises(ValueError) as exc:
+        KERNEL.check_target(None, TILES, vendor, arch)
+    assert str(exc.value) == (f"kernel 'igemm_ws' is a Gluon kernel for Hopper (sm_90); on {arch} ({vendor}) "
+                              "use kernel=igemm_fast")
+
+
+@pytest.mark.parametrize("shape, words", [
+    (ConvShape("s2", N=2, C=64, H=8, W=8, F=64, R=3, S=3, stride=2, padding=1), "stride 2 (a strided window is no TMA box; valid: 1)"),
+    (ConvShape("c3", N=2, C=3, H=8, W=8, F=64, R=3, S=3, stride=1, padding=1), "C=3 (TMA rows are whole 16 bytes; valid: C % 8 == 0)"),
+    (ConvShape("f70", N=2, C=64, H=8, W=8, F=70, R=3, S=3, stride=1, padding=1), "F=70 (the output's rows likewise; valid: F % 8 == 0)"),
+    (ConvShape("one", N=2, C=64, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=2 over 1 K steps (a split with none; valid: SPLIT_K <= 1)"),
+    (ConvShape("one", N=2, C=192, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=4 over 3 K steps (a split with none; valid: SPLIT_K <= 2)"),
+])
+def test_refuses_layers_it_cannot_run(shape, words):
+    split = int(words[8]) if words.startswith("SPLIT_K=") else 1
+    with pytest.raises(ValueError) as exc:
+        KERNEL.check_flags(shape, {**TILES, "SPLIT_K": split}, torch.device("meta"))
+    line = str(exc.value)
+    assert line.startswith(f"kernel 'igemm_ws' cannot run layer {shape.name!r}: ") and words in line
+    assert line.endswith("use kernel=igemm_fast") and "\n" not in line
+
+
+def test_every_layer_dtype_is_one_the_kernel_runs():
+    """TMA boxes of 2-byte elements: fp16 and bf16 have layouts; any other dtype a layer
+    cannot have (the shape refuses it)."""
+    from kernels.igemm_ws import DTYPES
+
+    assert set(DTYPES) == {"float16", "bfloat16"}
+    with pytest.raises(ValueError, match="dtype='float32' is invalid; valid dtypes: float16, bfloat16"):
+        ConvShape("fp32", N=2, C=64, H=8, W=8, F=64, R=3, S=3, dtype="float32")
+
+
+def test_refuses_the_cpu_interpreter():
+    with pytest.raises(ValueError, match=r"^kernel 'igemm_ws' is a Gluon kernel for Hopper \(sm_90\); on the CPU "
+                                         r"\(Triton interpreter, which runs no Gluon\) use kernel=igemm_fast$"):
+        KERNEL.check_flags(L17, TILES, torch.device("cpu"))
+
+
+def test_refuses_other_gluon_apis():
+    check_gluon_version("3.6.0")
+    check_gluon_version("3.6.1")
+    for version in ("3.5.1", "3.9.0", "3.10.0"):
+        with pytest.raises(ValueError, match=rf"^kernel 'igemm_ws' is written against the Gluon API of Triton 3\.6; "
+                                             rf"Triton {version} is installed .* use kernel=igemm_fast$"):
+            check_gluon_version(version)
+
+
+@pytest.mark.parametrize("tiles, words", [
+    ({"BLOCK_K": 32}, "tile BLOCK_K=32 must be 64"),
+    ({"BLOCK_M": 256}, "tile BLOCK_M=256 must be 64 or 128"),
+    ({"MAXNREG": 81}, "tile MAXNREG=81 must be 0 (off) or a multiple of 8 from 24 to 256"),
+    ({"SPLIT_K": 2, "TMA_STORE": 0}, "SPLIT_K=2 needs TMA_STORE=1"),
+])
+def test_refuses_bad_tiles(tiles, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        KERNEL.check_tiles({**TILES, **tiles})
+
+
+def test_cli_on_a_cpu_refuses_in_one_line(tmp_path):
+    """``python -m harness kernel=igemm_ws shape=tiny`` on a CPU (target auto: the MI300X)."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "kernel=igemm_ws", "shape=tiny",
+                           f"tracking.uri=sqlite:///{tmp_path}/s.db"], cwd=tmp_path, env=cli_env(),
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: kernel.tiles: kernel 'igemm_ws' is a Gluon kernel for Hopper (sm_90); on gfx942 (amd) "
+        "use kernel=igemm_fast (target mi300x)"]
+    assert not (tmp_path / "s.db").exists()
+
+
+# -----------------------------------------------------------
+# The address model (profiler=sim).
+
+def test_load_plan_reads_each_box_row_once_per_step():
+    """The first tile of a padded 3x3 layer whose boxes tile the image exactly (4 x 16 pixels,
+    at the image's corner): the centre tap reads BLOCK_M runs of C channels, tap (0, 0) none
+    for the box's first row and first column (the padding, TMA's zeros); the weights BLOCK_N
+    runs of BLOCK_K at every step."""
+    shape = ConvShape("e", N=2, C=64, H=16, W=16, F=64, R=3, S=3, stride=1, padding=1)
+    tiles = {**TILES, "BLOCK_N": 64}
+    assert pick_box(shape.N, shape.P, shape.Q, 64) == (1, 4, 16)
+    plan = KERNEL.load_plan(shape, tiles)
+    assert plan.num_steps == 9 and plan.num_tiles == KERNEL.tile_grid(shape, tiles).num_pids == 8
+    x, w = plan.operands
+    assert x.bulk and w.bulk
+    starts, lengths = x.runs(np.array([0]))
+    assert lengths.shape == (1, 9, 64)
+    assert (lengths[0, 4] == 64 * 2).all()
+    assert (lengths[0, 0] > 0).sum() == 3 * 15
+    assert starts[0, 4, 0] == starts[0, 4, 1] - 64 * 2           # row i + 1 is the next pixel
+    ws, wl = w.runs(np.array([0]))
+    assert (wl == 64 * 2).all() and ws.shape == (1, 9, 64)
+
+
+def test_launch_plans_split_and_persistent():
+    shape = ConvShape("e", N=2, C=64, H=16, W=16, F=64, R=3, S=3, stride=1, padding=1)
+    plans = KERNEL.launch_plans(shape, {**TILES, "SPLIT_K": 2, "PERSISTENT": 1})
+    assert [p.name for p in plans] == ["conv", "split_k_sum"]
+    assert plans[0].schedule.splits == 2 and plans[0].schedule.persistent
+    assert KERNEL.launch_models(shape, TILES, 128)[0] is not None
+
+
+# -----------------------------------------------------------
+# Compiled for sm_90 (Triton 3.6 only: the Gluon API it is written against).
+
+ON_TRITON_36 = tuple(int(v) for v in triton.__version__.split(".")[:2]) in GLUON_VERSIONS
+
+
+@pytest.fixture(scope="module")
+def compiler(tmp_path_factory):
+    from harness.compile.client import CompileClient
+
+    client = CompileClient(tmp_path_factory.mktemp("ws-compile-cache"))
+    yield client
+    client.close()
+
+
+@pytest.mark.skipif(not ON_TRITON_36, reason=f"igemm_ws is written against Triton 3.6's Gluon API; "
+                                             f"Triton {triton.__version__} is installed")
+@pytest.mark.parametrize("index", range(len(CONFIGS)))
+def test_every_config_compiles_with_every_swizzle(compiler, index):
+    """Each config on an l23-sized layer (7 x 7: boxes over 16 images) with every built-in
+    swizzle and the parametric families: builds for sm_90 through the compile stage (a worker
+    process where the tests run the interpreter), with wgmma and TMA instructions and no
+    spills; with split-K, the sum pass too."""
+    from harness.job.spec import JobSpec
+
+    cfg = CONFIGS[index]
+    shape = ConvShape("l23", N=32, C=512, H=7, W=7, F=512, R=3, S=3, stride=1, padding=1)
+    for name in sorted(SWIZZLES) + FAMILY_LABELS:
+        spec = JobSpec(kernel="igemm_ws", tiles=cfg.tiles, swizzle=name, num_xcds=8, group_size=4, shape=shape,
+                       shape_preset="test", num_warps=cfg.num_warps, num_stages=cfg.num_stages, target="h100", seed=0)
+        report = compiler.compile(spec, "sm_90")
+        build = report.main
+        assert build.name == "igemm_ws_kernel" and build.spills == 0, (name, build)
+        assert build.counts["mma"] > 0 and build.counts["tma_loads"] == 2, (name, build)
+        assert build.counts["tma_stores"] == cfg.tiles_dict["TMA_STORE"], (name, build)
+        assert len(report.kernels) == (2 if cfg.tiles_dict["SPLIT_K"] > 1 else 1)
+
+
+def test_the_gpu_variants_are_runnable_configs():
+    """tests/test_gpu_families.py's igemm_ws variants pass every check short of the GPU, and the
+    persistent one makes programs walk more than one work item on a 132-SM GPU."""
+    from tests.test_gpu_families import WS_VARIANTS
+
+    for tiles, warps, stages, shape in WS_VARIANTS.values():
+        checked = KERNEL.check_tiles(tiles)
+        KERNEL.check_flags(shape, checked, torch.device("meta"))
+        assert warps in (4, 8) and smem_bytes(checked, stages) <= HOPPER_SMEM_BYTES
+    tiles, _, _, shape = WS_VARIANTS["persistent_split"]
+    work = KERNEL.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
+    assert work > KERNEL.num_programs(shape, tiles, torch.device("meta")) == 132 * 2
