@@ -76,7 +76,7 @@ def test_igemm_ws_gates_and_timing(variant, swizzle):
 
     tiles, warps, stages, shape = WS_VARIANTS[variant]
     grid = KERNELS["igemm_ws"].tile_grid(shape, tiles)
-    is_perm = check_permutation(remap_table(get_swizzle(swizzle), grid.num_pid_m, grid.num_pid_n, 8, 4)).ok
+    is_perm = check_permutation(remap_table(get_swizzle(swizzle), grid.num_pid_m, grid.num_pid_n, 8, 4, device="cuda")).ok
     spec = JobSpec(kernel="igemm_ws", tiles=tuple(tiles.items()), swizzle=swizzle, num_xcds=8, group_size=4,
                    shape=shape, shape_preset="gpu", num_warps=warps, num_stages=stages, target="gpu", seed=0,
                    baseline="identity")
