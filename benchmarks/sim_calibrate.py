@@ -539,8 +539,8 @@ def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]
 #: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order, and
 #: their columns in the fit grid.
 POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window",
-              "merge_cap", "dispatch_gap", "refill", "scatter_jitter", "partition_run", "tma_unit", "tma_cap",
-              "step_phase")
+              "merge_cap", "dispatch_gap", "refill", "scatter_jitter", "partition_run", "step_phase",
+              "tma_unit", "tma_cap")
 GRID_COLUMNS = {"coalesce_window": "window"}
 #: The unit a summary writes after a calibration key's value.
 UNITS = {"coalesce_window": " K-steps", "cluster_run": " SMs", "tma_window": " K-steps", "dispatch_gap": " K-steps",
