@@ -33,6 +33,9 @@
 #   persistent, off + split-K 2) on three 1x1 layers, and 64x128x64 tiles with and without
 #   pixel-rectangle boxes (BOX_W=8) on a 3x3 layer (benchmarks/conf/shape/tma_heldout.yaml), 8
 #   pairs, no simulation on the node: held-out cells for the TMA model (issue 41), measured before it.
+#   PART=4: the same 128x128x64 tiles, TMA on and off, on three layers of other networks
+#   (benchmarks/conf/shape/tma_heldout2.yaml) x 4 orders: the held-out check of the one-wave
+#   clock-phase rule planned in results/sim_calibration/h100_tma_heldout/PLAN.md ("Part 4").
 # STAGE=fast_tma: igemm_fast (tuned) on four 1x1 stride-1 layers, whose input it loads by TMA:
 # cells to fit the TMA operands' merge window on (the held-out l02 / l12 are such cells).
 # STAGE=lookups: the L2 lookup probe (run_l2_lookups.py) on the cells the model gets wrong:
@@ -153,8 +156,14 @@ elif [ "$STAGE" = tma_heldout ]; then   # sealed until the TMA model's plan is c
   T=(kernel=igemm_fast kernel.tiles.BLOCK_N=128 kernel.tiles.BLOCK_K=64 kernel.tiles.PACK_K=0 kernel.tiles.NCHW_IN=0
      kernel.tiles.TMA_STORE=0 kernel.tiles.FOLD=0 kernel.tiles.SPLIT_SUM=0 launch.num_warps=4 launch.num_stages=3)
   PW=("${T[@]}" kernel.tiles.BLOCK_M=128 "$SW5" "${SP[@]}" 'shape.select=[cnxpw1,cnxpw2,mbv3pw]' "${R8[@]}")
-  P=${PART:-1}   # 1, 2, 3: parts of one device call each (PART=3: the boxes)
-  if [ "$P" = 1 ]; then
+  P=${PART:-1}   # 1, 2, 3, 4: parts of one device call each (PART=3: the boxes; PART=4: new layers)
+  if [ "$P" = 4 ]; then   # sealed until h100_tma_heldout/PLAN.md's "Part 4" is committed (it is, before this runs)
+    SP2=("hydra.searchpath=[file://$REPO/benchmarks/conf]" shape=tma_heldout2)
+    SW4=swizzle=identity,colmajor,scatter,grouped
+    PW4=("${T[@]}" kernel.tiles.BLOCK_M=128 "$SW4" "${SP2[@]}" "${R8[@]}")
+    run tma2_on 280 "${PW4[@]}" kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
+    run tma2_off 280 "${PW4[@]}" kernel.tiles.TMA=0 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
+  elif [ "$P" = 1 ]; then
     run tma_on 280 "${PW[@]}" kernel.tiles.TMA=1 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
     run tma_off 280 "${PW[@]}" kernel.tiles.TMA=0 kernel.tiles.PERSISTENT=0 kernel.tiles.SPLIT_K=1
   elif [ "$P" = 2 ]; then

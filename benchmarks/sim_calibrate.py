@@ -58,7 +58,7 @@ import pandas as pd  # noqa: E402
 
 from harness.profilers.ncu import METRIC_L2_HIT_RATE  # noqa: E402
 from harness.profilers.sim.bands import ORDER_BLIND  # noqa: E402
-from harness.profilers.sim.target import MERGE_UNITS, REFILLS, STORE_INSERTS  # noqa: E402
+from harness.profilers.sim.target import MERGE_UNITS, REFILLS, STEP_PHASES, STORE_INSERTS  # noqa: E402
 
 #: The grid of l2_capacity_fraction tried: half the L2 (every line duplicated) to all of it.
 FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
@@ -539,7 +539,8 @@ def covered(cells: pd.DataFrame, bands: Callable[..., Mapping[str, float | None]
 #: The calibration record's keys of a point's optional parts, in :func:`unpack`'s order, and
 #: their columns in the fit grid.
 POINT_KEYS = ("coalesce_window", "cluster_run", "merge_unit", "store_insert", "step_jitter", "tma_window",
-              "merge_cap", "dispatch_gap", "refill", "scatter_jitter", "partition_run", "tma_unit", "tma_cap")
+              "merge_cap", "dispatch_gap", "refill", "scatter_jitter", "partition_run", "step_phase",
+              "tma_unit", "tma_cap")
 GRID_COLUMNS = {"coalesce_window": "window"}
 #: The unit a summary writes after a calibration key's value.
 UNITS = {"coalesce_window": " K-steps", "cluster_run": " SMs", "tma_window": " K-steps", "dispatch_gap": " K-steps",
@@ -562,6 +563,8 @@ AXES = {
     "tma_unit": ("--tma-units", str, MERGE_UNITS,
                  "whose TMA (bulk) requests merge: turns on the bulk merge model (harness.profilers.sim.target.BulkMerge)"),
     "tma_cap": ("--tma-caps", int, None, "with --tma-units any: the most TMA requests one lookup serves (0: no cap)"),
+    "step_phase": ("--step-phases", str, STEP_PHASES,
+                   "how the programs' step lengths are phased (one_wave: mixed in one-wave launches)"),
 }
 
 

@@ -1006,3 +1006,36 @@ def test_a_job_that_spills_adds_its_lines_to_every_work_items_stores():
     assert spilled.write_hits - plain.write_hits == 33 * (1088 + 544)
     assert spilled.write_misses == plain.write_misses
     assert (spilled.read_hits, spilled.read_misses) == (plain.read_hits, plain.read_misses)
+
+
+def test_step_phase_mixed_spreads_launch_neighbours_phases_in_one_wave_launches():
+    # Three programs at once in one cluster (window 0.16 steps, step jitter 0.2), all reading
+    # line 7 at step 0 (together: pid 0 misses, pids 1 and 2 merge) and line 8 at step 1.  With
+    # linear phases, pid 1 steps in antiphase to pid 0 (its step 0 lasts 1.0655 against
+    # 0.8753) and opens a burst of its own; pid 2 (0.8556) is 0.21 from it: a lookup too.  With
+    # mixed phases (0.8753, 1.1226, 0.9698) pid 2 lies 0.153 from pid 1's burst: merged.
+    from dataclasses import replace
+
+    from harness.profilers.sim.target import STEP_HASH
+
+    model = synthetic([[[7], [8]] for _ in range(3)])
+    three = replace(machine(slots=3), coalesce_window=0.16)
+    counts = {}
+    for phase in ("linear", "mixed", "one_wave"):
+        r = simulate_l2(model, np.arange(3), replace(three, step_phase=phase))
+        counts[phase] = (r.read_hits, r.read_misses, r.merged_reads)
+    assert counts["linear"] == (2, 2, 2)
+    assert counts["mixed"] == counts["one_wave"] == (1, 2, 3)             # 3 items on 3 slots: one wave
+    default = simulate_l2(model, np.arange(3), three)                      # linear is the default
+    assert (default.read_hits, default.read_misses, default.merged_reads) == counts["linear"]
+    # Two slots for three items (two waves): one_wave keeps the linear phases.
+    two = replace(machine(slots=2), coalesce_window=0.16)
+    linear, one_wave = (simulate_l2(model, np.arange(3), replace(two, step_phase=p)) for p in ("linear", "one_wave"))
+    assert (one_wave.read_hits, one_wave.merged_reads) == (linear.read_hits, linear.merged_reads)
+    assert [replace(two, step_phase=p).phase_shift(n) for p in ("linear", "mixed", "one_wave")
+            for n in (2, 3)] == [0, 0, 16, 16, 16, 0]
+    assert (STEP_HASH >> 16) % 65536 == 40503 and STEP_HASH % 65536 == 31153   # pid 1's phases, in 2^-16 cycles
+    assert SimTarget.from_target({**H100, "sim_calibration": {"step_phase": "one_wave"}}).step_phase == "one_wave"
+    assert SimTarget.from_target(H100).step_phase == "linear"
+    with pytest.raises(ValueError, match="step_phase='random' is invalid; valid: linear, mixed, one_wave"):
+        replace(two, step_phase="random")

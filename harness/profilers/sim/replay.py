@@ -35,7 +35,7 @@ from harness.profilers.sim.dispatch import (CLOCK_TICKS, Clocks, Layout, clocks_
                                             next_item, refill_by_clock, work_of)
 from harness.profilers.sim.lru import ENGINE, jit, lru_access, tag_dtype
 from harness.profilers.sim.result import SimResult, rate
-from harness.profilers.sim.target import SimTarget
+from harness.profilers.sim.target import STEP_HASH, SimTarget
 from kernels.access import AccessList, AccessModel, LaunchModel
 
 
@@ -74,6 +74,7 @@ class Machine(NamedTuple):
     layout: Layout
     l2: L2
     clocks: Clocks
+    phase_shift: int   # bits the step hash drops from pid * STEP_HASH (SimTarget.phase_shift)
 
 
 @jit
@@ -101,6 +102,7 @@ def _round(work, trace, machine, state, slots):
     pids, steps, stops, tiles, clock = slots.pid, slots.step, slots.stop, slots.tile, slots.t
     ways, op_cap, op_unit, num_steps = l2.ways, clocks.op_cap, clocks.op_unit, work.num_steps
     works, item_jitter, num_tiles = slots.work, clocks.item_jitter, len(work.table)
+    shift = machine.phase_shift
     idle = 0
     for x in range(layout.num_xcds):
         dom = layout.domain_of_xcd[x]
@@ -137,7 +139,7 @@ def _round(work, trace, machine, state, slots):
                 counts[x, 0] += hits
                 counts[x, 1] += misses
                 counts[x, 4] += merged
-                u = ((pid * 2654435761 + step * 40503 + 12345) % 65536) / 32768.0 - 1.0   # the step's length
+                u = ((((pid * STEP_HASH) >> shift) + step * 40503 + 12345) % 65536) / 32768.0 - 1.0   # the step's length
                 clock[x, sl] = clock[x, sl] + 1.0 + item_jitter[works[x, sl] % num_tiles] * u
                 step += 1
                 steps[x, sl] = step
@@ -217,7 +219,8 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     clocks = clocks_of(target, table, loads.tile_rows, loads.operand_bulk, num_programs)
     # The merge state: one entry per line when some operand merges, else a single unused one.
     state = state_of(caches, target.num_xcds, launch.max_line + 1 if clocks.op_window.max(initial=0.0) > 0 else 1)
-    machine = Machine(layout_of(target, num_programs), l2_of(target), clocks)
+    machine = Machine(layout_of(target, num_programs), l2_of(target), clocks,
+                      target.phase_shift(launch.schedule.num_work))
     trace = trace_of(launch, target, dtype)
     started = time.perf_counter()
     _replay(work_of(launch, table, num_programs), trace, machine, state)

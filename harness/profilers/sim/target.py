@@ -31,6 +31,10 @@ MERGE_UNITS = ("cluster", "partition", "any")
 STORE_INSERTS = ("mru", "lru")
 #: Which free slot a later wave's next program takes (:attr:`SimTarget.refill`).
 REFILLS = ("order", "clock")
+#: How the programs' step lengths are phased (:attr:`SimTarget.step_phase`).
+STEP_PHASES = ("linear", "mixed", "one_wave")
+#: The multiplier of the step hash, pid * STEP_HASH (Fibonacci hashing, 32 bits).
+STEP_HASH = 2654435761
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,14 @@ class SimTarget:
     #: programs land on neighbouring CUs, in one cluster); ``clock``, the slots freed in a round
     #: in the order their programs finished by the clocks (the SM that frees first gets the next).
     refill: str = "order"
+    #: The phase of each program's step lengths.  Step ``k`` of program ``pid`` lasts
+    #: ``1 + jitter * u``, ``u = 2 frac((h(pid) + 40503 k + 12345) / 2^16) - 1`` (a golden-ratio
+    #: sequence in k: the drift between two programs stays bounded), ``h`` from ``pid * STEP_HASH``: ``linear``,
+    #: its low 16 bits, so programs 1 apart in launch order are 0.475 of a cycle apart and step in
+    #: near antiphase (after one step about 0.19 K-steps apart: at the coalescer's window);
+    #: ``mixed``, its bits 16-31 (phases spread as at random); ``one_wave``, mixed in a launch
+    #: whose work items all start in the first wave, linear in one of several waves.
+    step_phase: str = "linear"
 
     def __post_init__(self) -> None:
         for name in ("num_xcds", "cus_per_xcd", "occupancy", "l2_domains", "l2_partitions", "clusters",
@@ -194,6 +206,9 @@ class SimTarget:
                              + ", ".join(STORE_INSERTS))
         if self.refill not in REFILLS:
             raise ValueError(f"simulated target: refill={self.refill!r} is invalid; valid: " + ", ".join(REFILLS))
+        if self.step_phase not in STEP_PHASES:
+            raise ValueError(f"simulated target: step_phase={self.step_phase!r} is invalid; valid: "
+                             + ", ".join(STEP_PHASES))
         if self.clusters > 31:
             raise ValueError(f"simulated target: clusters={self.clusters} > 31 (one bit each in the merge state)")
         if self.bulk_window is not None and not 0 <= self.bulk_window:
@@ -270,6 +285,12 @@ class SimTarget:
                 units[o] = self.merge_of_slot(num_programs, self.bulk_merge.unit)
         return OperandMerge(windows, caps, units)
 
+    def phase_shift(self, num_work: int) -> int:
+        """The bits the step hash drops from ``pid * STEP_HASH`` (:attr:`step_phase`) in a launch
+        of ``num_work`` work items: 16 (mixed phases) or 0 (linear)."""
+        one_wave = num_work <= self.slots_per_xcd * self.num_xcds
+        return 16 if self.step_phase == "mixed" or (self.step_phase == "one_wave" and one_wave) else 0
+
     def domain_of_xcd(self) -> np.ndarray:
         """L2 domain of each XCD, (num_xcds,) int64."""
         return np.arange(self.num_xcds, dtype=np.int64) * self.l2_domains // self.num_xcds
@@ -343,6 +364,7 @@ def _calibrated(target: Mapping[str, Any]) -> dict[str, Any]:
         partition_run=int(cal.get("partition_run", target.get("partition_run") or 0)),
         store_insert=str(cal.get("store_insert", "mru")),
         refill=str(cal.get("refill", "order")),
+        step_phase=str(cal.get("step_phase", "linear")),
         step_jitter=float(cal.get("step_jitter", STEP_JITTER)),
         scatter_jitter=float(cal.get("scatter_jitter", 0.0)),
         dispatch_gap=float(cal.get("dispatch_gap", 0.0)),
