@@ -1,4 +1,5 @@
-"""Our fast conv against the vendor's, layer by layer: igemm_fast tuned per layer, cuDNN with
+"""Our fast conv against the vendor's, layer by layer: igemm_fast (or ``--kernel igemm_ws``) tuned
+per layer, cuDNN with
 its heuristic algorithm choice and with ``torch.backends.cudnn.benchmark`` on, and
 (``--inductor``) PyTorch Inductor's ``max-autotune`` conv, all timed by CUPTI kernel
 durations with the L2 cleared before every launch (launch latency excluded).  It also
@@ -8,10 +9,11 @@ writes the per-target tuning table the harness launches by default (``kernels/tu
         [--table kernels/tuned/h100.json]   # time the table's configs instead of tuning
         [--inductor] [--jobs 16] [--deadline-s 500]
         [--merge-into kernels/tuned/igemm_fast_h100.json]   # also write that table, re-tuned layers replaced
+        [--kernel igemm_ws]   # another family; layers outside its space are listed and skipped
 
 Per layer (every layer of the named shape presets, duplicates by dimensions merged):
 
-1. tune: every candidate of the kernel's own space (``FastImplicitGemmConv.tune_space``) is
+1. tune: every candidate of the kernel's own space (its family's ``tune_space``) is
    compiled first, in ``--jobs`` processes; each is checked against an fp32 conv2d and timed
    in one short CUPTI round; the ``--finalists`` fastest are timed again in interleaved CUPTI
    rounds, and the lowest median wins;
@@ -21,7 +23,7 @@ Per layer (every layer of the named shape presets, duplicates by dimensions merg
 
 Inputs are channels_last fp16 (the harness's default ``input_layout``), the same tensor for
 every contender.  Writes ``results.json``, ``table.md`` (printed last) and
-``igemm_fast_<device>.json`` (a table of :mod:`kernels.tuned`) under ``--out``.
+``<kernel>_<device>.json`` (a table of :mod:`kernels.tuned`) under ``--out``.
 """
 from __future__ import annotations
 
@@ -54,7 +56,6 @@ from kernels.tuned import TunedTable, shape_key  # noqa: E402
 from kernels.tuning import Config, DeviceTraits  # noqa: E402
 from swizzles import SWIZZLES  # noqa: E402
 
-KERNEL = "igemm_fast"
 IDENTITY = SwizzleBinding(SWIZZLES["identity"], 1, 8)
 
 
@@ -128,8 +129,8 @@ class CuptiRounds:
 
 def _compile_worker(task) -> list[str]:
     """Launch every config of one shape once (Triton's disk cache then serves the trials)."""
-    shape, configs = task
-    kernel = KERNELS[KERNEL]
+    name, shape, configs = task
+    kernel = KERNELS[name]
     ops = make_operands(shape, False, 0, "cuda", "channels_last")
     errors = []
     for cfg in configs:
@@ -142,9 +143,8 @@ def _compile_worker(task) -> list[str]:
     return errors
 
 
-def verified_run(shape: ConvShape, ops, ref, cfg: Config):
+def verified_run(kernel, shape: ConvShape, ops, ref, cfg: Config):
     """The launch closure of ``cfg`` on ``ops``, after its output matched the fp32 reference."""
-    kernel = KERNELS[KERNEL]
     run, out = kernel.bind(ops, shape, cfg.tiles_dict, IDENTITY, LaunchConfig(cfg.num_warps, cfg.num_stages))
     out.fill_(math.nan)
     run()
@@ -155,13 +155,14 @@ def verified_run(shape: ConvShape, ops, ref, cfg: Config):
     return run
 
 
-def tune(shape: ConvShape, ops, ref, space: list[Config], timer: CuptiRounds, finalists: int) -> tuple[Config, list]:
+def tune(kernel, shape: ConvShape, ops, ref, space: list[Config], timer: CuptiRounds,
+         finalists: int) -> tuple[Config, list]:
     """The fastest verified config of ``space``: one short CUPTI round over all, then
     interleaved CUPTI rounds over the ``finalists`` fastest; the lowest median wins."""
     runs = {}
     for cfg in space:
         try:
-            runs[cfg.label] = (cfg, verified_run(shape, ops, ref, cfg))
+            runs[cfg.label] = (cfg, verified_run(kernel, shape, ops, ref, cfg))
         except Exception:  # noqa: BLE001 (a failing candidate is skipped, as the tuner does)
             continue
     if not runs:
@@ -268,6 +269,7 @@ def space_for(shape: ConvShape, space: list[Config], table: TunedTable | None, s
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--kernel", default="igemm_fast", help="the family to tune and time (default igemm_fast)")
     ap.add_argument("--presets", default="resnet")
     ap.add_argument("--shapes", default=None, help="comma-separated layer names (of the presets) to keep")
     ap.add_argument("--table", default=None, help="time this tuning table's configs instead of tuning")
@@ -292,13 +294,17 @@ def main() -> None:
     if args.shapes:
         keep = set(args.shapes.split(","))
         shapes = [s for s in shapes if s.name.split("/")[1] in keep]
-    kernel, traits, meta = KERNELS[KERNEL], DeviceTraits.of("cuda"), versions()
+    kernel, traits, meta = KERNELS[args.kernel], DeviceTraits.of("cuda"), versions()
     print(json.dumps(meta), flush=True)
     table = TunedTable.load(Path(args.table)) if args.table else None
     seeds = TunedTable.load(Path(args.seeded_from)).configs() if args.seeded_from else []
     spaces = {s.name: space_for(s, kernel.tune_space(s, traits), table, seeds) for s in shapes}
+    outside = [s.name for s in shapes if not spaces[s.name]]
+    if outside:
+        print(f"{args.kernel} cannot run {len(outside)} layers (empty space), skipped: {' '.join(outside)}", flush=True)
+    shapes = [s for s in shapes if spaces[s.name]]
     t0 = started = time.perf_counter()
-    tasks = [(s, spaces[s.name][i::8]) for s in shapes for i in range(8) if spaces[s.name][i::8]]
+    tasks = [(args.kernel, s, spaces[s.name][i::8]) for s in shapes for i in range(8) if spaces[s.name][i::8]]
     with mp.get_context("spawn").Pool(args.jobs) as pool:     # configs spread over every process
         errors = [e for es in pool.imap_unordered(_compile_worker, tasks) for e in es]
     print(f"compiled {sum(map(len, spaces.values()))} (layer, config) pairs in {time.perf_counter() - t0:.0f} s; "
@@ -313,12 +319,12 @@ def main() -> None:
             print(f"deadline: {shape.name} and later layers not run", flush=True)
             break
         try:
-            rows.append(measure(shape, spaces[shape.name], timer, args, tuned))
+            rows.append(measure(kernel, shape, spaces[shape.name], timer, args, tuned))
         except Exception as exc:  # noqa: BLE001 (one layer's failure must not lose the others)
             print(f"{shape.name}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
         (out / "results.json").write_text(json.dumps({"meta": meta, "command": command, "rows": rows,
                                                       "compile_errors": errors[:200]}, indent=1))
-        tuned.save(out / f"{KERNEL}_{meta['device'].split()[1].lower()}.json")
+        tuned.save(out / f"{args.kernel}_{meta['device'].split()[1].lower()}.json")
         if merged is not None:
             merged.entries.update(tuned.entries)
             merged.how = f"{merged_how}; re-tuned {len(tuned.entries)} layers: {tuned.how}"
@@ -336,14 +342,14 @@ def main() -> None:
     print(text)
 
 
-def measure(shape: ConvShape, space: list[Config], timer: CuptiRounds, args, tuned: TunedTable) -> dict:
+def measure(kernel, shape: ConvShape, space: list[Config], timer: CuptiRounds, args, tuned: TunedTable) -> dict:
     t0 = time.perf_counter()
     ops = make_operands(shape, False, 0, "cuda", "channels_last")
     ref = reference(ops, shape)
-    best, top = tune(shape, ops, ref, space, timer, args.finalists)
+    best, top = tune(kernel, shape, ops, ref, space, timer, args.finalists)
     tune_s = time.perf_counter() - t0
     tuned.entries[shape_key(shape)] = tuned.entry(shape, best)
-    fns = {"ours": verified_run(shape, ops, ref, best), **cudnn_runs(shape, ops)}
+    fns = {"ours": verified_run(kernel, shape, ops, ref, best), **cudnn_runs(shape, ops)}
     med = timer.medians(fns, args.rounds, args.launches)
     best_cudnn = min(med["cudnn"], med["cudnn_bench"])
     row = {"shape": shape.name, "dims": f"{shape.N} {shape.C} {shape.H}x{shape.W} {shape.F} {shape.R}x{shape.S} "
