@@ -79,3 +79,18 @@ def test_committed_table_covers_every_preset_layer_with_a_valid_config(target):
         kernel.check_target(s, tiles, "nvidia", "sm_90")
         assert cfg in kernel.tune_space(s, hopper), f"{s.name}: {cfg.label} is outside the kernel's space"
     assert table.how.startswith("timed on an NVIDIA H100")
+
+
+def test_igemm_ws_table_covers_every_preset_layer_it_can_run():
+    """kernel=igemm_ws with tune=table on an H100/H200 launches its own timed entry on every
+    shipped layer the family runs (stride 1, C and F multiples of 8)."""
+    table, kernel = load_table("igemm_ws", "h100"), KERNELS["igemm_ws"]
+    hopper = DeviceTraits("NVIDIA H100 80GB HBM3", 132, True)
+    runnable = [s for s in _preset_layers() if kernel.tune_space(s, hopper)]
+    assert len(runnable) >= 80
+    missing = [s.name for s in runnable if shape_key(s) not in table.entries]
+    assert not missing, f"layers igemm_ws runs without an entry in its h100 table: {missing}"
+    for s in runnable:
+        cfg = table.lookup(s).config
+        kernel.check_tiles(cfg.tiles_dict)
+        assert cfg in kernel.tune_space(s, hopper), f"{s.name}: {cfg.label} is outside igemm_ws's space"
