@@ -58,7 +58,7 @@ import pandas as pd  # noqa: E402
 
 from harness.profilers.ncu import METRIC_L2_HIT_RATE  # noqa: E402
 from harness.profilers.sim.bands import ORDER_BLIND  # noqa: E402
-from harness.profilers.sim.target import MERGE_UNITS, REFILLS, STEP_PHASES, STORE_INSERTS  # noqa: E402
+from harness.profilers.sim.target import MERGE_UNITS, REFILLS, STEP_PHASES, STORE_INSERTS, TMA_UNITS  # noqa: E402
 
 #: The grid of l2_capacity_fraction tried: half the L2 (every line duplicated) to all of it.
 FRACTIONS = (0.5, 0.625, 0.75, 0.875, 1.0)
@@ -560,11 +560,13 @@ AXES = {
                        "extra step jitter of a work item that reads far from its launch-order predecessor"),
     "partition_run": ("--partition-runs", int, None,
                       "first-wave SMs in a row that read through one L2 partition (0: each cluster's partition)"),
-    "tma_unit": ("--tma-units", str, MERGE_UNITS,
-                 "whose TMA (bulk) requests merge: turns on the bulk merge model (harness.profilers.sim.target.BulkMerge)"),
+    "tma_unit": ("--tma-units", str, TMA_UNITS,
+                 "whose TMA (bulk) requests merge: turns on the bulk merge model (harness.profilers.sim.target.BulkMerge); "
+                 "off: turns it off"),
     "tma_cap": ("--tma-caps", int, None, "with --tma-units any: the most TMA requests one lookup serves (0: no cap)"),
     "step_phase": ("--step-phases", str, STEP_PHASES,
-                   "how the programs' step lengths are phased (one_wave: mixed in one-wave launches)"),
+                   "how the programs' step lengths are phased (one_wave: mixed in one-wave launches; "
+                   "one_wave_bulk: in those that load an operand by TMA)"),
 }
 
 

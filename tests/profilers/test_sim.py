@@ -372,6 +372,8 @@ def test_bulk_merge_gives_tma_loads_a_merge_unit_and_cap_of_their_own():
     record["sim_calibration"]["tma_window"] = 0.35
     assert SimTarget.from_target(record).bulk_merge == BulkMerge(0.35, "any", 4)
     assert SimTarget.from_target({**H100, "sim_calibration": {"tma_window": 0.4}}).bulk_merge is None
+    assert SimTarget.from_target({**record, "sim_calibration": {**record["sim_calibration"], "tma_unit": "off"}}
+                                 ).bulk_merge is None                   # a record can turn it off
     with pytest.raises(ValueError, match="cap=4 needs unit='any'"):
         BulkMerge(0.5, "cluster", 4)
     with pytest.raises(ValueError, match="unit='gpc' is invalid"):
@@ -1037,5 +1039,27 @@ def test_step_phase_mixed_spreads_launch_neighbours_phases_in_one_wave_launches(
     assert (STEP_HASH >> 16) % 65536 == 40503 and STEP_HASH % 65536 == 31153   # pid 1's phases, in 2^-16 cycles
     assert SimTarget.from_target({**H100, "sim_calibration": {"step_phase": "one_wave"}}).step_phase == "one_wave"
     assert SimTarget.from_target(H100).step_phase == "linear"
-    with pytest.raises(ValueError, match="step_phase='random' is invalid; valid: linear, mixed, one_wave"):
+    with pytest.raises(ValueError, match="step_phase='random' is invalid; valid: linear, mixed, one_wave, one_wave_bulk"):
         replace(two, step_phase="random")
+
+
+def test_step_phase_one_wave_bulk_mixes_only_launches_that_load_an_operand_in_bulk():
+    # The three programs of the test above (one wave, window 0.16): with one_wave_bulk, a
+    # launch whose operand is loaded by a tensor descriptor gets mixed phases (pids 1 and 2
+    # merge), one without keeps the linear phases, as does a bulk launch of two waves.
+    from dataclasses import replace
+
+    model = synthetic([[[7], [8]] for _ in range(3)])
+    bulk_model = replace(model, operand_bulk=(True,))
+    three = replace(machine(slots=3), coalesce_window=0.16, step_phase="one_wave_bulk")
+
+    def counts(m, target):
+        r = simulate_l2(m, np.arange(3), target)
+        return (r.read_hits, r.read_misses, r.merged_reads)
+
+    assert counts(model, three) == counts(model, replace(three, step_phase="linear")) == (2, 2, 2)
+    assert counts(bulk_model, three) == counts(bulk_model, replace(three, step_phase="one_wave")) == (1, 2, 3)
+    two = replace(machine(slots=2), coalesce_window=0.16, step_phase="one_wave_bulk")
+    assert counts(bulk_model, two) == counts(bulk_model, replace(two, step_phase="linear"))
+    assert [two.phase_shift(n, bulk) for bulk in (False, True) for n in (2, 3)] == [0, 0, 16, 0]
+    assert SimTarget.from_target({**H100, "sim_calibration": {"step_phase": "one_wave_bulk"}}).step_phase == "one_wave_bulk"

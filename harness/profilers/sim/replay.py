@@ -220,7 +220,7 @@ def simulate_l2(model: AccessModel | LaunchModel, table: np.ndarray, target: Sim
     # The merge state: one entry per line when some operand merges, else a single unused one.
     state = state_of(caches, target.num_xcds, launch.max_line + 1 if clocks.op_window.max(initial=0.0) > 0 else 1)
     machine = Machine(layout_of(target, num_programs), l2_of(target), clocks,
-                      target.phase_shift(launch.schedule.num_work))
+                      target.phase_shift(launch.schedule.num_work, any(loads.operand_bulk)))
     trace = trace_of(launch, target, dtype)
     started = time.perf_counter()
     _replay(work_of(launch, table, num_programs), trace, machine, state)

@@ -27,12 +27,15 @@ STEP_JITTER = 0.2
 
 #: What the request coalescer may merge within (:attr:`SimTarget.merge_unit`).
 MERGE_UNITS = ("cluster", "partition", "any")
+#: A calibration record's ``tma_unit``: a merge unit turns :class:`BulkMerge` on, ``off`` leaves it off
+#: (as no ``tma_unit`` does: a record can turn off a target's bulk merge).
+TMA_UNITS = MERGE_UNITS + ("off",)
 #: Where a store's fill goes in its set's LRU order (:attr:`SimTarget.store_insert`).
 STORE_INSERTS = ("mru", "lru")
 #: Which free slot a later wave's next program takes (:attr:`SimTarget.refill`).
 REFILLS = ("order", "clock")
 #: How the programs' step lengths are phased (:attr:`SimTarget.step_phase`).
-STEP_PHASES = ("linear", "mixed", "one_wave")
+STEP_PHASES = ("linear", "mixed", "one_wave", "one_wave_bulk")
 #: The multiplier of the step hash, pid * STEP_HASH (Fibonacci hashing, 32 bits).
 STEP_HASH = 2654435761
 
@@ -65,8 +68,9 @@ class BulkMerge:
     @classmethod
     def from_record(cls, cal: Mapping[str, Any]) -> "BulkMerge | None":
         """From a calibration record's ``tma_unit`` (which turns it on), ``tma_window`` (default:
-        ``coalesce_window``) and ``tma_cap`` (default 0); None without ``tma_unit``."""
-        if cal.get("tma_unit") is None:
+        ``coalesce_window``) and ``tma_cap`` (default 0); None without ``tma_unit`` or with
+        ``tma_unit: off``."""
+        if cal.get("tma_unit") in (None, "off"):
             return None
         window = cal.get("tma_window", cal.get("coalesce_window", 0.0))
         return cls(float(window), str(cal["tma_unit"]), int(cal.get("tma_cap") or 0))
@@ -175,7 +179,9 @@ class SimTarget:
     #: its low 16 bits, so programs 1 apart in launch order are 0.475 of a cycle apart and step in
     #: near antiphase (after one step about 0.19 K-steps apart: at the coalescer's window);
     #: ``mixed``, its bits 16-31 (phases spread as at random); ``one_wave``, mixed in a launch
-    #: whose work items all start in the first wave, linear in one of several waves.
+    #: whose work items all start in the first wave, linear in one of several waves;
+    #: ``one_wave_bulk``, as ``one_wave`` in a launch that loads an operand in bulk (by a tensor
+    #: descriptor: ``OperandLoads.bulk``), linear in any other.
     step_phase: str = "linear"
 
     def __post_init__(self) -> None:
@@ -285,11 +291,13 @@ class SimTarget:
                 units[o] = self.merge_of_slot(num_programs, self.bulk_merge.unit)
         return OperandMerge(windows, caps, units)
 
-    def phase_shift(self, num_work: int) -> int:
+    def phase_shift(self, num_work: int, bulk: bool = False) -> int:
         """The bits the step hash drops from ``pid * STEP_HASH`` (:attr:`step_phase`) in a launch
-        of ``num_work`` work items: 16 (mixed phases) or 0 (linear)."""
+        of ``num_work`` work items, loading some operand in bulk when ``bulk``: 16 (mixed
+        phases) or 0 (linear)."""
         one_wave = num_work <= self.slots_per_xcd * self.num_xcds
-        return 16 if self.step_phase == "mixed" or (self.step_phase == "one_wave" and one_wave) else 0
+        mixed = {"linear": False, "mixed": True, "one_wave": one_wave, "one_wave_bulk": one_wave and bulk}
+        return 16 if mixed[self.step_phase] else 0
 
     def domain_of_xcd(self) -> np.ndarray:
         """L2 domain of each XCD, (num_xcds,) int64."""
