@@ -76,6 +76,11 @@ def load_runs(path: Path = ROWS) -> dict:
     return json.loads(lzma.decompress(path.read_bytes()))
 
 
+def _with_ws(ws: int, config: dict) -> dict:
+    """A member's config as igemm_best's: tile WS first, then the member's tiles."""
+    return {**config, "tiles": {"WS": ws, **config["tiles"]}}
+
+
 def build_h100(runs: dict) -> TunedTable:
     fast, ws = load_table("igemm_fast", "h100"), load_table("igemm_ws", "h100")
     ratios = {0: measured_ratio("igemm_fast", fast, runs, FAST_RUNS), 1: measured_ratio("igemm_ws", ws, runs, (WS_RUN,))}
@@ -91,25 +96,22 @@ def build_h100(runs: dict) -> TunedTable:
         if pick:
             entries[key]["fallback"] = _with_ws(0, entry["config"])
     wins = sum(e["config"]["tiles"]["WS"] for e in entries.values())
-    how = ("per layer the faster of igemm_fast_h100.json and igemm_ws_h100.json by cuDNN time / ours (entry "
-           "'measured'), each timed on an NVIDIA H100 80GB HBM3 by CUPTI kernel durations against cuDNN in its own "
-           "process, the two families in different processes on different nodes a day apart, so a close call is "
-           f"an estimate; igemm_ws on {wins} of the {len(entries)} layers (benchmarks/best_of_tables.py from "
+    how = ("per layer the faster of igemm_fast and igemm_ws, each timed on an NVIDIA H100 80GB HBM3: the entry of "
+           "igemm_fast_h100.json or igemm_ws_h100.json with the higher cuDNN time / ours (entry 'measured'), each "
+           "family timed by CUPTI kernel durations against cuDNN in its own process, the two in different processes "
+           "on different nodes a day apart, so a close call is an estimate; igemm_ws on "
+           f"{wins} of the {len(entries)} layers (benchmarks/best_of_tables.py from "
            f"benchmarks/results/kernel_speed/h100_rows.json.xz: {WS_RUN}, {', '.join(FAST_RUNS)}). igemm_fast: "
            f"{fast.how}. igemm_ws: {ws.how}")
     return TunedTable(fast.device, entries, how)
 
 
-def _with_ws(ws: int, config: dict) -> dict:
-    """A member's config as igemm_best's: tile WS first, then the member's tiles."""
-    return {**config, "tiles": {"WS": ws, **config["tiles"]}}
-
-
 def build_mi300x() -> TunedTable:
     fast = load_table("igemm_fast", "mi300x")
     entries = {key: {**entry, "config": _with_ws(0, entry["config"])} for key, entry in fast.entries.items()}
-    return TunedTable(fast.device, entries, "igemm_fast_mi300x.json's entries as WS=0 configs (igemm_ws runs on "
-                                            f"sm_90 only); igemm_fast_mi300x.json: {fast.how}")
+    head, rule = fast.how.split(":", 1)      # the head is what a job's tune tag quotes
+    return TunedTable(fast.device, entries, f"{head}, igemm_fast_mi300x.json's entries as WS=0 configs (igemm_ws "
+                                            f"runs on sm_90 only):{rule}")
 
 
 def main() -> int:
