@@ -40,11 +40,13 @@ def shape_key(shape: ConvShape) -> str:
 @dataclass(frozen=True)
 class TableChoice:
     """The config a table gives a layer: from its own entry (``exact``) or the nearest one's
-    (``source``: that entry's layer name and key)."""
+    (``source``: that entry's layer name and key); ``refused``: the own entry's config, where
+    the caller refused it and its fallback config is given instead."""
 
     config: Config
     exact: bool
     source: str
+    refused: Config | None = None
 
 
 @dataclass
@@ -81,7 +83,7 @@ class TunedTable:
             source = f"{own['shape']['name']} ({shape_key(shape)})"
             config = Config.from_dict(own["config"])
             if "fallback" in own and not accept(config) and accept(Config.from_dict(own["fallback"])):
-                return TableChoice(Config.from_dict(own["fallback"]), True, f"{source}, its fallback config")
+                return TableChoice(Config.from_dict(own["fallback"]), True, f"{source}, its fallback config", config)
             return TableChoice(config, True, source)
         kind = (shape.R, shape.S, shape.stride, shape.padding > 0, shape.dtype)
         near = []

@@ -219,3 +219,33 @@ def test_mi300x_table_is_igemm_fast_s_and_compiles_on_gfx942_only_ws0():
         cfg = best.lookup(s).config
         KERNEL.check_target(s, KERNEL.check_tiles(cfg.tiles_dict), "amd", "gfx942")
         assert cfg in KERNEL.tune_space(s, MI300X), s.name
+
+
+def test_under_another_triton_an_h100_job_runs_the_igemm_fast_fallback(tmp_path):
+    """The real CLI on the CPU, compiled for the H100: l03's entry is igemm_ws's, which this
+    Triton cannot build, so the job launches the entry's fallback (igemm_fast's config), compiles
+    it for sm_90, and its tune tag says why."""
+    from mlflow.tracking import MlflowClient
+
+    from kernels.igemm_ws import check_gluon_version
+    from tests.profilers.test_profiler_pipeline import _jobs
+    from tests.test_cli import _harness
+
+    try:
+        check_gluon_version()
+        pytest.skip("igemm_ws runs under this Triton: no fallback")
+    except ValueError as exc:
+        reason = str(exc)
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["-m", "kernel=igemm_best", "shape=resnet", "shape.select=[l03]", "target=h100", "profiler=none",
+                     f"tracking.uri={uri}", "experiment=prof", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = _jobs(MlflowClient(tracking_uri=uri))
+    p, t = run.data.params, run.data.tags
+    assert run.info.status == "FINISHED", t.get("status_reason")
+    entry = load_table("igemm_best", "h100").entries[shape_key(L03)]
+    assert p["tune.chosen"] == Config.from_dict(entry["fallback"]).label and p["tile.WS"] == "0"
+    own = Config.from_dict(entry["config"]).label
+    assert t["tune"].startswith("table igemm_best_h100.json: its own entry's fallback config (")
+    assert t["tune"].endswith(f"; its own config {own} is refused here: {reason}")
+    assert t["gate.compile"].startswith("sm_90: ")
