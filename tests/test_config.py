@@ -46,7 +46,7 @@ def test_profiler_options(profiler):
 
 def test_defaults():
     cfg = _compose()
-    assert cfg.kernel.name == "igemm_fast" and cfg.tune.name == "table" and cfg.swizzle.name == "identity" and cfg.shape.name == "seed"
+    assert cfg.kernel.name == "igemm_best" and cfg.tune.name == "table" and cfg.swizzle.name == "identity" and cfg.shape.name == "seed"
     assert cfg.target.name == "auto" and cfg.tracking.uri == "sqlite:///mlflow.db"
     assert cfg.launch.num_warps == cfg.kernel.num_warps
 
