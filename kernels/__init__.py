@@ -17,11 +17,13 @@ def _families() -> dict[str, ConvKernel]:
     """Every kernel family by name (``KERNELS``)."""
     from kernels.direct import DirectConv
     from kernels.igemm import ImplicitGemmConv
+    from kernels.igemm_best import BestImplicitGemmConv
     from kernels.igemm_fast import FastImplicitGemmConv
     from kernels.igemm_ws import IgemmWsConv
     from kernels.patch import PatchConv
 
-    return {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(), FastImplicitGemmConv(), IgemmWsConv())}
+    return {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(), FastImplicitGemmConv(), IgemmWsConv(),
+                                  BestImplicitGemmConv())}
 
 
 def __getattr__(name: str) -> object:

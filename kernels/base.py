@@ -89,6 +89,12 @@ class ConvKernel(ABC):
     dot_tiles: ClassVar[tuple[str, str, str] | None] = None
     has_bias: ClassVar[bool] = False
 
+    def jit_kernel_for(self, tiles: Mapping[str, int]) -> object:
+        """The @triton.jit kernel a launch with ``tiles`` runs as its main one (passes beside
+        it, such as igemm_fast's fold, are others): :attr:`jit_kernel`, unless the family
+        picks its kernel by a tile (:mod:`kernels.igemm_best`)."""
+        return self.jit_kernel
+
     def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """The tiles as a dict, or raise naming the missing and unknown names."""
         given = dict(tiles)

@@ -50,6 +50,7 @@ class DeviceTraits:
     num_sms: int              # streaming multiprocessors / compute units
     tma: bool                 # tensor descriptors (NVIDIA compute capability >= 9.0)
     vendor: str = "nvidia"    # "amd": the AMD backend's knobs, no TMA (igemm_fast_space)
+    arch: str = ""            # e.g. "sm_90", "gfx942"; "" where unknown (the interpreter)
 
     @classmethod
     def of(cls, device) -> "DeviceTraits":
@@ -61,7 +62,8 @@ class DeviceTraits:
         props = torch.cuda.get_device_properties(device)
         amd = torch.version.hip is not None
         tma = not amd and (props.major, props.minor) >= (9, 0)
-        return cls(props.name, props.multi_processor_count, tma, "amd" if amd else "nvidia")
+        arch = props.gcnArchName.split(":")[0] if amd else f"sm_{props.major}{props.minor}"
+        return cls(props.name, props.multi_processor_count, tma, "amd" if amd else "nvidia", arch)
 
     @classmethod
     def for_target(cls, name: str, arch: str, compute_units: int) -> "DeviceTraits":
@@ -69,7 +71,7 @@ class DeviceTraits:
         ``("mi300x", "gfx942", 304)``."""
         amd = arch.startswith("gfx")
         tma = not amd and arch.startswith("sm_") and int(arch[3:5]) >= 9
-        return cls(name, int(compute_units), tma, "amd" if amd else "nvidia")
+        return cls(name, int(compute_units), tma, "amd" if amd else "nvidia", arch)
 
 
 # -----------------------------------------------------------

@@ -105,7 +105,7 @@ def test_progress_line_per_job(sweep):
 def test_help_lists_config_groups(tmp_path):
     proc = _harness(["--help"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 0
-    for line in ("kernel: direct, igemm, igemm_fast, igemm_ws, patch", "shape: calibrate, holdout, resnet, seed, tiny", "study: calibrate", "tune: fastest, none", "target: auto, h100, h200, mi300x"):
+    for line in ("kernel: direct, igemm, igemm_best, igemm_fast, igemm_ws, patch", "shape: calibrate, holdout, resnet, seed, tiny", "study: calibrate", "tune: fastest, none", "target: auto, h100, h200, mi300x"):
         assert line in proc.stdout
 
 
@@ -113,7 +113,7 @@ def test_unknown_option_lists_valid_ones(tmp_path):
     proc = _harness(["kernel=winograd"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["error: kernel=winograd: no kernel option 'winograd'; "
-                                        "valid: direct, igemm, igemm_fast, igemm_ws, patch"]
+                                        "valid: direct, igemm, igemm_best, igemm_fast, igemm_ws, patch"]
 
 
 def test_custom_formulas_run_gated_and_hostile_ones_fail_cleanly(tmp_path):

@@ -21,7 +21,7 @@ def _compose(*overrides):
 
 
 def test_groups_have_the_documented_options():
-    assert _options("kernel") == ["direct", "igemm", "igemm_fast", "igemm_ws", "patch"]
+    assert _options("kernel") == ["direct", "igemm", "igemm_best", "igemm_fast", "igemm_ws", "patch"]
     assert set(_options("swizzle")) >= {"colmajor", "custom", "grouped", "identity", "identity_copy", "scatter",
                                         "seed_attempt1", "seed_attempt2", "seed_patch", "seed_xcd", "xcd",
                                         "xcd_grouped"}
@@ -46,12 +46,12 @@ def test_profiler_options(profiler):
 
 def test_defaults():
     cfg = _compose()
-    assert cfg.kernel.name == "igemm_fast" and cfg.tune.name == "table" and cfg.swizzle.name == "identity" and cfg.shape.name == "seed"
+    assert cfg.kernel.name == "igemm_best" and cfg.tune.name == "table" and cfg.swizzle.name == "identity" and cfg.shape.name == "seed"
     assert cfg.target.name == "auto" and cfg.tracking.uri == "sqlite:///mlflow.db"
     assert cfg.launch.num_warps == cfg.kernel.num_warps
 
 
-@pytest.mark.parametrize("kernel", ["direct", "igemm", "igemm_fast", "igemm_ws", "patch"])
+@pytest.mark.parametrize("kernel", ["direct", "igemm", "igemm_best", "igemm_fast", "igemm_ws", "patch"])
 def test_kernel_options(kernel):
     cfg = _compose(f"kernel={kernel}")
     from kernels import KERNELS

@@ -1,5 +1,5 @@
 """The README's main command on a machine with no GPU, end to end: ``python -m harness -m
-swizzle=xcd,grouped shape=resnet`` with its defaults (``kernel=igemm_fast tune=table``, the
+swizzle=xcd,grouped shape=resnet`` with its defaults (``kernel=igemm_best tune=table``, the
 MI300X target, the simulated L2), on two of its layers (``shape.select``) so the test costs
 seconds; then its report as headless Chromium renders it (issue 40: a CPU report claims
 nothing it did not measure)."""
@@ -30,14 +30,16 @@ def test_every_job_of_the_main_command_finishes_verified_on_its_table_config(mai
     assert all(" FINISHED verified " in ln and " not timed " in ln for ln in lines), lines
     assert all("(sim, not validated on mi300x)" in ln and "| vs identity: L2 " in ln for ln in lines), lines
     assert {re.search(r"/(resnet-l\d+)/", ln).group(1) for ln in lines} == {f"resnet-{la}" for la in LAYERS}
-    # each job launched its entry of the committed MI300X table (no tuning at run time)
+    # each job launched its entry of the committed MI300X table (no tuning at run time):
+    # igemm_fast's config (WS=0), as igemm_ws runs on sm_90 only
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp}/mlflow.db")
     runs = [r for r in client.search_runs([client.get_experiment_by_name("swizzlebench").experiment_id])
             if "spec_hash" in r.data.tags]
     assert len(runs) == len(lines)
     for run in runs:
         fields = {**run.data.params, **run.data.tags}
-        assert fields.get("tune", "").startswith("table igemm_fast_mi300x.json: its own entry"), fields
+        assert fields.get("tune", "").startswith("table igemm_best_mi300x.json: its own entry"), fields
+        assert fields["tile.WS"] == "0" and fields["kernel"] == "igemm_best", fields
         assert "not timed here" in fields["tune"]
 
 

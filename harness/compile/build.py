@@ -200,8 +200,9 @@ def record_job(spec) -> tuple[object, list[Launch]]:
         run()
     if not launches:
         raise CompileFailed(f"kernel {spec.kernel!r} launched no @triton.jit kernel (nothing to compile)")
-    main = [launch for launch in launches if launch.fn is kernel.jit_kernel]
-    return kernel, main + [launch for launch in launches if launch.fn is not kernel.jit_kernel]
+    jit_kernel = kernel.jit_kernel_for(arm.tiles)
+    main = [launch for launch in launches if launch.fn is jit_kernel]
+    return kernel, main + [launch for launch in launches if launch.fn is not jit_kernel]
 
 
 # -----------------------------------------------------------

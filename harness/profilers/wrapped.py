@@ -115,7 +115,7 @@ class ProcessWrappingProfiler(Profiler):
         workdir.mkdir(parents=True, exist_ok=True)
         request_file = workdir / "requests.json"
         write_requests(request_file, requests)
-        names = sorted({_kernel_function_name(r) for r in requests})
+        names = sorted({name for r in requests for name in _kernel_function_names(r)})
         kernel_regex = "^(" + "|".join(names) + ")$"
         worker_cmd = [sys.executable, "-m", "harness.profilers.worker", str(request_file)]
         cmd = self.command(worker_cmd, workdir, kernel_regex)
@@ -196,11 +196,15 @@ def _read_rate(d: DispatchCounters) -> float | None:
     return 100.0 * d.l2_hits / (d.l2_hits + d.l2_misses)
 
 
-def _kernel_function_name(req: ProfileRequest) -> str:
+def _kernel_function_names(req: ProfileRequest) -> set[str]:
+    """The main jit kernels the request's arms launch (two where the arms' configs run
+    different kernels: igemm_best's WS in best-vs-best mode)."""
     from harness.job.spec import JobSpec
     from harness.job.user_code import spec_kernel
 
-    return spec_kernel(JobSpec.from_dict(req.spec)).jit_kernel.__name__
+    specs = [JobSpec.from_dict(d) for d in (req.spec, req.baseline) if d is not None]
+    kernel = spec_kernel(specs[0])
+    return {kernel.jit_kernel_for(spec.tiles_dict).__name__ for spec in specs}
 
 
 def _all_failed(requests, reason: str, raw: list[Path] | None = None) -> dict[str, ProfileOutcome]:

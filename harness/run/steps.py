@@ -409,4 +409,4 @@ def _source_as_launched(kernel, arm: Arm) -> str:
             "GROUP_SIZE": spec.group_size, "num_warps": spec.num_warps, "num_stages": spec.num_stages,
             **arm.tiles}
     header = "# launched with: " + json.dumps(meta, sort_keys=True)
-    return "\n\n".join([header, inspect.getsource(arm.remap.fn), inspect.getsource(kernel.jit_kernel.fn)])
+    return "\n\n".join([header, inspect.getsource(arm.remap.fn), inspect.getsource(kernel.jit_kernel_for(arm.tiles).fn)])

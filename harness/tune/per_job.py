@@ -55,14 +55,15 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult) -> PlannedJ
         table = load_table(kernel.name, target)
     vendor = "amd" if (arch or "").startswith("gfx") else "nvidia"
 
-    def valid(cfg: Config) -> bool:
+    def refusal(cfg: Config) -> str | None:
+        """Why the target cannot run ``cfg`` on this layer; None: it can."""
         try:
             kernel.check_target(spec.shape, kernel.check_tiles(cfg.tiles_dict), vendor, arch or "sm_90")
-            return True
-        except ValueError:
-            return False
+            return None
+        except ValueError as exc:
+            return str(exc)
 
-    choice = table.lookup(spec.shape, valid) if table is not None else None
+    choice = table.lookup(spec.shape, lambda cfg: refusal(cfg) is None) if table is not None else None
     if choice is None:
         why = "no table" if table is None else "no entry of this kind of layer"
         result.tags["tune"] = f"table: {why} for {kernel.name} on {plan.target}; the configured config runs"
@@ -71,7 +72,11 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult) -> PlannedJ
     result.params.update({"tune.table": name, "tune.table_entry": choice.source,
                           "tune.configured": plan.candidate.config.label, "tune.chosen": choice.config.label})
     how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
+    if choice.refused is not None:
+        how = "its own entry's fallback config"
     result.tags["tune"] = f"table {name}: {how} ({table.how.split(':')[0]}, not timed here)"
+    if choice.refused is not None:
+        result.tags["tune"] += f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
     launched = plan.with_configs(choice.config)
     result.params.update(launched.spec.as_params())
     result.launched = launched.spec.to_dict()

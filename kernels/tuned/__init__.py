@@ -11,7 +11,10 @@ A layer outside the table gets the config of its *nearest* entry (:meth:`TunedTa
 among the entries with the same filter size, stride and padding, the one closest in
 log C, log F and log(output pixels), whose config the caller accepts for this layer (its
 flags must make sense there: a 1x1-only or fold-only config is never carried to another
-kind of layer); none: the kernel's configured default.
+kind of layer); none: the kernel's configured default.  An entry may also hold a ``fallback``
+config, which the layer runs where its own config is refused (igemm_best's igemm_ws entries
+fall back to igemm_fast's config, e.g. under a Triton whose Gluon API igemm_ws was not written
+for).
 """
 from __future__ import annotations
 
@@ -37,11 +40,13 @@ def shape_key(shape: ConvShape) -> str:
 @dataclass(frozen=True)
 class TableChoice:
     """The config a table gives a layer: from its own entry (``exact``) or the nearest one's
-    (``source``: that entry's layer name and key)."""
+    (``source``: that entry's layer name and key); ``refused``: the own entry's config, where
+    the caller refused it and its fallback config is given instead."""
 
     config: Config
     exact: bool
     source: str
+    refused: Config | None = None
 
 
 @dataclass
@@ -71,10 +76,15 @@ class TunedTable:
                 "config": config.as_dict()}
 
     def lookup(self, shape: ConvShape, accept: Callable[[Config], bool] = lambda cfg: True) -> TableChoice | None:
-        """``shape``'s own entry, else the nearest accepted entry of its kind (module doc), else None."""
+        """``shape``'s own entry (its ``fallback`` config where the caller refuses its config and
+        accepts that one), else the nearest accepted entry of its kind (module doc), else None."""
         own = self.entries.get(shape_key(shape))
         if own is not None:
-            return TableChoice(Config.from_dict(own["config"]), True, f"{own['shape']['name']} ({shape_key(shape)})")
+            source = f"{own['shape']['name']} ({shape_key(shape)})"
+            config = Config.from_dict(own["config"])
+            if "fallback" in own and not accept(config) and accept(Config.from_dict(own["fallback"])):
+                return TableChoice(Config.from_dict(own["fallback"]), True, f"{source}, its fallback config", config)
+            return TableChoice(config, True, source)
         kind = (shape.R, shape.S, shape.stride, shape.padding > 0, shape.dtype)
         near = []
         for key, e in self.entries.items():

@@ -200,6 +200,25 @@ def test_amd_space_has_no_tma_and_tries_the_amd_knobs():
         "igemm_fast", SPACE_SHAPES[0], DeviceTraits.for_target("h100", "sm_90", 132))])
 
 
+def test_igemm_best_on_gfx942_is_igemm_fast_s_space_and_compiles(compiler):
+    """igemm_best on an MI300X: its space there is igemm_fast's as WS=0 configs (igemm_ws is
+    sm_90's), each compiles for gfx942 to igemm_fast's kernel, and a WS=1 config fails the
+    compile gate with igemm_ws's one-line reason."""
+    from kernels.tuning import Config
+
+    traits, shape = DeviceTraits.for_target("mi300x", "gfx942", 304), SPACE_SHAPES[0]
+    space = candidates("igemm_best", shape, traits)
+    assert space == [Config.make({"WS": 0, **c.tiles_dict}, c.num_warps, c.num_stages)
+                     for c in candidates("igemm_fast", shape, traits)]
+    for cfg in space:
+        report = compiler.compile(spec_for("igemm_best", "identity", shape, cfg.tiles_dict, cfg.num_warps,
+                                           cfg.num_stages), "gfx942")
+        assert report.main.name == "igemm_fast_kernel"
+    ws = {"WS": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PERSISTENT": 1, "TMA_STORE": 1, "MAXNREG": 0}
+    with pytest.raises(CompileFailed, match=r"^kernel 'igemm_ws' is a Gluon kernel for Hopper \(sm_90\); on gfx942"):
+        compiler.compile(spec_for("igemm_best", "identity", shape, ws, 8, 4), "gfx942")
+
+
 @pytest.mark.parametrize("shape", SPACE_SHAPES, ids=lambda s: s.name)
 def test_igemm_fast_gfx942_candidate_space_compiles_without_a_failure(compiler, shape):
     traits = DeviceTraits.for_target("mi300x", "gfx942", 304)

@@ -206,7 +206,7 @@ def test_tune_config_group_composes():
         on = compose("config", overrides=["tune=fastest", "kernel=igemm_fast"])
         off = compose("config")
     assert on.tune.name == "fastest" and on.tune.rounds == 10 and on.tune.on_cpu is False
-    assert off.tune.name == "table" and off.kernel.name == "igemm_fast"   # the main command's defaults
+    assert off.tune.name == "table" and off.kernel.name == "igemm_best"   # the main command's defaults
     assert KERNELS[on.kernel.name].check_tiles(on.kernel.tiles)
 
 
@@ -258,7 +258,7 @@ def test_tuned_job_profiles_only_the_chosen_config(tmp_path):
 
 def test_table_mode_launches_the_committed_config_without_timing(tmp_path):
     """The main command's default (tune=table) through the real CLI on the CPU, compiled for
-    the H100: each layer launches its entry of kernels/tuned/igemm_fast_h100.json, the compile
+    the H100: each layer launches its entry of kernels/tuned/igemm_best_h100.json, the compile
     stage builds that config for sm_90, and nothing is tuned or timed."""
     from mlflow.tracking import MlflowClient
 
@@ -266,12 +266,12 @@ def test_table_mode_launches_the_committed_config_without_timing(tmp_path):
     from tests.profilers.test_profiler_pipeline import _jobs
     from tests.test_cli import _harness
 
-    uri = f"sqlite:///{tmp_path}/store.db"      # the defaults: kernel=igemm_fast tune=table
+    uri = f"sqlite:///{tmp_path}/store.db"      # the defaults: kernel=igemm_best tune=table
     proc = _harness(["-m", "swizzle=identity", "shape=tiny", "shape.select=[t1,t3]", "target=h100", "profiler=none",
                      f"tracking.uri={uri}", "experiment=prof", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)
-    table = load_table("igemm_fast", "h100")
+    table = load_table("igemm_best", "h100")
     runs = {r.data.params["shape.name"]: r for r in _jobs(client)}
     assert set(runs) == {"t1", "t3"}
     for run in runs.values():
@@ -280,8 +280,8 @@ def test_table_mode_launches_the_committed_config_without_timing(tmp_path):
         shape = ConvShape(p["shape.name"], **{k: int(p[f"shape.{k}"]) for k in "NCHWFRS"},
                           stride=int(p["shape.stride"]), padding=int(p["shape.padding"]), dtype=p["shape.dtype"])
         chosen = table.lookup(shape).config
-        assert p["tune.table"] == "igemm_fast_h100.json" and p["tune.chosen"] == chosen.label
+        assert p["tune.table"] == "igemm_best_h100.json" and p["tune.chosen"] == chosen.label
         assert int(p["num_warps"]) == chosen.num_warps and int(p["num_stages"]) == chosen.num_stages
         assert run.info.run_name.endswith(f"/w{chosen.num_warps}")      # the name shows the config it ran
-        assert t["tune"].startswith("table igemm_fast_h100.json: its own entry") and "not timed here" in t["tune"]
+        assert t["tune"].startswith("table igemm_best_h100.json: its own entry") and "not timed here" in t["tune"]
         assert "sm_90" in t["gate.compile"] and "tune.trials" not in p

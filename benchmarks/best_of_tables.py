@@ -1,0 +1,138 @@
+"""The tables of ``kernel=igemm_best`` (kernels/igemm_best.py), from committed files only: no GPU,
+nothing timed here.
+
+    python benchmarks/best_of_tables.py [--check]
+
+* ``kernels/tuned/igemm_best_h100.json``: every entry of ``igemm_fast_h100.json``; where
+  ``igemm_ws_h100.json`` has the layer too and igemm_ws was measured faster against cuDNN, its
+  config (``WS=1``), else igemm_fast's (``WS=0``; a tie goes to igemm_fast, which runs
+  everywhere).  The measurements are the rows of ``benchmarks/results/kernel_speed/
+  h100_rows.json.xz`` (``benchmarks/conv_speed.py``: CUPTI kernel durations, ``ratio`` = the
+  faster cuDNN mode's time / ours): igemm_ws's from run :data:`WS_RUN`, igemm_fast's from the
+  newest of :data:`FAST_RUNS` that timed the config its table holds (an older run timed an
+  older table's config on some layers).  Each entry keeps both ratios under ``measured``, and an
+  igemm_ws entry igemm_fast's config as its ``fallback`` (run where igemm_ws is refused:
+  :meth:`kernels.tuned.TunedTable.lookup`).
+* ``kernels/tuned/igemm_best_mi300x.json``: ``igemm_fast_mi300x.json``'s entries as ``WS=0``
+  configs (igemm_ws runs on sm_90 only).
+
+``--check``: write nothing; exit 1 when a committed table differs from what this builds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernels.igemm_best import MEMBERS  # noqa: E402
+from kernels.tuned import TunedTable, load_table, table_path  # noqa: E402
+
+ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h100_rows.json.xz"
+#: The run of h100_rows.json.xz that timed igemm_ws_h100.json's configs.
+WS_RUN = "igemm_ws_full_tune"
+#: The runs that timed igemm_fast_h100.json's configs, newest first.
+FAST_RUNS = ("other_presets_full_tune", "resnet_and_unseen_table_run")
+FAMILIES = {0: "igemm_fast", 1: "igemm_ws"}
+
+
+def row_key(dims: str, dtype: str) -> str:
+    """A row's ``dims`` (``"32 64 56x56 64 3x3 s1 p1"``: N C HxW F RxS stride padding) as a table
+    key (:func:`kernels.tuned.shape_key`)."""
+    n, c, hw, f, rs, s, p = dims.split()
+    h, w = hw.split("x")
+    r, s_ = rs.split("x")
+    return f"{n}x{c}x{h}x{w}-{f}x{r}x{s_}-{s}{p}-{dtype}"
+
+
+def _same_config(family: str, a: dict, b: dict) -> bool:
+    kernel = MEMBERS[{v: k for k, v in FAMILIES.items()}[family]]
+    return (kernel.check_tiles(a["tiles"]) == kernel.check_tiles(b["tiles"])
+            and (a["num_warps"], a["num_stages"]) == (b["num_warps"], b["num_stages"]))
+
+
+def measured_ratio(family: str, table: TunedTable, runs: dict, run_names: tuple[str, ...]) -> dict[str, float]:
+    """Table key -> the ratio (cuDNN / ours) measured for the table's own config of that layer,
+    from the first of ``run_names`` whose row of the layer ran that config; raises where none did."""
+    out, unmeasured = {}, []
+    for key, entry in table.entries.items():
+        for name in run_names:
+            rows = [r for r in runs[name]["rows"] if row_key(r["dims"], entry["shape"]["dtype"]) == key]
+            if rows and _same_config(family, rows[0]["config"], entry["config"]):
+                out[key] = rows[0]["ratio"]
+                break
+        else:
+            unmeasured.append(entry["shape"]["name"])
+    if unmeasured:
+        raise SystemExit(f"{family}: no run of {', '.join(run_names)} timed the table's config of {unmeasured}")
+    return out
+
+
+def load_runs(path: Path = ROWS) -> dict:
+    return json.loads(lzma.decompress(path.read_bytes()))
+
+
+def _with_ws(ws: int, config: dict) -> dict:
+    """A member's config as igemm_best's: tile WS first, then the member's tiles."""
+    return {**config, "tiles": {"WS": ws, **config["tiles"]}}
+
+
+def build_h100(runs: dict) -> TunedTable:
+    fast, ws = load_table("igemm_fast", "h100"), load_table("igemm_ws", "h100")
+    ratios = {0: measured_ratio("igemm_fast", fast, runs, FAST_RUNS), 1: measured_ratio("igemm_ws", ws, runs, (WS_RUN,))}
+    outside = sorted(set(ws.entries) - set(fast.entries))
+    if outside:
+        raise SystemExit(f"igemm_ws_h100.json has layers igemm_fast_h100.json has not: {outside}")
+    entries = {}
+    for key, entry in fast.entries.items():
+        ws_ratio = ratios[1].get(key)
+        pick = 1 if ws_ratio is not None and ws_ratio > ratios[0][key] else 0
+        entries[key] = {"shape": entry["shape"], "config": _with_ws(pick, (ws if pick else fast).entries[key]["config"]),
+                        "measured": {"igemm_fast": ratios[0][key], "igemm_ws": ws_ratio}}
+        if pick:
+            entries[key]["fallback"] = _with_ws(0, entry["config"])
+    wins = sum(e["config"]["tiles"]["WS"] for e in entries.values())
+    how = ("per layer the faster of igemm_fast and igemm_ws, each timed on an NVIDIA H100 80GB HBM3: the entry of "
+           "igemm_fast_h100.json or igemm_ws_h100.json with the higher cuDNN time / ours (entry 'measured'), each "
+           "family timed by CUPTI kernel durations against cuDNN in its own process, the two in different processes "
+           "on different nodes a day apart, so a close call is an estimate; igemm_ws on "
+           f"{wins} of the {len(entries)} layers (benchmarks/best_of_tables.py from "
+           f"benchmarks/results/kernel_speed/h100_rows.json.xz: {WS_RUN}, {', '.join(FAST_RUNS)}). igemm_fast: "
+           f"{fast.how}. igemm_ws: {ws.how}")
+    return TunedTable(fast.device, entries, how)
+
+
+def build_mi300x() -> TunedTable:
+    fast = load_table("igemm_fast", "mi300x")
+    entries = {key: {**entry, "config": _with_ws(0, entry["config"])} for key, entry in fast.entries.items()}
+    head, rule = fast.how.split(":", 1)      # the head is what a job's tune tag quotes
+    return TunedTable(fast.device, entries, f"{head}, igemm_fast_mi300x.json's entries as WS=0 configs (igemm_ws "
+                                            f"runs on sm_90 only):{rule}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 where a committed table differs; write nothing")
+    args = ap.parse_args()
+    stale = []
+    for target, table in (("h100", build_h100(load_runs())), ("mi300x", build_mi300x())):
+        path = table_path("igemm_best", target)
+        if args.check:
+            committed = TunedTable.load(path) if path.exists() else None
+            if committed is None or (committed.entries, committed.how) != (table.entries, table.how):
+                stale.append(path.name)
+            continue
+        table.save(path)
+        picks = [e["config"]["tiles"]["WS"] for e in table.entries.values()]
+        print(f"{path.relative_to(ROOT)}: {len(picks)} layers, igemm_ws on {sum(picks)}")
+    if stale:
+        print(f"out of date: {', '.join(stale)} (run python benchmarks/best_of_tables.py)")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
