@@ -23,11 +23,14 @@ TILES = {
     "direct": {"BLOCK_N": 1, "BLOCK_F": 4, "BLOCK_H": 4, "BLOCK_W": 4, "BLOCK_C": 4},
     "patch": {"BLOCK_Q": 4, "BLOCK_C": 4},
 }
+#: igemm_best on the CPU runs its igemm_fast member (WS=0; igemm_ws's own tiles are filled in as 0)
+TILES["igemm_best"] = {"WS": 0, **TILES["igemm_fast"]}
 SHAPES = {
     # padding, odd sizes (C and F not multiples of their tiles); grids: igemm 5x2=10, direct 6x3=18,
     # patch 5x3=15 (none a multiple of 8)
     "igemm": ConvShape("odd", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
     "igemm_fast": ConvShape("odd", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
+    "igemm_best": ConvShape("odd", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
     "direct": ConvShape("odd", N=1, C=5, H=9, W=6, F=10, R=3, S=3, stride=1, padding=1),
     "patch": ConvShape("odd", N=1, C=5, H=9, W=9, F=3, R=3, S=3, stride=2, padding=1),
 }
