@@ -5,10 +5,11 @@ import os
 import subprocess
 import sys
 
-import optuna
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
+
+optuna = pytest.importorskip("optuna", reason="needs optuna (extra 'search'; a GPU node's default wheelhouse has none)")
 
 from harness.search.space import SearchSpace, formula_families
 from harness.search.sweeper import check_overrides
