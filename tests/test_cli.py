@@ -28,12 +28,9 @@ def _harness(args, cwd, timeout=600, env=None):
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli")
-    from tests.stores import seed_stores
-
     uri = f"sqlite:///{tmp}/store.db"
     args = ["-m", "kernel=igemm", "swizzle=identity,seed_xcd,xcd", "shape=tiny", *SMALL_TILES,
             f"tracking.uri={uri}", "experiment=cli-test", f"hydra.sweep.dir={tmp}/multirun"]
-    seed_stores(args)
     proc = _harness(args, cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)

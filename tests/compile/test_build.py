@@ -236,9 +236,6 @@ def test_igemm_fast_gfx942_candidate_space_compiles_without_a_failure(compiler, 
 # Through the real CLI.
 
 def _harness(args, cwd, timeout=600):
-    from tests.stores import seed_stores
-
-    seed_stores(args)
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)

@@ -99,11 +99,11 @@ def test_the_end_of_suite_check_finds_unended_runs(tmp_path_factory):
     """The session's check (conftest.unended_runs) names a RUNNING run and a FAILED run without reason."""
     from mlflow.tracking import MlflowClient
 
+    from harness.storage.new_store import seed_new_store
     from tests.faults.conftest import unended_runs
-    from tests.stores import seed_stores
 
     db = tmp_path_factory.mktemp("unended") / "store.db"
-    seed_stores([f"tracking.uri=sqlite:///{db}"])
+    seed_new_store(f"sqlite:///{db}")   # as the harness starts a new store
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     exp = client.create_experiment("unended")
     client.create_run(exp, run_name="left-running")

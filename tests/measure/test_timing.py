@@ -66,8 +66,6 @@ def _run(tmp_path: Path, placements: tuple[int, ...]) -> dict[int, dict]:
     """One multirun, a job per placement count (in sweep order): that job's run and its
     progress lines, by placement count."""
     uri = f"sqlite:///{tmp_path}/p.db"
-    from tests.stores import seed_stores
-    seed_stores([f"tracking.uri={uri}"])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=custom", "swizzle.expr=num_pids - 1 - pid", "shape=tiny",
                            "shape.select=[t1]", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16",

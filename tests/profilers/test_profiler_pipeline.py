@@ -17,12 +17,9 @@ SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.til
 
 def _sweep(tmp, profiler, extra=(), path_prefix=str(STANDINS)):
     uri = f"sqlite:///{tmp}/store.db"
-    from tests.stores import seed_stores
-
     env = {**os.environ, "TRITON_INTERPRET": "1", "PATH": f"{path_prefix}{os.pathsep}{os.environ['PATH']}"}
     args = ["-m", "swizzle=identity,seed_xcd", "shape=tiny", *SMALL_TILES, f"profiler={profiler}",
             "profiler.repeats=3", f"tracking.uri={uri}", "experiment=prof", f"hydra.sweep.dir={tmp}/multirun", *extra]
-    seed_stores(args)
     proc = subprocess.run([sys.executable, "-m", "harness", *args],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     return proc, MlflowClient(tracking_uri=uri)

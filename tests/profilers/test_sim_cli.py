@@ -15,8 +15,6 @@ from tests.test_cli import _harness
                                                ("kernel.tiles.SPLIT_K=2", ("conv", "split_k_sum"))])
 def test_sim_profiles_persistent_and_split_k_jobs(tmp_path, override, launches):
     uri = f"sqlite:///{tmp_path}/store.db"
-    from tests.stores import seed_stores
-    seed_stores([f"tracking.uri={uri}"])
     proc = _harness(["-m", "kernel=igemm_fast", override, "profiler=sim", "target=h100", "shape=tiny",
                      f"tracking.uri={uri}", "experiment=sim-cli", f"hydra.sweep.dir={tmp_path}/multirun"],
                     cwd=tmp_path)
@@ -75,8 +73,6 @@ def test_a_measured_layout_set_on_the_command_line_reaches_the_simulation(tmp_pa
     from swizzles import get_swizzle
 
     uri = f"sqlite:///{tmp_path}/store.db"
-    from tests.stores import seed_stores
-    seed_stores([f"tracking.uri={uri}"])
     proc = _harness(["target=h100", "profiler=sim", "shape=tiny", "shape.select=[t1]", "target.sm_partition=[0,1]",
                      "+target.sm_dispatch={1:[1]}", f"tracking.uri={uri}", "experiment=sim-layout"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -111,8 +107,6 @@ def test_an_order_blind_grid_says_so_and_takes_the_band_of_such_grids(tmp_path):
     from harness.profilers.sim.bands import ORDER_BLIND_NOTE, prediction_error
 
     uri = f"sqlite:///{tmp_path}/store.db"
-    from tests.stores import seed_stores
-    seed_stores([f"tracking.uri={uri}"])
     proc = _harness(["-m", "swizzle=scatter", "profiler=sim", "target=h100", "shape=tiny",
                      "shape.shapes=[{name:b1,N:4,C:16,H:16,W:16,F:16,R:1,S:1,stride:1,padding:0}]",
                      f"tracking.uri={uri}", "experiment=sim-blind", f"hydra.sweep.dir={tmp_path}/multirun"],

@@ -29,8 +29,6 @@ def _sweep(tmp_path: Path) -> tuple[subprocess.CompletedProcess, list, Path]:
     whose grid has many tiles, tuned on the CPU, timed by the stand-in) asked both ways, same
     config and best vs best."""
     uri = f"sqlite:///{tmp_path}/bvb.db"
-    from tests.stores import seed_stores
-    seed_stores([f"tracking.uri={uri}"])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=scatter", "shape=resnet",
                            "shape.select=[l03]", "profiler=none", "target=h100", f"compare.timer={STANDIN}",
