@@ -87,8 +87,8 @@ def main(argv: list[str]) -> int:
                                  LaunchConfig(arm_spec.num_warps, arm_spec.num_stages), share=shared)
             shared = run.bound
             grid = kernel.tile_grid(arm_spec.shape, arm_spec.tiles_dict).num_pids
-            launchers[(req.key, arm)] = (run, kernel.jit_kernel_for(arm_spec.tiles_dict).__name__, grid, arm_spec.num_warps * 32,
-                                         arm_spec.run_name)
+            name = kernel.jit_kernel_for(arm_spec.tiles_dict).__name__
+            launchers[(req.key, arm)] = (run, name, grid, arm_spec.num_warps * 32, arm_spec.run_name)
     for key, arm in launch_schedule(requests):
         run, name, grid, block, run_name = launchers[(key, arm)]
         run()

@@ -72,11 +72,11 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult) -> PlannedJ
     result.params.update({"tune.table": name, "tune.table_entry": choice.source,
                           "tune.configured": plan.candidate.config.label, "tune.chosen": choice.config.label})
     how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
+    refused = ""
     if choice.refused is not None:
         how = "its own entry's fallback config"
-    result.tags["tune"] = f"table {name}: {how} ({table.how.split(':')[0]}, not timed here)"
-    if choice.refused is not None:
-        result.tags["tune"] += f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
+        refused = f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
+    result.tags["tune"] = f"table {name}: {how} ({table.how.split(':')[0]}, not timed here){refused}"
     launched = plan.with_configs(choice.config)
     result.params.update(launched.spec.as_params())
     result.launched = launched.spec.to_dict()

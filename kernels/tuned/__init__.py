@@ -82,8 +82,9 @@ class TunedTable:
         if own is not None:
             source = f"{own['shape']['name']} ({shape_key(shape)})"
             config = Config.from_dict(own["config"])
-            if "fallback" in own and not accept(config) and accept(Config.from_dict(own["fallback"])):
-                return TableChoice(Config.from_dict(own["fallback"]), True, f"{source}, its fallback config", config)
+            fallback = Config.from_dict(own["fallback"]) if "fallback" in own else None
+            if fallback is not None and not accept(config) and accept(fallback):
+                return TableChoice(fallback, True, f"{source}, its fallback config", config)
             return TableChoice(config, True, source)
         kind = (shape.R, shape.S, shape.stride, shape.padding > 0, shape.dtype)
         near = []
