@@ -125,6 +125,10 @@ class Reuse:
     why: str
 
 
+def _finished_reuse(run_id: str) -> Reuse:
+    return Reuse(run_id, f"already FINISHED as run {run_id} (resume=false to run again)")
+
+
 @dataclass
 class _RunStart:
     """What ``start_job`` knew about a run, kept until ``finish_job`` (spool record)."""
@@ -257,13 +261,15 @@ class Tracker:
         SQLite store all of it happens under the store's lock."""
         tags = {**tags, "spec_hash": spec_hash}
         with store_lock(self.uri if not self.offline else ""):
+            # RUNNING before FINISHED: a claim that ends between the two reads (its finish
+            # takes no lock) is then seen in one of them, never in neither.
+            live = self.close_stale(spec_hash)
             if resume:
                 done = self.find_finished(spec_hash)
                 if done:
-                    return Reuse(done, f"already FINISHED as run {done} (resume=false to run again)")
-            live = self.close_stale(spec_hash)
-            if live and resume:
-                return self._running_elsewhere(live[0])
+                    return _finished_reuse(done)
+                if live:
+                    return self._running_elsewhere(live[0])
             run_id = self.start_job(run_name, parent_run_id, tags)
         if resume and not self.offline and not is_spool_id(run_id) and sqlite_path(self.uri) is None:
             return self._first_claim(run_id, spec_hash)
@@ -276,7 +282,8 @@ class Tracker:
         order = [(r.info.start_time, r.info.run_id) for r in live]
         mine = next((key for key in order if key[1] == run_id), None)
         earlier = [r for r, key in zip(live, order) if mine is not None and key < mine]
-        if not earlier:
+        done = None if earlier else self.find_finished(spec_hash)   # an earlier claim ended meanwhile
+        if not earlier and not done:
             return run_id
         HEARTBEAT.remove(run_id)
         self._runs.pop(run_id, None)
@@ -284,7 +291,7 @@ class Tracker:
             retry_when_locked(self.client.delete_run, run_id)
         except STORE_ERRORS as exc:
             self._go_offline(exc)
-        return self._running_elsewhere(earlier[0])
+        return self._running_elsewhere(earlier[0]) if earlier else _finished_reuse(done)
 
     @staticmethod
     def _running_elsewhere(run) -> Reuse:

@@ -52,7 +52,7 @@ def test_two_sweeps_started_together_in_a_fresh_folder(tmp_path, repetition):
         every = db.execute("select r.name, r.status, t.value from runs r left join tags t on t.run_uuid = r.run_uuid "
                            "and t.key = 'status_reason'").fetchall()
         assert db.execute("select count(*) from runs where status = 'RUNNING'").fetchone() == (0,), every
-    assert len(finished) == 2 and set(finished.values()) == {1}, finished
+    assert len(finished) == 2 and set(finished.values()) == {1}, (finished, every, [p.stdout[-2000:] for p in sweeps])
     assert {json.loads(f.read_text())["run_id"] for f in folders} == sweep_ids
     lines = [ln for proc in sweeps for ln in proc.stdout.splitlines() if ln.startswith("[job ")]
     ran = [ln for ln in lines if ln.split()[5] == "FINISHED"]   # the others: SKIPPED, reused
