@@ -95,6 +95,12 @@ class ConvKernel(ABC):
         picks its kernel by a tile (:mod:`kernels.igemm_best`)."""
         return self.jit_kernel
 
+    def measured_as(self, tiles: Mapping[str, int]) -> str:
+        """The family whose records (the simulator's measured error bands) describe a launch
+        with ``tiles``: this family's name, unless it runs another family's code
+        (:mod:`kernels.igemm_best`)."""
+        return self.name
+
     def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """The tiles as a dict, or raise naming the missing and unknown names."""
         given = dict(tiles)

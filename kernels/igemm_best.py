@@ -109,6 +109,10 @@ class BestImplicitGemmConv(ConvKernel):
         family, own = self.dispatch(tiles)
         return family.jit_kernel_for(own)
 
+    def measured_as(self, tiles: Mapping[str, int]) -> str:
+        family, own = self.dispatch(tiles)
+        return family.measured_as(own)
+
     # -----------------------------------------------------------
     # Tune mode and the target.
 

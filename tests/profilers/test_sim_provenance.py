@@ -74,3 +74,24 @@ def test_the_prediction_beside_a_hardware_profiler_carries_its_provenance(path, 
     assert 0.0 <= metrics["sim_l2_hit_rate"] <= 100.0
     assert _carries_band_or_not_validated(metrics, tags, "sim_l2_hit_rate", "sim_l2_hit_rate_err", "sim_l2_validation")
     assert ("sim_l2_hit_rate_err" in metrics) == prediction_error(target, "igemm").banded
+
+
+def test_a_job_of_igemm_best_carries_the_bands_of_the_family_it_runs(tmp_path):
+    """igemm_best runs igemm_fast's code where WS=0: its simulated figures carry igemm_fast's
+    own measured bands on the H100, not the pooled ones of every family."""
+    target = yaml.safe_load((TARGETS[0].parent / "h100.yaml").read_text())
+    shape = ConvShape("t1", N=1, C=16, H=8, W=8, F=32, R=3, S=3, stride=1, padding=1)
+    from kernels import KERNELS
+
+    fast_tiles = {**{t: 0 for t in KERNELS["igemm_fast"].tile_names},
+                  "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "SPLIT_K": 1, "SPLIT_SUM": 1}
+    found = {}
+    for kernel, tiles in (("igemm_fast", fast_tiles), ("igemm_best", {"WS": 0, **fast_tiles})):
+        spec = JobSpec(kernel=kernel, tiles=tuple(tiles.items()), swizzle="colmajor", num_xcds=1, group_size=4,
+                       shape=shape, shape_preset="tiny", num_warps=4, num_stages=2, target="h100", seed=0)
+        request = ProfileRequest(key="r0", spec=spec.to_dict(), repeats=1)
+        outcome = SimProfiler(target).profile([request], tmp_path)["r0"]
+        found[kernel] = (outcome.metrics["l2_hit_rate_err"], outcome.tags["sim_validation"])
+    own = prediction_error(target, "igemm_fast", outcome.tags["sim_layer_class"])
+    assert found["igemm_best"] == found["igemm_fast"] == (own.hit_rate, own.validated)
+    assert "of igemm_fast's" in own.validated

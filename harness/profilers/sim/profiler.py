@@ -30,8 +30,9 @@ class SimProfiler(Profiler):
                 "cache_control": "all", "sim_target": str(self.target.get("name", "?"))}
 
     def profile(self, requests, workdir) -> dict:
-        from harness.profilers.wrapped import ProfileOutcome
         from harness.job.spec import JobSpec
+        from harness.job.user_code import spec_kernel
+        from harness.profilers.wrapped import ProfileOutcome
 
         outcomes = {}
         for req in requests:
@@ -56,7 +57,8 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix="sim."),
                                               "sim.programs_per_cu": float(self._residency(occupancy))})
-            err = prediction_error(self.target, spec.kernel, result.layer_class, result.order_blind)
+            err = prediction_error(self.target, spec_kernel(spec).measured_as(spec.tiles_dict), result.layer_class,
+                                   result.order_blind)
             outcome.tags["sim_layer_class"] = result.layer_class
             if result.order_blind:   # the model cannot tell this grid's orders apart
                 outcome.tags["sim_order_blind"] = ORDER_BLIND_NOTE
