@@ -51,7 +51,8 @@ from typing import Callable, Iterable, Mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("TRITON_INTERPRET", "1")  # remap tables on the CPU
+if __name__ == "__main__":   # remap tables on the CPU; imported (by a test), the process decides
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
