@@ -9,8 +9,8 @@ member; the methods that get none are the two members' common ground, the NHWC o
 (N, P, Q, F) of both.  Nothing of either kernel is copied here.
 
 Which member runs a layer is decided ahead of time, by the committed tables
-(``kernels/tuned/igemm_best_<target>.json``, built by ``benchmarks/best_of_tables.py`` from the
-two members' tables and their measured speed against cuDNN), not by timing at run time.
+(``kernels/tuned/igemm_best_<target>.json``, built from the two members' tables and their
+measured speed against cuDNN: docs/benchmarks.md, "Kernel speed"), not by timing at run time.
 Tune mode searches both spaces: igemm_fast's (WS=0) everywhere, igemm_ws's (WS=1) where that
 family can run (:func:`ws_runs_on`).
 """

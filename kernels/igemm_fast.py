@@ -1048,7 +1048,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         if tma and heavy and conv.stride == 1 and conv.C % 8 == 0 and warps == 4 and not fold_on:
                             # Pixel rectangles with the input as TMA boxes, one warpgroup only: with
                             # two, Triton 3.6 computed wrong outputs from the reshaped box on an H100
-                            # (benchmarks/README.md, "Kernel speed"); the gate would refuse them anyway.
+                            # (docs/benchmarks.md, "Kernel speed"); the gate would refuse them anyway.
                             for bw in box_widths(conv, bm):
                                 for stages in stages_here[:2]:
                                     add({**base, "BOX_W": bw}, warps, stages)

@@ -8,7 +8,7 @@ warpgroup that only issues bulk tensor copies (TMA) and two *consumer* warpgroup
 issue tensor-core instructions (wgmma).  :mod:`kernels.igemm_fast` runs one warpgroup that
 does both, software-pipelined by the compiler (on l23 it keeps 17 % of the issue slots busy),
 and Triton 3.6 does not compile ``tl.range(..., warp_specialize=True)`` for it.  This family
-writes the producer/consumer split by hand.  Measured on an H100 (benchmarks/README.md,
+writes the producer/consumer split by hand.  Measured on an H100 (docs/benchmarks.md,
 "Warp-specialized kernel"), it is correct on every config of its space on seven layers and
 0.88-1.13x as fast as cuDNN in benchmark mode there, where igemm_fast reaches 0.71-0.87x.
 
@@ -364,8 +364,9 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 
 
 # -----------------------------------------------------------
-# The config space: the probe's configs (benchmarks/probes/gluon_igemm.py), each checked
-# correct on an H100 on 7 layers, kept where shared memory holds them.
+# The config space: the configs of the probe that preceded this family (docs/benchmarks.md,
+# "Warp-specialized kernel"), each checked correct on an H100 on 7 layers, kept where shared
+# memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
          split_k: int = 1) -> Config:
@@ -373,7 +374,7 @@ def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persiste
                         "TMA_STORE": tma_store, "MAXNREG": maxnreg}, warps, stages)
 
 
-#: Every config tried, in the probe's order (its indices name them in benchmarks/kernel_notes.md).
+#: Every config tried, in the probe's order (the bracketed indices below name them).
 CONFIGS = (
     _cfg(128, 128, 4, 8),                                    # [0] two consumer warpgroups, 64 x 128 each
     _cfg(128, 128, 3, 8),

@@ -257,8 +257,8 @@ class PublishedCell:
         return self.repo.removeprefix("https://github.com/")
 
 
-#: tritonBLAS's work-stealing GEMM as its counter study ran it (``benchmarks/collect_counters*.py``
-#: at :data:`TB_RUN1`'s commit): bf16, M = N = K = 8192, 256 x 256 x 64 tiles, GROUP_SIZE_M 8.
+#: tritonBLAS's work-stealing GEMM as its counter study ran it (that repository's ``collect_counters*.py``
+#: scripts at :data:`TB_RUN1`'s commit): bf16, M = N = K = 8192, 256 x 256 x 64 tiles, GROUP_SIZE_M 8.
 TRITONBLAS_WS = Gemm(bm=256, bn=256, bk=64, group_m=8)
 
 PROBLEMS: dict[str, Callable[[], Gemm | SeedDirectConv]] = {
