@@ -65,3 +65,15 @@ def test_the_check_finds_an_offender(tmp_path):
     (pkg / "m.py").write_text(f"def long():\n{body}\n\n\nclass C:\n    def wide(self, a, b, c, d, e, f, g, h, i):\n"
                               "        pass\n\n\ndef fine(a, b):\n    return a\n")
     assert offenders(pkg) == {"harness.m.long": f"{MAX_LINES + 1} lines", "harness.m.C.wide": "9 parameters"}
+
+
+def test_the_product_names_no_benchmarks_path():
+    """Research stays apart (issue 39): no module of harness/, kernels/ or swizzles/ names a
+    ``benchmarks/`` path or imports from it; the docs' benchmark pages are where figures live."""
+    found = []
+    for pkg in ("harness", "kernels", "swizzles"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if "benchmarks/" in line or line.lstrip().startswith(("import benchmarks", "from benchmarks")):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == []
