@@ -10,9 +10,10 @@ directory, as ``python -m`` sets it), writes its stdout and stderr to files, run
 status after the interpreter's exit handlers.  The server imports only third-party modules,
 none of the project's, so every run executes the checkout's code afresh.
 
-A run whose environment differs from the server's in what is read at import time
-(``TRITON_INTERPRET``, ``PYTHONPATH``) starts a real process instead, as do tests that measure
-a process or signal it (they call ``subprocess`` themselves).
+A run's ``PYTHONPATH`` comes after its working directory on its ``sys.path``, as in a real
+process.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
+imported), or whose ``PYTHONPATH`` holds a preloaded library, starts a real process instead, as
+do tests that measure a process or signal it (they call ``subprocess`` themselves).
 
     python -m tests.cli_fork    # the server: one JSON request per line on stdin
 """
@@ -29,9 +30,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Environment variables read when the preloaded modules are imported: a run that sets them
-#: otherwise than the server gets a process of its own.
-IMPORT_TIME_ENV = ("TRITON_INTERPRET", "PYTHONPATH")
 #: The third-party modules a CLI run imports (the costly ones), preloaded by the server.
 PRELOAD = ("torch", "torch.nn.functional", "numpy", "pandas", "triton", "triton.language", "hydra",
            "hydra.core.hydra_config", "hydra._internal.core_plugins.basic_sweeper",
@@ -53,13 +51,18 @@ class _Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def fits(self, env: dict[str, str]) -> bool:
-        return self.proc.poll() is None and all(env.get(k) == self.env.get(k) for k in IMPORT_TIME_ENV)
+        """Whether a run with ``env`` may be a fork of this server (see the module docstring)."""
+        tops = {name.split(".")[0] for name in PRELOAD}
+        shadows = any((Path(entry) / top).exists() or (Path(entry) / f"{top}.py").exists()
+                      for entry in _entries(env.get("PYTHONPATH")) for top in tops)
+        return self.proc.poll() is None and env.get("TRITON_INTERPRET") == self.env["TRITON_INTERPRET"] and not shadows
 
-    def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float | None) -> subprocess.CompletedProcess:
+    def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float | None,
+            text: bool) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="cli-fork-") as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            request = {"argv": cmd[3:], "cwd": str(Path(cwd).resolve()), "env": env, "stdout": str(out),
-                       "stderr": str(err)}
+            request = {"module": cmd[2], "argv": cmd[3:], "cwd": str(Path(cwd).resolve()), "env": env,
+                       "stdout": str(out), "stderr": str(err)}
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             pid = json.loads(self.proc.stdout.readline())["pid"]
@@ -67,7 +70,7 @@ class _Server:
             if not ready:
                 os.kill(pid, signal.SIGKILL)
             code = json.loads(self.proc.stdout.readline())["code"]
-            stdout, stderr = _read(out), _read(err)
+            stdout, stderr = (_read(path, text) for path in (out, err))
         if not ready:
             raise subprocess.TimeoutExpired(cmd, timeout, stdout, stderr)
         return subprocess.CompletedProcess(cmd, code, stdout, stderr)
@@ -78,31 +81,38 @@ class _Server:
             self.proc.wait(timeout=30)
 
 
-def _read(path: Path) -> str:
-    return path.read_bytes().decode("utf-8", errors="replace") if path.exists() else ""
+def _read(path: Path, text: bool) -> str | bytes:
+    data = path.read_bytes() if path.exists() else b""
+    return data.decode("utf-8", errors="replace") if text else data
+
+
+def _entries(pythonpath: str | None) -> list[str]:
+    """A ``PYTHONPATH``'s entries, as Python puts them on ``sys.path``."""
+    return [os.path.abspath(p) for p in (pythonpath or "").split(os.pathsep) if p]
 
 
 _SERVER: list[_Server] = []
 
 
-def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None = None
-            ) -> subprocess.CompletedProcess:
-    """``subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
-    capture_output=True, text=True, timeout=timeout)``, run as a fork of the warm server."""
-    cmd = [sys.executable, "-m", "harness", *args]
+def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None = None,
+            module: str = "harness", text: bool = True) -> subprocess.CompletedProcess:
+    """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+    capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server."""
+    cmd = [sys.executable, "-m", module, *args]
     if not _SERVER:
         _SERVER.append(_Server())
         atexit.register(_SERVER[0].close)
     if not _SERVER[0].fits(env):
-        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    return _SERVER[0].run(cmd, Path(cwd), env, timeout)
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=text, timeout=timeout)
+    return _SERVER[0].run(cmd, Path(cwd), env, timeout, text)
 
 
 # ---------------------------------------------------------------------------------------------
 # The server.
 
-def _child(request: dict) -> None:
-    """In the forked child: become ``python -m harness ARGV`` run in ``cwd``; never returns."""
+def _child(request: dict, base_path: list[str]) -> None:
+    """In the forked child: become ``python -m MODULE ARGV`` run in ``cwd``, its ``sys.path``
+    the working directory, the run's ``PYTHONPATH`` and ``base_path``; never returns."""
     code = 1
     try:
         os.chdir(request["cwd"])
@@ -116,15 +126,16 @@ def _child(request: dict) -> None:
         import runpy
 
         random.seed()
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                      write_through=True)
-        sys.path[0] = os.getcwd()
+        # the encodings and error handlers the server's own streams got from the same environment
+        sys.stdin, sys.stdout, sys.stderr = (
+            io.TextIOWrapper(io.FileIO(fd, mode, closefd=False), encoding=like.encoding, errors=like.errors,
+                             write_through=mode == "w")
+            for fd, mode, like in ((0, "r", sys.__stdin__), (1, "w", sys.__stdout__), (2, "w", sys.__stderr__)))
+        sys.path[:] = [os.getcwd(), *_entries(request["env"].get("PYTHONPATH")), *base_path]
         sys.argv = ["-m", *request["argv"]]
         code = 0
         try:
-            runpy.run_module("harness", run_name="__main__", alter_sys=True)
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if exc.code is not None and not isinstance(exc.code, int):
@@ -147,13 +158,15 @@ def _child(request: dict) -> None:
 def serve() -> None:
     import importlib
 
+    own = set(_entries(os.environ.get("PYTHONPATH")))
+    base_path = [p for p in sys.path[1:] if os.path.abspath(p) not in own]   # after cwd and PYTHONPATH
     for name in PRELOAD:
         importlib.import_module(name)
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            _child(request)
+            _child(request, base_path)
         sys.stdout.write(json.dumps({"pid": pid}) + "\n")
         sys.stdout.flush()
         _, status = os.waitpid(pid, 0)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +46,7 @@ def harness(args: list[str], cwd: Path, env: dict[str, str] | None = None,
 
 def spool_sync(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``python -m harness.storage.sync ARGS``."""
-    return subprocess.run([sys.executable, "-m", "harness.storage.sync", *args], cwd=cwd, env=cli_env(),
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    return run_cli(args, cwd, cli_env(), CLI_TIMEOUT_S, module="harness.storage.sync")
 
 
 def job_lines(proc: subprocess.CompletedProcess) -> list[str]:
