@@ -57,12 +57,13 @@ class _Server:
                       for entry in _entries(env.get("PYTHONPATH")) for top in tops)
         return self.proc.poll() is None and env.get("TRITON_INTERPRET") == self.env["TRITON_INTERPRET"] and not shadows
 
-    def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float | None,
-            text: bool) -> subprocess.CompletedProcess:
+    def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float | None, text: bool,
+            stdin: str) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="cli-fork-") as tmp:
-            out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+            out, err, given = Path(tmp) / "stdout", Path(tmp) / "stderr", Path(tmp) / "stdin"
+            given.write_text(stdin)
             request = {"module": cmd[2], "argv": cmd[3:], "cwd": str(Path(cwd).resolve()), "env": env,
-                       "stdout": str(out), "stderr": str(err)}
+                       "stdin": str(given), "stdout": str(out), "stderr": str(err)}
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             pid = json.loads(self.proc.stdout.readline())["pid"]
@@ -95,16 +96,17 @@ _SERVER: list[_Server] = []
 
 
 def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None = None,
-            module: str = "harness", text: bool = True) -> subprocess.CompletedProcess:
-    """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+            module: str = "harness", text: bool = True, input: str = "") -> subprocess.CompletedProcess:
+    """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, input=input,
     capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server."""
     cmd = [sys.executable, "-m", module, *args]
     if not _SERVER:
         _SERVER.append(_Server())
         atexit.register(_SERVER[0].close)
     if not _SERVER[0].fits(env):
-        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=text, timeout=timeout)
-    return _SERVER[0].run(cmd, Path(cwd), env, timeout, text)
+        return subprocess.run(cmd, cwd=cwd, env=env, input=input if text else input.encode(), capture_output=True,
+                              text=text, timeout=timeout)
+    return _SERVER[0].run(cmd, Path(cwd), env, timeout, text, input)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +120,7 @@ def _child(request: dict, base_path: list[str]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
+        for fd, path, flags in ((0, request["stdin"], os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
                                 (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
             os.dup2(os.open(path, flags), fd)
         import io
