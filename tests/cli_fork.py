@@ -20,6 +20,7 @@ do tests that measure a process or signal it (they call ``subprocess`` themselve
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -27,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +49,9 @@ class _Server:
 
     def __init__(self) -> None:
         self.env = _server_env()
+        self.lock = threading.Lock()   # one run at a time on the pipe; a concurrent one starts a process
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.cli_fork"], cwd=ROOT, env=self.env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
 
     def fits(self, env: dict[str, str]) -> bool:
         """Whether a run with ``env`` may be a fork of this server (see the module docstring)."""
@@ -64,17 +67,28 @@ class _Server:
             given.write_text(stdin)
             request = {"module": cmd[2], "argv": cmd[3:], "cwd": str(Path(cwd).resolve()), "env": env,
                        "stdin": str(given), "stdout": str(out), "stderr": str(err)}
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            pid = json.loads(self.proc.stdout.readline())["pid"]
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            pid = self._answer()["pid"]
             ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
             if not ready:
-                os.kill(pid, signal.SIGKILL)
-            code = json.loads(self.proc.stdout.readline())["code"]
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            code = self._answer()["code"]
             stdout, stderr = (_read(path, text) for path in (out, err))
         if not ready:
             raise subprocess.TimeoutExpired(cmd, timeout, stdout, stderr)
         return subprocess.CompletedProcess(cmd, code, stdout, stderr)
+
+    def _answer(self) -> dict:
+        """The server's next line, read byte by byte (nothing of a later line is buffered here,
+        so ``select`` on the pipe tells whether the run has ended)."""
+        line = b""
+        while not line.endswith(b"\n"):
+            byte = os.read(self.proc.stdout.fileno(), 1)
+            if not byte:
+                raise RuntimeError(f"the CLI fork server died (exit code {self.proc.wait()})")
+            line += byte
+        return json.loads(line)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -103,10 +117,14 @@ def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeou
     if not _SERVER:
         _SERVER.append(_Server())
         atexit.register(_SERVER[0].close)
-    if not _SERVER[0].fits(env):
+    server = _SERVER[0]
+    if not (server.fits(env) and server.lock.acquire(blocking=False)):
         return subprocess.run(cmd, cwd=cwd, env=env, input=input if text else input.encode(), capture_output=True,
                               text=text, timeout=timeout)
-    return _SERVER[0].run(cmd, Path(cwd), env, timeout, text, input)
+    try:
+        return server.run(cmd, Path(cwd), env, timeout, text, input)
+    finally:
+        server.lock.release()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,8 +165,6 @@ def _child(request: dict, base_path: list[str]) -> None:
 
             traceback.print_exc()
             code = 1
-        import threading
-
         threading._shutdown()    # as at an interpreter's exit: wait for its non-daemon threads
         atexit._run_exitfuncs()
         sys.stdout.flush()
