@@ -10,8 +10,9 @@ from harness.hardware.device import GPU, select_execution_mode
 MODE = select_execution_mode()
 
 #: Modules whose tests go to the workers one by one: each test is long and independent, and
-#: the module's fixture (a compile client) is cheap beside them.
-PER_TEST = ("tests/compile/test_build.py",)
+#: the module's fixture (if any: a compile client) is cheap beside them.  Being one-test units,
+#: they are handed out last (xdist orders units by size), so they even out the workers' ends.
+PER_TEST = ("tests/compile/test_build.py", "tests/kernels/test_igemm_fast.py", "tests/run/test_steps.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -33,7 +33,9 @@ def running_mlflow_server(backend_uri: str, workdir: Path, *extra_args: str, com
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log_path = workdir / "server.log"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+    # no job-execution consumers (huey, for MLflow's GenAI jobs): the tests use none, each costs a process
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
+           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mlflow", command,
                                  "--backend-store-uri", backend_uri, "--host", "127.0.0.1",

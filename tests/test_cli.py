@@ -4,14 +4,13 @@ import html
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.storage.tracking import FIRST_VIEW_COLUMNS
+from tests.cli_fork import run_cli
 from tests.mlflow_server import running_mlflow_server
 from tests.report.test_browser import CHROMIUM, chromium
 from tests.storage.test_mlflow_server import _column_ids
@@ -21,8 +20,7 @@ SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.til
 
 def _harness(args, cwd, timeout=600, env=None):
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_cli(args, cwd, env, timeout)
 
 
 @pytest.fixture(scope="module")

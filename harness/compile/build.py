@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import subprocess
@@ -343,17 +344,25 @@ def _counts_nvidia(sass: str) -> dict[str, int]:
     return counts
 
 
+@functools.lru_cache(maxsize=64)
+def _cubin_listings(cubin: bytes, cuobjdump: str, nvdisasm: str) -> tuple[str, str]:
+    """``cuobjdump -res-usage`` and ``nvdisasm`` of a cubin: (usage, SASS).  Kept per process:
+    the jobs of a sweep often compile to the same binary (layers whose sizes specialise alike)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.cubin")
+        Path(path).write_bytes(cubin)
+        usage = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True).stdout
+        sass = subprocess.run([nvdisasm, path], capture_output=True, text=True).stdout
+    return usage, sass
+
+
 def _nvidia_build(name: str, compiled, num_warps: int, limits: ArchLimits) -> KernelBuild:
     shared = int(compiled.metadata.shared)
     regs = local = None
     sass = ""
     cuobjdump, nvdisasm = _nvidia_tool("cuobjdump"), _nvidia_tool("nvdisasm")
     if cuobjdump and nvdisasm:
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = os.path.join(tmp, "k.cubin")
-            Path(cubin).write_bytes(compiled.asm["cubin"])
-            usage = subprocess.run([cuobjdump, "-res-usage", cubin], capture_output=True, text=True).stdout
-            sass = subprocess.run([nvdisasm, cubin], capture_output=True, text=True).stdout
+        usage, sass = _cubin_listings(bytes(compiled.asm["cubin"]), cuobjdump, nvdisasm)
         found = re.search(r"REG:(\d+)", usage)
         regs = int(found.group(1)) if found else None
         # spilled registers live in the stack frame (STACK), local arrays in LOCAL: bytes per thread

@@ -23,6 +23,7 @@ from harness.tune.search import candidates
 from kernels.tuning import DeviceTraits
 from kernels import KERNELS
 from kernels.problem import ConvShape
+from tests.cli_fork import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -237,8 +238,7 @@ def test_igemm_fast_gfx942_candidate_space_compiles_without_a_failure(compiler, 
 
 def _harness(args, cwd, timeout=600):
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_cli(args, cwd, env, timeout)
 
 
 def _runs(uri: str, experiment: str, kind: str = "job"):

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
+
+from tests.cli_fork import run_cli
 
 #: Small tiles and no profiler keep a job to about a second under the interpreter.
 FAST = ["kernel=igemm", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16", "profiler=none"]
@@ -39,15 +40,13 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def harness(args: list[str], cwd: Path, env: dict[str, str] | None = None,
             timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """``python -m harness ARGS`` from ``cwd``; its output is captured as text."""
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env or cli_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    """``python -m harness ARGS`` from ``cwd``; its output is captured as text (tests.cli_fork)."""
+    return run_cli(args, cwd, env or cli_env(), timeout)
 
 
 def spool_sync(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``python -m harness.storage.sync ARGS``."""
-    return subprocess.run([sys.executable, "-m", "harness.storage.sync", *args], cwd=cwd, env=cli_env(),
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    return run_cli(args, cwd, cli_env(), CLI_TIMEOUT_S, module="harness.storage.sync")
 
 
 def job_lines(proc: subprocess.CompletedProcess) -> list[str]:

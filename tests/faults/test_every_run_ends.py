@@ -8,10 +8,10 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 
 import pytest
 
+from tests.cli_fork import run_cli
 from tests.faults import FAST, cli_env, job_lines, reason, runs_of, spool_sync
 
 #: case -> (extra arguments, what the FAILED reason must say)
@@ -42,9 +42,8 @@ def test_run_ends_failed_with_one_line_reason(seeded_store, tmp_path, case):
     args = [a for a in args if a not in options]
     common = ["-m", *options, "shape=tiny", "shape.select=[t1]", *FAST, f"tracking.uri={seeded_store.uri}",
               f"experiment={experiment}", f"hydra.sweep.dir={tmp_path}/sweep"]
-    proc = subprocess.run([sys.executable.encode(), b"-m", b"harness", *[os.fsencode(a) for a in common + args]],
-                          cwd=tmp_path, env={**cli_env(), "PYTHONPATH": str(tmp_path)}, capture_output=True,
-                          timeout=240)
+    argv = [os.fsdecode(a) for a in common + args]   # as Python decodes its command line's bytes
+    proc = run_cli(argv, tmp_path, {**cli_env(), "PYTHONPATH": str(tmp_path)}, timeout=240, text=False)
     stdout, stderr = (s.decode("utf-8", "backslashreplace") for s in (proc.stdout, proc.stderr))
     assert proc.returncode == 0, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]

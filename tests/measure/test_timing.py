@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from types import SimpleNamespace
@@ -19,6 +17,7 @@ from mlflow.tracking import MlflowClient
 from harness.measure.stats import clustered_ratio, paired_ratio
 from harness.measure.timing import PairedSettings, time_interleaved
 from tests.standins.placement_timer import PLACEMENT_EFFECTS
+from tests.cli_fork import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = "tests.standins.placement_timer:time_ms"
@@ -67,12 +66,12 @@ def _run(tmp_path: Path, placements: tuple[int, ...]) -> dict[int, dict]:
     progress lines, by placement count."""
     uri = f"sqlite:///{tmp_path}/p.db"
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=custom", "swizzle.expr=num_pids - 1 - pid", "shape=tiny",
-                           "shape.select=[t1]", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16",
-                           "kernel.tiles.BLOCK_K=16", "profiler=none", "target=h100", f"compare.timer={STANDIN}",
-                           f"compare.placements={','.join(map(str, placements))}", f"tracking.uri={uri}",
-                           "experiment=placements", f"hydra.sweep.dir={tmp_path}/m"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_cli(["-m", "kernel=igemm", "swizzle=custom", "swizzle.expr=num_pids - 1 - pid", "shape=tiny",
+                   "shape.select=[t1]", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16",
+                   "kernel.tiles.BLOCK_K=16", "profiler=none", "target=h100", f"compare.timer={STANDIN}",
+                   f"compare.placements={','.join(map(str, placements))}", f"tracking.uri={uri}",
+                   "experiment=placements", f"hydra.sweep.dir={tmp_path}/m"],
+                   tmp_path, env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("placements")

@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import USER_ERROR_EXIT
 from tests.standin_workload import expected_counters
+from tests.cli_fork import run_cli
 
 STANDINS = Path(__file__).parents[1] / "standins"
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
@@ -20,8 +21,7 @@ def _sweep(tmp, profiler, extra=(), path_prefix=str(STANDINS)):
     env = {**os.environ, "TRITON_INTERPRET": "1", "PATH": f"{path_prefix}{os.pathsep}{os.environ['PATH']}"}
     args = ["-m", "swizzle=identity,seed_xcd", "shape=tiny", *SMALL_TILES, f"profiler={profiler}",
             "profiler.repeats=3", f"tracking.uri={uri}", "experiment=prof", f"hydra.sweep.dir={tmp}/multirun", *extra]
-    proc = subprocess.run([sys.executable, "-m", "harness", *args],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_cli(args, tmp, env, timeout=600)
     return proc, MlflowClient(tracking_uri=uri)
 
 

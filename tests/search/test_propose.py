@@ -3,11 +3,11 @@ formulas (valid, not permutations, syntax errors, hostile) -> 10 JSON lines with
 verdicts, one MLflow run each, and nothing executed."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from tests.cli_fork import run_cli
 
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
 # shape tiny-t1 with 16x16 tiles: a grid of 2 x 1 programs, the same full-size and down-scaled.
@@ -38,9 +38,8 @@ def proposed(tmp_path_factory):
     stdin = "".join(json.dumps({"id": f"f{i}", "formula": f}) + "\n" for i, (f, _) in enumerate(formulas))
     uri = f"sqlite:///{tmp}/store.db"
     env = {**os.environ, "TRITON_INTERPRET": "1", "SWIZZLEBENCH_CACHE": str(tmp / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "harness.search.propose", "--jsonl", "kernel=igemm", "shape=tiny", "shape.select=[t1]",
-                           *SMALL_TILES, f"tracking.uri={uri}", "experiment=propose-test"],
-                          input=stdin, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_cli(["--jsonl", "kernel=igemm", "shape=tiny", "shape.select=[t1]", *SMALL_TILES, f"tracking.uri={uri}",
+                    "experiment=propose-test"], tmp, env, timeout=600, module="harness.search.propose", input=stdin)
     return proc, formulas, marker, uri, tmp
 
 

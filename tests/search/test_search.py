@@ -2,8 +2,6 @@
 a subprocess, against temporary SQLite stores: trials are nested MLflow runs, a resumed
 search repeats no finished trial, the report is written; and the search space in process."""
 import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -14,6 +12,7 @@ optuna = pytest.importorskip("optuna", reason="needs optuna (extra 'search'; a G
 from harness.search.space import SearchSpace, formula_families
 from harness.search.sweeper import check_overrides
 from tests.report.pages import section, table_rows
+from tests.cli_fork import run_cli
 
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
 
@@ -24,8 +23,7 @@ def _search(tmp, *args):
               f"tracking.uri=sqlite:///{tmp}/store.db", "experiment=search-test",
               f"hydra.sweeper.storage=sqlite:///{tmp}/search.db", "hydra.sweeper.families=[grouped_m,hilbert]",
               "hydra.sweeper.baselines=[identity]"]
-    return subprocess.run([sys.executable, "-m", "harness", *common, *args], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return run_cli([*common, *args], tmp, env, timeout=600)
 
 
 def _children(client, experiment_id, parent_id):

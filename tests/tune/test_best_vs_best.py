@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +17,7 @@ from harness.job.spec import JobSpec
 from kernels.problem import ConvShape
 from tests.standins.config_timer import CANDIDATE_GAIN, tile_area
 from tests.test_cli import _harness
+from tests.cli_fork import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = "tests.standins.config_timer:time_ms"
@@ -30,12 +30,12 @@ def _sweep(tmp_path: Path) -> tuple[subprocess.CompletedProcess, list, Path]:
     config and best vs best."""
     uri = f"sqlite:///{tmp_path}/bvb.db"
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=scatter", "shape=resnet",
-                           "shape.select=[l03]", "profiler=none", "target=h100", f"compare.timer={STANDIN}",
-                           "compare.placements=2", "tune=fastest", "tune.on_cpu=true",
-                           f"tune.cache_dir={tmp_path}/tunecache", "compare.configs=same,tuned_each",
-                           f"tracking.uri={uri}", "experiment=bvb", f"hydra.sweep.dir={tmp_path}/multirun"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_cli(["-m", "kernel=igemm", "swizzle=scatter", "shape=resnet",
+                   "shape.select=[l03]", "profiler=none", "target=h100", f"compare.timer={STANDIN}",
+                   "compare.placements=2", "tune=fastest", "tune.on_cpu=true",
+                   f"tune.cache_dir={tmp_path}/tunecache", "compare.configs=same,tuned_each",
+                   f"tracking.uri={uri}", "experiment=bvb", f"hydra.sweep.dir={tmp_path}/multirun"],
+                   tmp_path, env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("bvb")

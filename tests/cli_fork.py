@@ -1,0 +1,196 @@
+"""``python -m harness ARGS`` for tests, each run a fork of one warm process.
+
+A CLI process spends about 3 s of CPU importing torch, triton, MLflow, Hydra, numba and
+seaborn before its first job; the suite runs some 150 of them.  :func:`run_cli` hands each run
+to a server process (one per pytest worker, started on first use) that has imported those
+libraries once, under the interpreter (``TRITON_INTERPRET=1``), and forks a child per run.  The
+child takes the run's working directory, environment, argv and ``sys.path[0]`` (the working
+directory, as ``python -m`` sets it), writes its stdout and stderr to files, runs the
+``harness`` package as ``__main__`` (what ``python -m harness`` runs), and exits with its
+status after the interpreter's exit handlers.  The server imports only third-party modules,
+none of the project's, so every run executes the checkout's code afresh.
+
+A run's ``PYTHONPATH`` comes after its working directory on its ``sys.path``, as in a real
+process.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
+imported), or whose ``PYTHONPATH`` holds a preloaded library, starts a real process instead, as
+do tests that measure a process or signal it (they call ``subprocess`` themselves).
+
+    python -m tests.cli_fork    # the server: one JSON request per line on stdin
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The third-party modules a CLI run imports (the costly ones), preloaded by the server.
+PRELOAD = ("torch", "torch.nn.functional", "numpy", "pandas", "triton", "triton.language", "hydra",
+           "hydra.core.hydra_config", "hydra._internal.core_plugins.basic_sweeper",
+           "hydra._internal.core_plugins.basic_launcher", "omegaconf", "mlflow", "mlflow.tracking",
+           "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.db.utils", "sqlalchemy", "alembic",
+           "numba", "matplotlib", "matplotlib.figure", "seaborn", "jinja2", "yaml")
+
+
+def _server_env() -> dict[str, str]:
+    return {**os.environ, "TRITON_INTERPRET": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+class _Server:
+    """The client side: the server process and its request pipe."""
+
+    def __init__(self) -> None:
+        self.env = _server_env()
+        self.lock = threading.Lock()   # one run at a time on the pipe; a concurrent one starts a process
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.cli_fork"], cwd=ROOT, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+
+    def fits(self, env: dict[str, str]) -> bool:
+        """Whether a run with ``env`` may be a fork of this server (see the module docstring)."""
+        tops = {name.split(".")[0] for name in PRELOAD}
+        shadows = any((Path(entry) / top).exists() or (Path(entry) / f"{top}.py").exists()
+                      for entry in _entries(env.get("PYTHONPATH")) for top in tops)
+        return self.proc.poll() is None and env.get("TRITON_INTERPRET") == self.env["TRITON_INTERPRET"] and not shadows
+
+    def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float | None, text: bool,
+            stdin: str) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory(prefix="cli-fork-") as tmp:
+            out, err, given = Path(tmp) / "stdout", Path(tmp) / "stderr", Path(tmp) / "stdin"
+            given.write_text(stdin)
+            request = {"module": cmd[2], "argv": cmd[3:], "cwd": str(Path(cwd).resolve()), "env": env,
+                       "stdin": str(given), "stdout": str(out), "stderr": str(err)}
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            pid = self._answer()["pid"]
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+            if not ready:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            code = self._answer()["code"]
+            stdout, stderr = (_read(path, text) for path in (out, err))
+        if not ready:
+            raise subprocess.TimeoutExpired(cmd, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(cmd, code, stdout, stderr)
+
+    def _answer(self) -> dict:
+        """The server's next line, read byte by byte (nothing of a later line is buffered here,
+        so ``select`` on the pipe tells whether the run has ended)."""
+        line = b""
+        while not line.endswith(b"\n"):
+            byte = os.read(self.proc.stdout.fileno(), 1)
+            if not byte:
+                raise RuntimeError(f"the CLI fork server died (exit code {self.proc.wait()})")
+            line += byte
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+def _read(path: Path, text: bool) -> str | bytes:
+    data = path.read_bytes() if path.exists() else b""
+    return data.decode("utf-8", errors="replace") if text else data
+
+
+def _entries(pythonpath: str | None) -> list[str]:
+    """A ``PYTHONPATH``'s entries, as Python puts them on ``sys.path``."""
+    return [os.path.abspath(p) for p in (pythonpath or "").split(os.pathsep) if p]
+
+
+_SERVER: list[_Server] = []
+
+
+def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None = None,
+            module: str = "harness", text: bool = True, input: str = "") -> subprocess.CompletedProcess:
+    """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, input=input,
+    capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server."""
+    cmd = [sys.executable, "-m", module, *args]
+    if not _SERVER:
+        _SERVER.append(_Server())
+        atexit.register(_SERVER[0].close)
+    server = _SERVER[0]
+    if not (server.fits(env) and server.lock.acquire(blocking=False)):
+        return subprocess.run(cmd, cwd=cwd, env=env, input=input if text else input.encode(), capture_output=True,
+                              text=text, timeout=timeout)
+    try:
+        return server.run(cmd, Path(cwd), env, timeout, text, input)
+    finally:
+        server.lock.release()
+
+
+# ---------------------------------------------------------------------------------------------
+# The server.
+
+def _child(request: dict, base_path: list[str]) -> None:
+    """In the forked child: become ``python -m MODULE ARGV`` run in ``cwd``, its ``sys.path``
+    the working directory, the run's ``PYTHONPATH`` and ``base_path``; never returns."""
+    code = 1
+    try:
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        for fd, path, flags in ((0, request["stdin"], os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
+                                (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
+            os.dup2(os.open(path, flags), fd)
+        import io
+        import random
+        import runpy
+
+        random.seed()
+        # the encodings and error handlers the server's own streams got from the same environment
+        sys.stdin, sys.stdout, sys.stderr = (
+            io.TextIOWrapper(io.FileIO(fd, mode, closefd=False), encoding=like.encoding, errors=like.errors,
+                             write_through=mode == "w")
+            for fd, mode, like in ((0, "r", sys.__stdin__), (1, "w", sys.__stdout__), (2, "w", sys.__stderr__)))
+        sys.path[:] = [os.getcwd(), *_entries(request["env"].get("PYTHONPATH")), *base_path]
+        sys.argv = ["-m", *request["argv"]]
+        code = 0
+        try:
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        threading._shutdown()    # as at an interpreter's exit: wait for its non-daemon threads
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def serve() -> None:
+    import importlib
+
+    own = set(_entries(os.environ.get("PYTHONPATH")))
+    base_path = [p for p in sys.path[1:] if os.path.abspath(p) not in own]   # after cwd and PYTHONPATH
+    for name in PRELOAD:
+        importlib.import_module(name)
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request, base_path)
+        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+        sys.stdout.flush()
+        _, status = os.waitpid(pid, 0)
+        sys.stdout.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()
