@@ -89,17 +89,16 @@ class ConvKernel(ABC):
     dot_tiles: ClassVar[tuple[str, str, str] | None] = None
     has_bias: ClassVar[bool] = False
 
+    def family_for(self, tiles: Mapping[str, int]) -> "ConvKernel":
+        """The family whose code a launch with ``tiles`` runs: this one, unless it picks a
+        member family by a tile (:mod:`kernels.igemm_best`).  Its name keys that code's
+        measured records (the simulator's error bands)."""
+        return self
+
     def jit_kernel_for(self, tiles: Mapping[str, int]) -> object:
         """The @triton.jit kernel a launch with ``tiles`` runs as its main one (passes beside
-        it, such as igemm_fast's fold, are others): :attr:`jit_kernel`, unless the family
-        picks its kernel by a tile (:mod:`kernels.igemm_best`)."""
-        return self.jit_kernel
-
-    def measured_as(self, tiles: Mapping[str, int]) -> str:
-        """The family whose records (the simulator's measured error bands) describe a launch
-        with ``tiles``: this family's name, unless it runs another family's code
-        (:mod:`kernels.igemm_best`)."""
-        return self.name
+        it, such as igemm_fast's fold, are others): :meth:`family_for`'s :attr:`jit_kernel`."""
+        return self.family_for(tiles).jit_kernel
 
     def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """The tiles as a dict, or raise naming the missing and unknown names."""

@@ -105,13 +105,8 @@ class BestImplicitGemmConv(ConvKernel):
         checked = {"WS": given["WS"], **own, **{t: 0 for t in self._others(family)}}
         return {t: checked[t] for t in self.tile_names}
 
-    def jit_kernel_for(self, tiles: Mapping[str, int]) -> object:
-        family, own = self.dispatch(tiles)
-        return family.jit_kernel_for(own)
-
-    def measured_as(self, tiles: Mapping[str, int]) -> str:
-        family, own = self.dispatch(tiles)
-        return family.measured_as(own)
+    def family_for(self, tiles: Mapping[str, int]) -> ConvKernel:
+        return self.dispatch(tiles)[0]
 
     # -----------------------------------------------------------
     # Tune mode and the target.

@@ -57,7 +57,7 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix="sim."),
                                               "sim.programs_per_cu": float(self._residency(occupancy))})
-            err = prediction_error(self.target, spec_kernel(spec).measured_as(spec.tiles_dict), result.layer_class,
+            err = prediction_error(self.target, spec_kernel(spec).family_for(spec.tiles_dict).name, result.layer_class,
                                    result.order_blind)
             outcome.tags["sim_layer_class"] = result.layer_class
             if result.order_blind:   # the model cannot tell this grid's orders apart
