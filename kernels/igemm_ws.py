@@ -1,6 +1,6 @@
 """Implicit-GEMM conv2d, warp-specialized: igemm_fast's product as cuDNN's Hopper kernels run
 it, written in Gluon (Triton's lower-level dialect, where layouts, shared buffers, barriers
-and warp partitions are explicit).  NVIDIA Hopper (sm_90) only, stride-1 layers only.
+and warp partitions are explicit).  NVIDIA Hopper (sm_90) only.
 
 Why a second fast family.  cuDNN's fastest kernel on ResNet-50's compute-bound 3x3 layers
 (``sm90_xmma_fprop_implicit_gemm_..._tilesize128x64x64``) runs 384 threads: one *producer*
@@ -12,7 +12,7 @@ writes the producer/consumer split by hand.  Measured on an H100 (docs/benchmark
 "Warp-specialized kernel"), it is correct on every config of its space on seven layers and
 0.88-1.13x as fast as cuDNN in benchmark mode there, where igemm_fast reaches 0.71-0.87x.
 
-The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 stride-1 convs:
+The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 convs:
 
 * rows    M = N * P * Q   output pixels,
 * columns   F             filters,
@@ -23,17 +23,30 @@ The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 stride-1 
 
 **Pixel boxes, no im2col.**  A tile's BLOCK_M rows are a ``BOX_N x BOX_H x BOX_W`` block of
 output pixels (BOX_N images, a BOX_H x BOX_W rectangle of each; igemm_fast's ``BOX_W`` option
-is the case BOX_N = 1).  At tap (r, s) the tile's A operand is then the input block at the
-same corner shifted by ``(r - padding, s - padding)``: one 4-D TMA box
-``[BOX_N, BOX_H, BOX_W, BLOCK_K]`` of the NHWC input.  Coordinates may be negative or run past
+is the case BOX_N = 1).  At tap (r, s) of a stride-1 layer the tile's A operand is then the
+input block at the same corner shifted by ``(r - padding, s - padding)``: one TMA box of
+``BOX_N x BOX_H x BOX_W`` pixels by BLOCK_K channels of the NHWC input.  Coordinates may be negative or run past
 the image: TMA fills zeros there, which *is* the conv's zero padding, and costs no memory
 traffic.  In shared memory the box is BLOCK_M rows of BLOCK_K channels, each row 128 bytes,
 128-byte swizzled: exactly the layout wgmma reads for a ``[BLOCK_M, BLOCK_K]`` operand, so
-the 4-D buffer is *reshaped* (a view, no copy) into the matrix.  The output leaves the same
+the box's buffer is *reshaped* (a view, no copy) into the matrix.  The output leaves the same
 way, a 4-D box of the NHWC output whose pixels past the image the TMA unit drops.  The price
 is the rows of a box past the image, computed and dropped; the box is not a tile size but a
 rule (:func:`pick_box`: the fewest such rows), so the tile grid the swizzle sees follows
 from BLOCK_M and the layer alone.
+
+**Strided layers: the phase view.**  With stride ``u`` the box's pixels read input rows
+``u * p + r - padding``: every u-th row, which no TMA box spans.  But the NHWC input, a
+contiguous ``[N, H, W, C]``, is also the 5-D tensor ``[N, H/u, u, W/u, u*C]`` (H and W
+multiples of u; :func:`phase_view`, a view): row ``u * a + b`` is (a, phase b), and column
+``u * c + d``'s channels are elements ``[d*C, (d+1)*C)`` of column c.  Writing the tap's
+offset ``r - padding = u * dh + ph`` (``0 <= ph < u``), the rows ``u * p + r - padding``
+for ``p`` in ``[p0, p0 + BOX_H)`` are rows ``p0 + dh ...`` of phase ``ph``: contiguous in
+the view, so one 5-D box ``[BOX_N, BOX_H, 1, BOX_W, BLOCK_K]`` at ``[n0, p0 + dh, ph, q0 +
+dw, pw * C + c0]``, with the same zero fill at the image's edges.  Stride 1 is the case
+``u = 1`` (a phase axis of size 1), so one kernel runs both.  A channel block must end
+inside its phase (C a multiple of BLOCK_K where u > 1), or it would read the next column's
+channels.
 
 **Partitions** (``gl.warp_specialize``):
 
@@ -69,8 +82,9 @@ tile without talking.
 
 **What it does not do**, and the refusals that say so (:meth:`IgemmWsConv.check_flags`,
 :meth:`IgemmWsConv.check_target`): other GPUs than sm_90 (TMA boxes, wgmma, ``setmaxnreg``)
-and the CPU interpreter (Gluon has none), strided layers (a strided box is no TMA box: use
-igemm_fast), C or F not a multiple of 8 (TMA rows are whole 16-byte units), dtypes other than
+and the CPU interpreter (Gluon has none), strided layers whose H or W is not a multiple of
+the stride or whose C is not one of BLOCK_K (the phase view), C or F not a multiple of 8 (TMA
+rows are whole 16-byte units), dtypes other than
 fp16/bf16, and Triton versions whose Gluon API differs from 3.6's (:data:`GLUON_VERSIONS`).
 
 Length: one family, read top to bottom: the Gluon partitions, their numpy twins (the box rule,
@@ -135,11 +149,18 @@ def _tile_origin(tile, num_pid_n, rects_h, rects_w,
 
 
 @gluon.jit
-def _step_tap(step, num_cb, S, padding):
-    """K step -> (row offset r - padding, column offset s - padding, channel block)."""
+def _step_tap(step, num_cb, S, padding, stride):
+    """K step -> where its A box lies in the phase view (module docstring, "Strided layers"):
+    (row offset, row phase, column offset, column phase, channel block), the tap's offset
+    ``r - padding = stride * row offset + row phase`` with ``0 <= phase < stride`` (likewise
+    for ``s``).  ``t = r + (stride - 1) * padding`` is that offset plus ``stride * padding``,
+    never negative, so ``//`` and ``%`` floor as the split needs."""
     tap = step // num_cb
     r = tap // S
-    return r - padding, tap - r * S - padding, step - tap * num_cb
+    t_r = r + (stride - 1) * padding
+    t_s = tap - r * S + (stride - 1) * padding
+    return (t_r // stride - padding, t_r % stride, t_s // stride - padding, t_s % stride,
+            step - tap * num_cb)
 
 
 # -----------------------------------------------------------
@@ -147,13 +168,13 @@ def _step_tap(step, num_cb, S, padding):
 
 @gluon.jit
 def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
-                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, stride, C,
                     SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr):
     BOX_N: gl.constexpr = x_desc.block_type.shape[0]
     BOX_H: gl.constexpr = x_desc.block_type.shape[1]
-    BOX_W: gl.constexpr = x_desc.block_type.shape[2]
-    BLOCK_K: gl.constexpr = x_desc.block_type.shape[3]
+    BOX_W: gl.constexpr = x_desc.block_type.shape[3]
+    BLOCK_K: gl.constexpr = x_desc.block_type.shape[4]
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
     nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
@@ -162,7 +183,7 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
                                          SPLIT_K)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         for step in range(k0, k1):
-            dh, dw, cb = _step_tap(step, num_cb, S, padding)
+            dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, stride)
             slot = it % NUM_STAGES
             # A fresh mbarrier counts as having completed the phase before its first, so the
             # first lap over the ring (phase 0) waits for parity 1 and passes at once.
@@ -170,7 +191,8 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
             bar = ready.index(slot)
             # The transaction count is the whole boxes' bytes, zero-filled elements included.
             mbarrier.expect(bar, nbytes)
-            tma.async_copy_global_to_shared(x_desc, [n0, p0 + dh, q0 + dw, cb * BLOCK_K], bar, a_bufs.index(slot))
+            tma.async_copy_global_to_shared(x_desc, [n0, p0 + dh, ph, q0 + dw, pw * C + cb * BLOCK_K], bar,
+                                            a_bufs.index(slot))
             tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
             it += 1
 
@@ -185,8 +207,8 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
-    BOX_W: gl.constexpr = a_bufs.type.shape[3]
-    BLOCK_K: gl.constexpr = a_bufs.type.shape[4]
+    BOX_W: gl.constexpr = a_bufs.type.shape[4]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[5]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     num_warps: gl.constexpr = gl.num_warps()          # this partition's: the launch's num_warps
@@ -206,7 +228,7 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
         for step in range(k0, k1):
             slot = it % NUM_STAGES
             mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
-            a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
+            a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 5-D box as the A matrix
             b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
             acc = warpgroup_mma(a, b, acc, is_async=True)
             # At most one wgmma in flight: the previous step's has finished reading its slot.
@@ -252,7 +274,7 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
 
 @gluon.jit
 def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr,
-                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, stride, C, P, Q, F,
                     SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
     dtype: gl.constexpr = x_desc.dtype
@@ -275,7 +297,8 @@ def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr,
                           rects_w, num_steps, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, TMA_STORE,
                           SPLIT_K)),
         (_load_partition, (x_desc, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
-                           num_steps, num_cb, S, padding, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, SPLIT_K)),
+                           num_steps, num_cb, S, padding, stride, C, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
+                           SPLIT_K)),
     ], [1], [24])
 
 
@@ -333,6 +356,34 @@ def box_pixels(shape: ConvShape, box: tuple[int, int, int], pid_m: np.ndarray) -
     i = np.arange(box[0] * box[1] * box[2])
     return (n0[:, None] + i // (box[1] * box[2]), p0[:, None] + (i // box[2]) % box[1],
             q0[:, None] + i % box[2])
+
+
+def phase_view(x: torch.Tensor, stride: int) -> torch.Tensor:
+    """The contiguous NHWC input ``[N, H, W, C]`` as ``[N, H/stride, stride, W/stride,
+    stride*C]`` (module docstring, "Strided layers"): a view, no copy."""
+    n, h, w, c = x.shape
+    return x.view(n, h // stride, stride, w // stride, stride * c)
+
+
+def step_phases(shape: ConvShape, block_k: int) -> tuple[np.ndarray, ...]:
+    """``(dh, ph, dw, pw, c0)`` of every K step in order (the kernel's :func:`_step_tap`):
+    the tap's offsets split into whole strides and phases, and the step's first channel."""
+    r, s, c0 = step_taps(shape, block_k)
+    u, pad = shape.stride, shape.padding
+    t_r, t_s = r + (u - 1) * pad, s + (u - 1) * pad
+    return t_r // u - pad, t_r % u, t_s // u - pad, t_s % u, c0
+
+
+def phase_problems(shape: ConvShape, block_k: int) -> list[str]:
+    """Why the phase view cannot carry this layer's stride (empty: it can)."""
+    u = shape.stride
+    if u == 1:
+        return []
+    return [why for why, no in (
+        (f"stride {u} with H={shape.H}, W={shape.W} (the phase view splits rows and columns by the "
+         f"stride; valid: H % {u} == 0 and W % {u} == 0)", shape.H % u or shape.W % u),
+        (f"stride {u} with C={shape.C} (a channel block would run into the next column's channels; "
+         f"valid: C % {block_k} == 0)", shape.C % block_k)) if no]
 
 
 def step_taps(shape: ConvShape, block_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -403,9 +454,9 @@ CONFIGS = (
 
 def igemm_ws_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
     """:data:`CONFIGS` that fit a Hopper block's shared memory and give every split at least
-    one K step; none where the family cannot run the layer (not NVIDIA with TMA, a stride
-    above 1, C or F not a multiple of 8)."""
-    if traits.vendor != "nvidia" or not traits.tma or shape.stride != 1 or shape.C % 8 or shape.F % 8:
+    one K step; none where the family cannot run the layer (not NVIDIA with TMA, a stride the
+    phase view cannot carry, C or F not a multiple of 8)."""
+    if traits.vendor != "nvidia" or not traits.tma or shape.C % 8 or shape.F % 8 or phase_problems(shape, 64):
         return []
     eb = element_bytes(shape)
     return [cfg for cfg in CONFIGS if smem_bytes(cfg.tiles_dict, cfg.num_stages, eb) <= HOPPER_SMEM_BYTES
@@ -469,8 +520,9 @@ class IgemmWsConv(ConvKernel):
 
     def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
         """What the layer and the device must be: a Hopper GPU (or an ahead-of-time compile,
-        ``meta``), stride 1, C and F multiples of 8.  (The dtype, fp16 or bf16, every
-        :class:`~kernels.problem.ConvShape` already is: :data:`DTYPES`.)"""
+        ``meta``), a stride the phase view carries (:func:`phase_problems`), C and F multiples
+        of 8.  (The dtype, fp16 or bf16, every :class:`~kernels.problem.ConvShape` already is:
+        :data:`DTYPES`.)"""
         if device.type == "cpu":
             raise ValueError(f"kernel {self.name!r} is a Gluon kernel for Hopper (sm_90); on the CPU (Triton "
                              "interpreter, which runs no Gluon) use kernel=igemm_fast")
@@ -482,8 +534,7 @@ class IgemmWsConv(ConvKernel):
                                  "use kernel=igemm_fast")
             check_gluon_version()
         steps = len(step_taps(shape, tiles["BLOCK_K"])[0])
-        bad = [why for why, no in (
-            (f"stride {shape.stride} (a strided window is no TMA box; valid: 1)", shape.stride != 1),
+        bad = phase_problems(shape, tiles["BLOCK_K"]) + [why for why, no in (
             (f"C={shape.C} (TMA rows are whole 16 bytes; valid: C % 8 == 0)", shape.C % 8),
             (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8),
             (f"SPLIT_K={tiles['SPLIT_K']} over {steps} K steps (a split with none; valid: SPLIT_K <= "
@@ -548,8 +599,8 @@ class IgemmWsConv(ConvKernel):
 
     def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
-        """The (x, w, y) TMA descriptors: the NHWC input in 4-D boxes ``[BOX_N, BOX_H, BOX_W,
-        BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the output (or split-K
+        """The (x, w, y) TMA descriptors: the NHWC input's phase view in 5-D boxes ``[BOX_N,
+        BOX_H, 1, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the output (or split-K
         workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
         shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -557,7 +608,8 @@ class IgemmWsConv(ConvKernel):
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
         y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
         y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
-        return (TensorDescriptor.from_tensor(x, [*box, bk], _smem_layout((*box, bk), shape.dtype)),
+        x_box = (box[0], box[1], 1, box[2], bk)
+        return (TensorDescriptor.from_tensor(phase_view(x, shape.stride), list(x_box), _smem_layout(x_box, shape.dtype)),
                 TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
                 TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
 
@@ -571,7 +623,7 @@ class IgemmWsConv(ConvKernel):
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
             *self.descriptors(x, w_packed, ws, shape, tiles), out,
             grid.num_pid_m, grid.num_pid_n, rows, cols, shape.R * shape.S * num_cb, num_cb, shape.S, shape.padding,
-            shape.P, shape.Q, shape.F,
+            shape.stride, shape.C, shape.P, shape.Q, shape.F,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
             num_warps=launch.num_warps, **options)

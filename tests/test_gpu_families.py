@@ -65,9 +65,18 @@ WS_VARIANTS = {
     "rows64_stores": ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
                        "TMA_STORE": 0, "MAXNREG": 0}, 8, 4,
                       ConvShape("one", N=5, C=200, H=9, W=11, F=264, R=1, S=1, stride=1, padding=0)),
+    # stride 2 through the phase view: two channel blocks per phase, boxes past the edge
+    "stride2": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
+                 "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
+                ConvShape("s2", N=6, C=128, H=14, W=18, F=72, R=3, S=3, stride=2, padding=1)),
+    # a 1x1 stride-2 downsample, split-K over its two channel blocks
+    "stride2_1x1": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
+                     "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
+                    ConvShape("s2ds", N=4, C=128, H=28, W=28, F=256, R=1, S=1, stride=2, padding=0)),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
-            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores") for name in ("identity", "xcd_grouped")])
+            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1")
+               for name in ("identity", "xcd_grouped")])
 
 
 @pytest.mark.parametrize("variant, swizzle", WS_CASES)

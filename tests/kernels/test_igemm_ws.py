@@ -20,7 +20,7 @@ import yaml
 from harness.errors import USER_ERROR_EXIT
 from kernels import KERNELS
 from kernels.igemm_ws import (CONFIGS, GLUON_VERSIONS, HOPPER_SMEM_BYTES, box_pixels, check_gluon_version,
-                              igemm_ws_space, packing, pick_box, smem_bytes, step_taps)
+                              igemm_ws_space, packing, phase_view, pick_box, smem_bytes, step_phases, step_taps)
 from kernels.igemm_fast import pack_weights
 from kernels.problem import ConvShape
 from kernels.tuning import DeviceTraits
@@ -55,17 +55,19 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
     """What the kernel computes, work item by work item, as its two partitions index it: item
     ``w`` = split ``w // num_tiles`` of launch-order tile ``w % num_tiles``, remapped by
     ``table``, decoded row-major into (pixel box, filter block); at each K step of the split
-    the A box is the input at the box's pixels shifted by the tap (zero outside the input, as
-    TMA fills it), B the packed weights' ``[BLOCK_N, BLOCK_K]`` tile; rows outside the output
+    the A box is the input's phase view (:func:`phase_view`, made here as a view of the
+    tensor) at the box's pixels shifted by the step's (dh, ph, dw, pw) (zero outside the
+    view, as TMA fills it), B the packed weights' ``[BLOCK_N, BLOCK_K]`` tile; rows outside the output
     are dropped, splits summed.  Returns NHWC float64; asserts each output is written once per split."""
     N, C, H, W, Fo, P, Q = shape.N, shape.C, shape.H, shape.W, shape.F, shape.P, shape.Q
     bm, bn, bk, split = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"], tiles["SPLIT_K"]
-    xs = x.double().permute(0, 2, 3, 1).numpy()                      # N, H, W, C
+    u = shape.stride
+    xs = phase_view(x.double().permute(0, 2, 3, 1).contiguous(), u).numpy()   # N, H/u, u, W/u, u*C
     wp = pack_weights(w.double(), shape, packing(tiles)).numpy()     # F_pad, K_pad
     box = pick_box(N, P, Q, bm)
     grid = KERNEL.tile_grid(shape, tiles)
-    r, s, c0 = step_taps(shape, bk)
-    per_split = triton.cdiv(len(r), split)
+    dh, ph, dw, pw, c0 = step_phases(shape, bk)
+    per_split = triton.cdiv(len(dh), split)
     out = np.zeros((split, N, P, Q, Fo))
     writes = np.zeros((split, N, P, Q, Fo), dtype=int)
     for work in range(grid.num_pids * split):
@@ -74,11 +76,11 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
         n, p, q = (a[0] for a in box_pixels(shape, box, np.array([pid_m])))
         f = pid_n * bn + np.arange(bn)
         acc = np.zeros((bm, bn))
-        for k in range(sp * per_split, min((sp + 1) * per_split, len(r))):
-            ih, iw, c = p + r[k] - shape.padding, q + s[k] - shape.padding, c0[k] + np.arange(bk)
-            inside = (n < N) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        for k in range(sp * per_split, min((sp + 1) * per_split, len(dh))):
+            ih, iw, c = p + dh[k], q + dw[k], pw[k] * C + c0[k] + np.arange(bk)
+            inside = (n < N) & (ih >= 0) & (ih < H // u) & (iw >= 0) & (iw < W // u)
             a = np.zeros((bm, bk))
-            a[np.ix_(inside, c < C)] = xs[n[inside], ih[inside], iw[inside]][:, c[c < C]]
+            a[np.ix_(inside, c < u * C)] = xs[n[inside], ih[inside], ph[k], iw[inside]][:, c[c < u * C]]
             acc += a @ wp[f, k * bk:(k + 1) * bk].T
         rows, cols = (n < N) & (p < P) & (q < Q), f < Fo
         idx = (sp, n[rows][:, None], p[rows][:, None], q[rows][:, None], f[cols][None, :])
@@ -99,6 +101,14 @@ ORACLE_CASES = {
     # 1x1 and a 5x5 with padding 2 (taps far outside the image), a wide image
     "one_by_one": (ConvShape("c", N=5, C=8, H=3, W=5, F=16, R=1, S=1, stride=1, padding=0), {"BLOCK_N": 16}),
     "five_by_five": (ConvShape("d", N=1, C=8, H=6, W=37, F=8, R=5, S=5, stride=1, padding=2), {"BLOCK_N": 16}),
+    # stride 2 through the phase view: 3x3 padded (taps at phases 1, 0, 1), two channel
+    # blocks per phase, boxes past the edge; a 1x1 downsample; a 7x7 stem-like layer
+    # (padding 3: offsets down to -2 whole strides); stride 3 unpadded
+    "stride2_3x3": (ConvShape("e", N=3, C=128, H=10, W=14, F=24, R=3, S=3, stride=2, padding=1), {}),
+    "stride2_1x1": (ConvShape("f", N=4, C=64, H=6, W=8, F=16, R=1, S=1, stride=2, padding=0), {"BLOCK_N": 16}),
+    "stride2_7x7": (ConvShape("g", N=1, C=64, H=16, W=12, F=8, R=7, S=7, stride=2, padding=3),
+                    {"BLOCK_N": 16, "SPLIT_K": 2}),
+    "stride3": (ConvShape("h", N=2, C=64, H=9, W=12, F=16, R=3, S=3, stride=3, padding=0), {"BLOCK_N": 16}),
 }
 
 
@@ -113,7 +123,7 @@ def test_index_math_matches_conv2d(case, swizzle):
     grid = KERNEL.tile_grid(shape, tiles)
     table = remap_table(SWIZZLES[swizzle], grid.num_pid_m, grid.num_pid_n, num_xcds=8, group_size=2)
     ours = _oracle(x, w, shape, tiles, table)
-    ref = F.conv2d(x.double(), w.double(), padding=shape.padding).permute(0, 2, 3, 1).numpy()
+    ref = F.conv2d(x.double(), w.double(), stride=shape.stride, padding=shape.padding).permute(0, 2, 3, 1).numpy()
     assert np.abs(ours - ref).max() <= 1e-9 * np.abs(ref).max()
 
 
@@ -178,7 +188,9 @@ def test_space_empty_where_the_family_cannot_run():
     amd = DeviceTraits("AMD Instinct MI300X", 304, False, "amd")
     l17 = ConvShape("l17", N=32, C=256, H=14, W=14, F=256, R=3, S=3, stride=1, padding=1)
     assert igemm_ws_space(l17, amd) == []
-    assert igemm_ws_space(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) == []
+    assert igemm_ws_space(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) != []
+    assert igemm_ws_space(ConvShape("odd", N=32, C=64, H=57, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) == []
+    assert igemm_ws_space(ConvShape("c96", N=32, C=96, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) == []
     assert igemm_ws_space(ConvShape("stem", N=32, C=3, H=224, W=224, F=64, R=7, S=7, stride=2, padding=3),
                           H100) == []
 
@@ -203,7 +215,10 @@ def test_refuses_other_targets(vendor, arch):
 
 
 @pytest.mark.parametrize("shape, words", [
-    (ConvShape("s2", N=2, C=64, H=8, W=8, F=64, R=3, S=3, stride=2, padding=1), "stride 2 (a strided window is no TMA box; valid: 1)"),
+    (ConvShape("s2", N=2, C=64, H=9, W=8, F=64, R=3, S=3, stride=2, padding=1),
+     "stride 2 with H=9, W=8 (the phase view splits rows and columns by the stride; valid: H % 2 == 0 and W % 2 == 0)"),
+    (ConvShape("c32", N=2, C=32, H=8, W=8, F=64, R=3, S=3, stride=2, padding=1),
+     "stride 2 with C=32 (a channel block would run into the next column's channels; valid: C % 64 == 0)"),
     (ConvShape("c3", N=2, C=3, H=8, W=8, F=64, R=3, S=3, stride=1, padding=1), "C=3 (TMA rows are whole 16 bytes; valid: C % 8 == 0)"),
     (ConvShape("f70", N=2, C=64, H=8, W=8, F=70, R=3, S=3, stride=1, padding=1), "F=70 (the output's rows likewise; valid: F % 8 == 0)"),
     (ConvShape("one", N=2, C=64, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=2 over 1 K steps (a split with none; valid: SPLIT_K <= 1)"),
