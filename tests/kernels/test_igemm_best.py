@@ -126,7 +126,9 @@ def test_space_is_the_union_where_igemm_ws_runs(gluon_ok):
     space = KERNEL.tune_space(L03, H100)
     assert space == _as(0, FAST.tune_space(L03, H100)) + _as(1, WS.tune_space(L03, H100))
     assert {c.tiles_dict["WS"] for c in space} == {0, 1}
-    assert KERNEL.tune_space(L13, H100) == _as(0, FAST.tune_space(L13, H100))     # stride 2: igemm_fast only
+    assert KERNEL.tune_space(L13, H100) == _as(0, FAST.tune_space(L13, H100)) + _as(1, WS.tune_space(L13, H100))
+    stem = ConvShape("l01", N=32, C=3, H=224, W=224, F=64, R=7, S=7, stride=2, padding=3)
+    assert KERNEL.tune_space(stem, H100) == _as(0, FAST.tune_space(stem, H100))     # C = 3: igemm_fast only
     for elsewhere in (MI300X, DeviceTraits.of("cpu"), DeviceTraits("NVIDIA B200", 148, True, "nvidia", "sm_100")):
         assert KERNEL.tune_space(L03, elsewhere) == _as(0, FAST.tune_space(L03, elsewhere)), elsewhere
 
