@@ -9,13 +9,13 @@ cd "$REPO"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
 } | tee -a "$OUT/summary.txt"
-timeout 240 python3 -m pytest -o addopts="" -q tests/test_gpu_families.py -k igemm_ws > "$OUT/ws_tests.log" 2>&1
+timeout 120 python3 -m pytest -o addopts="" -q tests/test_gpu_families.py -k igemm_ws > "$OUT/ws_tests.log" 2>&1
 tail -1 "$OUT/ws_tests.log" | tee -a "$OUT/summary.txt"
 cp kernels/tuned/igemm_ws_h100.json "$OUT/igemm_ws_h100.before.json"
-timeout 300 python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$OUT/strided" --presets resnet,unseen,unseen2 \
-    --shapes l07,l09,l13,l15,l19,l21,r18s2,yolos2 --finalists 4 --rounds 4 --jobs 16 \
+timeout 320 python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$OUT/strided" --presets resnet,unseen,unseen2 \
+    --shapes l07,l09,l13,l15,l19,l21,r18s2,yolos2 --finalists 4 --rounds 4 --jobs 16 --deadline-s 270 \
     --merge-into kernels/tuned/igemm_ws_h100.json > "$OUT/strided.log" 2>&1
 cp kernels/tuned/igemm_ws_h100.json "$OUT/"
-timeout 200 python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$OUT/stride1" --presets resnet \
+timeout 100 python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$OUT/stride1" --presets resnet \
     --shapes l03,l08,l11,l17,l23 --table "$OUT/igemm_ws_h100.before.json" > "$OUT/stride1.log" 2>&1
 tail -12 "$OUT/strided.log" "$OUT/stride1.log" | tee -a "$OUT/summary.txt"
