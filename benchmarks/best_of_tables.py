@@ -2,21 +2,24 @@
 nothing timed here.
 
     python benchmarks/best_of_tables.py [--check]
+    python benchmarks/best_of_tables.py --add-run NAME OUT/results.json   # keep a conv_speed run's rows
 
 * ``kernels/tuned/igemm_best_h100.json``: every entry of ``igemm_fast_h100.json``; where
   ``igemm_ws_h100.json`` has the layer too and igemm_ws was measured faster against cuDNN, its
   config (``WS=1``), else igemm_fast's (``WS=0``; a tie goes to igemm_fast, which runs
   everywhere).  The measurements are the rows of ``benchmarks/results/kernel_speed/
   h100_rows.json.xz`` (``benchmarks/conv_speed.py``: CUPTI kernel durations, ``ratio`` = the
-  faster cuDNN mode's time / ours): igemm_ws's from run :data:`WS_RUN`, igemm_fast's from the
-  newest of :data:`FAST_RUNS` that timed the config its table holds (an older run timed an
-  older table's config on some layers).  Each entry keeps both ratios under ``measured``, and an
+  faster cuDNN mode's time / ours): each family's from the newest of its runs
+  (:data:`WS_RUNS`, :data:`FAST_RUNS`) that timed the config its table holds (an older run
+  timed an older table's config on some layers).  Each entry keeps both ratios under ``measured``, and an
   igemm_ws entry igemm_fast's config as its ``fallback`` (run where igemm_ws is refused:
   :meth:`kernels.tuned.TunedTable.lookup`).
 * ``kernels/tuned/igemm_best_mi300x.json``: ``igemm_fast_mi300x.json``'s entries as ``WS=0``
   configs (igemm_ws runs on sm_90 only).
 
 ``--check``: write nothing; exit 1 when a committed table differs from what this builds.
+``--add-run NAME RESULTS``: store ``conv_speed.py``'s ``results.json`` in the rows file as run
+NAME (replacing a run of that name), then build.
 """
 from __future__ import annotations
 
@@ -33,8 +36,8 @@ from kernels.igemm_best import MEMBERS  # noqa: E402
 from kernels.tuned import TunedTable, load_table, table_path  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h100_rows.json.xz"
-#: The run of h100_rows.json.xz that timed igemm_ws_h100.json's configs.
-WS_RUN = "igemm_ws_full_tune"
+#: The runs of h100_rows.json.xz that timed igemm_ws_h100.json's configs, newest first.
+WS_RUNS = ("igemm_ws_strided_tune", "igemm_ws_full_tune")
 #: The runs that timed igemm_fast_h100.json's configs, newest first.
 FAST_RUNS = ("other_presets_full_tune", "resnet_and_unseen_table_run")
 FAMILIES = {0: "igemm_fast", 1: "igemm_ws"}
@@ -76,6 +79,18 @@ def load_runs(path: Path = ROWS) -> dict:
     return json.loads(lzma.decompress(path.read_bytes()))
 
 
+def add_run(name: str, results: Path, path: Path = ROWS) -> None:
+    """Store a ``conv_speed.py`` ``results.json`` (meta, command, rows, compile_errors) as run
+    ``name`` of the rows file, replacing a run of that name."""
+    run = json.loads(results.read_text())
+    missing = {"meta", "command", "rows"} - set(run)
+    if missing:
+        raise SystemExit(f"{results}: not a conv_speed.py results.json (no {', '.join(sorted(missing))})")
+    runs = load_runs(path)
+    runs[name] = {k: run.get(k, []) for k in ("meta", "command", "rows", "compile_errors")}
+    path.write_bytes(lzma.compress(json.dumps(runs).encode()))
+
+
 def _with_ws(ws: int, config: dict) -> dict:
     """A member's config as igemm_best's: tile WS first, then the member's tiles."""
     return {**config, "tiles": {"WS": ws, **config["tiles"]}}
@@ -83,7 +98,7 @@ def _with_ws(ws: int, config: dict) -> dict:
 
 def build_h100(runs: dict) -> TunedTable:
     fast, ws = load_table("igemm_fast", "h100"), load_table("igemm_ws", "h100")
-    ratios = {0: measured_ratio("igemm_fast", fast, runs, FAST_RUNS), 1: measured_ratio("igemm_ws", ws, runs, (WS_RUN,))}
+    ratios = {0: measured_ratio("igemm_fast", fast, runs, FAST_RUNS), 1: measured_ratio("igemm_ws", ws, runs, WS_RUNS)}
     outside = sorted(set(ws.entries) - set(fast.entries))
     if outside:
         raise SystemExit(f"igemm_ws_h100.json has layers igemm_fast_h100.json has not: {outside}")
@@ -101,7 +116,7 @@ def build_h100(runs: dict) -> TunedTable:
            "family timed by CUPTI kernel durations against cuDNN in its own process, the two in different processes "
            "on different nodes a day apart, so a close call is an estimate; igemm_ws on "
            f"{wins} of the {len(entries)} layers (benchmarks/best_of_tables.py from "
-           f"benchmarks/results/kernel_speed/h100_rows.json.xz: {WS_RUN}, {', '.join(FAST_RUNS)}). igemm_fast: "
+           f"benchmarks/results/kernel_speed/h100_rows.json.xz: {', '.join(WS_RUNS + FAST_RUNS)}). igemm_fast: "
            f"{fast.how}. igemm_ws: {ws.how}")
     return TunedTable(fast.device, entries, how)
 
@@ -117,7 +132,11 @@ def build_mi300x() -> TunedTable:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 where a committed table differs; write nothing")
+    ap.add_argument("--add-run", nargs=2, metavar=("NAME", "RESULTS_JSON"),
+                    help="first store this conv_speed.py results.json as run NAME of the rows file")
     args = ap.parse_args()
+    if args.add_run:
+        add_run(args.add_run[0], Path(args.add_run[1]))
     stale = []
     for target, table in (("h100", build_h100(load_runs())), ("mi300x", build_mi300x())):
         path = table_path("igemm_best", target)
