@@ -35,6 +35,14 @@ is the rows of a box past the image, computed and dropped; the box is not a tile
 rule (:func:`pick_box`: the fewest such rows), so the tile grid the swizzle sees follows
 from BLOCK_M and the layer alone.
 
+**Pointwise layers: one row of pixels.**  A 1x1 conv of stride 1 without padding is a
+plain GEMM over the N * H * W pixels of the NHWC input, whose memory is the same as that of
+one image of one row of N * H * W pixels.  The kernel tiles it so (:func:`tiled_shape`):
+a pixel box is then BLOCK_M consecutive pixels, one contiguous run of memory, and only the
+last box has rows past the end, where boxes over images, rows and columns of a 7 x 7 layer
+compute 14 % rows they drop (1792 for 1568 pixels at batch 32), and those of a 14 x 14 or
+28 x 28 layer gather 2 x 2 pixels from each of 32 images.
+
 **Strided layers: the phase view.**  With stride ``u`` the box's pixels read input rows
 ``u * p + r - padding``: every u-th row, which no TMA box spans.  But the NHWC input, a
 contiguous ``[N, H, W, C]``, is also the 5-D tensor ``[N, H/u, u, W/u, u*C]`` (H and W
@@ -94,6 +102,7 @@ order; split, a change to the box would have to be made in three files.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Callable, Mapping
@@ -335,6 +344,15 @@ def pick_box(N: int, P: int, Q: int, block_m: int) -> tuple[int, int, int]:
     return best[1]
 
 
+def tiled_shape(shape: ConvShape) -> ConvShape:
+    """The layer as the kernel tiles it: a pointwise layer (1x1, stride 1, no padding) as one
+    image of one row of ``N * H * W`` pixels (module docstring, "Pointwise layers"), any other
+    as it is.  The NHWC input and output are the same memory either way."""
+    if (shape.R, shape.S, shape.stride, shape.padding) == (1, 1, 1, 0):
+        return dataclasses.replace(shape, N=1, H=1, W=shape.N * shape.H * shape.W)
+    return shape
+
+
 def box_counts(shape: ConvShape, box: tuple[int, int, int]) -> tuple[int, int, int]:
     """Pixel boxes along images, output rows and output columns."""
     bn, bh, bw = box
@@ -548,12 +566,14 @@ class IgemmWsConv(ConvKernel):
     # Grid, layouts, launch.
 
     def box(self, shape: ConvShape, tiles: Mapping[str, int]) -> tuple[int, int, int]:
-        """The pixel box of the layer's tiles (:func:`pick_box`)."""
-        return pick_box(shape.N, shape.P, shape.Q, tiles["BLOCK_M"])
+        """The pixel box of the layer's tiles (:func:`pick_box` on :func:`tiled_shape`)."""
+        t = tiled_shape(shape)
+        return pick_box(t.N, t.P, t.Q, tiles["BLOCK_M"])
 
     def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
-        """Pixel boxes x filter blocks: ``num_pid_m`` = boxes along images x rows x columns."""
-        images, rows, cols = box_counts(shape, self.box(shape, tiles))
+        """Pixel boxes x filter blocks: ``num_pid_m`` = boxes along images x rows x columns
+        (of :func:`tiled_shape`)."""
+        images, rows, cols = box_counts(tiled_shape(shape), self.box(shape, tiles))
         return TileGrid(images * rows * cols, triton.cdiv(shape.F, tiles["BLOCK_N"]))
 
     def to_layout(self, ops: Operands) -> tuple:
@@ -609,21 +629,24 @@ class IgemmWsConv(ConvKernel):
         y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
         y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
         x_box = (box[0], box[1], 1, box[2], bk)
+        t = tiled_shape(shape)          # the same memory, as the kernel tiles it
+        x = x.view(t.N, t.H, t.W, t.C)
+        ws = ws.view(*ws.shape[:-4], t.N, t.P, t.Q, t.F)
         return (TensorDescriptor.from_tensor(phase_view(x, shape.stride), list(x_box), _smem_layout(x_box, shape.dtype)),
                 TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
                 TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w_packed, ws = operands
-        split = tiles["SPLIT_K"]
-        _, rows, cols = box_counts(shape, self.box(shape, tiles))
+        split, t = tiles["SPLIT_K"], tiled_shape(shape)
+        _, rows, cols = box_counts(t, self.box(shape, tiles))
         grid = self.tile_grid(shape, tiles)
         num_cb = triton.cdiv(shape.C, tiles["BLOCK_K"])
         options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
             *self.descriptors(x, w_packed, ws, shape, tiles), out,
             grid.num_pid_m, grid.num_pid_n, rows, cols, shape.R * shape.S * num_cb, num_cb, shape.S, shape.padding,
-            shape.stride, shape.C, shape.P, shape.Q, shape.F,
+            shape.stride, shape.C, t.P, t.Q, shape.F,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
             num_warps=launch.num_warps, **options)
@@ -644,14 +667,14 @@ class IgemmWsConv(ConvKernel):
         eb = elem_bytes or element_bytes(shape)
         bases = self.buffer_bases(shape, tiles, eb)
         bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
-        box = self.box(shape, tiles)
+        box, t = self.box(shape, tiles), tiled_shape(shape)
         r, s, c0 = step_taps(shape, bk)
 
         def rows(pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
-            n, p, q = box_pixels(shape, box, pid_m)
-            return n, p, q, n < shape.N
+            n, p, q = box_pixels(t, box, pid_m)
+            return n, p, q, n < t.N
 
-        x_runs = input_runs(shape, bm, bases["x"], eb, r[:, None], s[:, None], c0[:, None],
+        x_runs = input_runs(t, bm, bases["x"], eb, r[:, None], s[:, None], c0[:, None],
                             (np.minimum(bk, shape.C - c0) * eb)[:, None], rows=rows)
 
         grid = self.tile_grid(shape, tiles)

@@ -20,7 +20,8 @@ import yaml
 from harness.errors import USER_ERROR_EXIT
 from kernels import KERNELS
 from kernels.igemm_ws import (CONFIGS, GLUON_VERSIONS, HOPPER_SMEM_BYTES, box_pixels, check_gluon_version,
-                              igemm_ws_space, packing, phase_view, pick_box, smem_bytes, step_phases, step_taps)
+                              igemm_ws_space, packing, phase_view, pick_box, smem_bytes, step_phases, step_taps,
+                              tiled_shape)
 from kernels.igemm_fast import pack_weights
 from kernels.problem import ConvShape
 from kernels.tuning import DeviceTraits
@@ -58,11 +59,14 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
     the A box is the input's phase view (:func:`phase_view`, made here as a view of the
     tensor) at the box's pixels shifted by the step's (dh, ph, dw, pw) (zero outside the
     view, as TMA fills it), B the packed weights' ``[BLOCK_N, BLOCK_K]`` tile; rows outside the output
-    are dropped, splits summed.  Returns NHWC float64; asserts each output is written once per split."""
-    N, C, H, W, Fo, P, Q = shape.N, shape.C, shape.H, shape.W, shape.F, shape.P, shape.Q
+    are dropped, splits summed.  The pixels are those of the layer as the kernel tiles it
+    (:func:`tiled_shape`: a pointwise layer as one row).  Returns NHWC float64; asserts each
+    output is written once per split."""
+    t = tiled_shape(shape)
+    N, C, H, W, Fo, P, Q = t.N, t.C, t.H, t.W, t.F, t.P, t.Q
     bm, bn, bk, split = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"], tiles["SPLIT_K"]
     u = shape.stride
-    xs = phase_view(x.double().permute(0, 2, 3, 1).contiguous(), u).numpy()   # N, H/u, u, W/u, u*C
+    xs = phase_view(x.double().permute(0, 2, 3, 1).contiguous().view(N, H, W, C), u).numpy()  # N, H/u, u, W/u, u*C
     wp = pack_weights(w.double(), shape, packing(tiles)).numpy()     # F_pad, K_pad
     box = pick_box(N, P, Q, bm)
     grid = KERNEL.tile_grid(shape, tiles)
@@ -73,7 +77,7 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
     for work in range(grid.num_pids * split):
         sp, tile = divmod(work, grid.num_pids)
         pid_m, pid_n = divmod(int(table[tile]), grid.num_pid_n)
-        n, p, q = (a[0] for a in box_pixels(shape, box, np.array([pid_m])))
+        n, p, q = (a[0] for a in box_pixels(t, box, np.array([pid_m])))
         f = pid_n * bn + np.arange(bn)
         acc = np.zeros((bm, bn))
         for k in range(sp * per_split, min((sp + 1) * per_split, len(dh))):
@@ -87,7 +91,7 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
         out[idx] = acc[np.ix_(rows, cols)]
         writes[idx] += 1
     assert (writes == 1).all(), "every output element written exactly once per split"
-    return out.sum(axis=0)
+    return out.sum(axis=0).reshape(shape.N, shape.P, shape.Q, Fo)
 
 
 ORACLE_CASES = {
@@ -100,6 +104,9 @@ ORACLE_CASES = {
     "split4": (ConvShape("b", N=2, C=16, H=10, W=12, F=24, R=3, S=3, stride=1, padding=0), {"SPLIT_K": 4}),
     # 1x1 and a 5x5 with padding 2 (taps far outside the image), a wide image
     "one_by_one": (ConvShape("c", N=5, C=8, H=3, W=5, F=16, R=1, S=1, stride=1, padding=0), {"BLOCK_N": 16}),
+    # pointwise 7 x 7 in 128-pixel runs over images (one row: 196 pixels, the last box past the end)
+    "pointwise_7x7": (ConvShape("c7", N=4, C=16, H=7, W=7, F=16, R=1, S=1, stride=1, padding=0),
+                      {"BLOCK_M": 128, "BLOCK_N": 16}),
     "five_by_five": (ConvShape("d", N=1, C=8, H=6, W=37, F=8, R=5, S=5, stride=1, padding=2), {"BLOCK_N": 16}),
     # stride 2 through the phase view: 3x3 padded (taps at phases 1, 0, 1), two channel
     # blocks per phase, boxes past the edge; a 1x1 downsample; a 7x7 stem-like layer
@@ -130,6 +137,22 @@ def test_index_math_matches_conv2d(case, swizzle):
 # -----------------------------------------------------------
 # The box rule.
 
+@pytest.mark.parametrize("shape, box, num_pid_m", [
+    # pointwise: runs of BLOCK_M consecutive pixels over images (7 x 7: 13 boxes for 1568
+    # pixels, where 32 x 4 x 1 boxes over images would take 14 and compute 1792 rows)
+    (ConvShape("l20", N=32, C=512, H=7, W=7, F=2048, R=1, S=1), (1, 1, 128), 13),
+    (ConvShape("l08", N=32, C=128, H=28, W=28, F=512, R=1, S=1), (1, 1, 128), 196),
+    # not pointwise: a 3x3, a padded 1x1 and a strided 1x1 keep boxes over images
+    (ConvShape("l23", N=32, C=512, H=7, W=7, F=512, R=3, S=3, padding=1), (16, 1, 8), 14),
+    (ConvShape("p1", N=32, C=64, H=7, W=7, F=64, R=1, S=1, padding=1), (32, 2, 2), 25),
+    (ConvShape("l09", N=32, C=256, H=56, W=56, F=512, R=1, S=1, stride=2), (8, 4, 4), 196),
+])
+def test_pointwise_layers_tile_as_one_row(shape, box, num_pid_m):
+    tiles = {**TILES, "BLOCK_M": 128}
+    assert KERNEL.box(shape, tiles) == box
+    assert KERNEL.tile_grid(shape, tiles).num_pid_m == num_pid_m
+    assert tiled_shape(shape).N * tiled_shape(shape).P * tiled_shape(shape).Q == shape.N * shape.P * shape.Q
+
 @pytest.mark.parametrize("n, p, q, block_m, box", [
     (32, 56, 56, 128, (2, 8, 8)),      # no waste
     (32, 14, 14, 128, (32, 2, 2)),     # no waste (a 16 x 8 rectangle wastes 24 %)
@@ -152,7 +175,8 @@ def test_pick_box_computes_the_fewest_rows(n, p, q, block_m):
     box = pick_box(n, p, q, block_m)
     assert box[0] * box[1] * box[2] == block_m and box[0] <= n
     assert rows(box) == min(rows(b) for b in boxes)
-    assert KERNEL.tile_grid(ConvShape("s", N=n, C=8, H=p, W=q, F=8, R=1, S=1), {**TILES, "BLOCK_M": block_m}
+    # a padded 3x3 (P = H, Q = W): a pointwise layer would tile as one row (tiled_shape)
+    assert KERNEL.tile_grid(ConvShape("s", N=n, C=8, H=p, W=q, F=8, R=3, S=3, padding=1), {**TILES, "BLOCK_M": block_m}
                             ).num_pid_m * block_m == rows(box)
 
 
