@@ -78,11 +78,8 @@ rows, 52 programs at BLOCK_N = 128 on a GPU of 132 SMs.  Three ways to fill the 
 the space (:func:`igemm_ws_space`): BLOCK_N = 64 (cuDNN's tile) with registers capped
 (``MAXNREG``, Triton's ``maxnreg``) so that two programs fit on an SM; 64-row tiles, where the
 two wgmma warpgroups sit side by side along N; and split-K, each work item reducing a slice
-of the K steps into an fp32 workspace.  With ``TMA_STORE=1`` the slices leave as 5-D TMA
-boxes ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]`` and igemm_fast's ``split_k_sum_kernel``, a second
-launch, sums them in split order.  With ``TMA_STORE=0`` the tile's last split to finish sums
-them (:func:`_split_fixup`: a counter per tile, no second launch, the partials read back while
-still in L2): the "serial split-K" of CUTLASS, with the same sum in the same order.
+of the K steps into an fp32 workspace (a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``),
+summed in split order by igemm_fast's ``split_k_sum_kernel``.
 
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
@@ -213,8 +210,8 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
 # The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
 
 @gluon.jit
-def _mma_partition(y_desc, y_ptr, part_ptr, count_ptr, a_bufs, b_bufs, ready, empty, c_smem,
-                   num_pid_m, num_pid_n, rects_h, rects_w, num_steps, P, Q, F, numel,
+def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+                   num_pid_m, num_pid_n, rects_h, rects_w, num_steps, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
@@ -251,10 +248,10 @@ def _mma_partition(y_desc, y_ptr, part_ptr, count_ptr, a_bufs, b_bufs, ready, em
         acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
 
+        # The output's dtype, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of
+        # the workspace, added up by a second kernel).
+        out = acc.to(y_desc.dtype)
         if TMA_STORE:
-            # The output's dtype, or with SPLIT_K > 1 this split's fp32 partial sums (a slice
-            # of the workspace y_desc, added up by a second kernel).
-            out = acc.to(y_desc.dtype)
             # The previous tile's store must have left c_smem before it is overwritten; waiting
             # here, not after issuing, lets that store overlap this tile's main loop.
             tma.store_wait(pendings=0)
@@ -268,6 +265,7 @@ def _mma_partition(y_desc, y_ptr, part_ptr, count_ptr, a_bufs, b_bufs, ready, em
             # Plain stores, 16 bytes per thread along the filters, masked to the images.
             store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
                                                           [num_warps, 1], [1, 0])
+            out = gl.convert_layout(out, store_layout)
             rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
             cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
             n = n0 + rows // (BOX_H * BOX_W)
@@ -275,46 +273,18 @@ def _mma_partition(y_desc, y_ptr, part_ptr, count_ptr, a_bufs, b_bufs, ready, em
             q = q0 + rows % BOX_W
             ok = (p < P) & (q < Q) & (n < y_desc.shape[0])
             offs = ((n * P + p) * Q + q).to(gl.int64) * F
-            at = offs[:, None] + cols[None, :]
-            mask = ok[:, None] & (cols < F)[None, :]
-            if SPLIT_K == 1:
-                gl.store(y_ptr + at, gl.convert_layout(acc.to(y_desc.dtype), store_layout), mask=mask)
-            else:
-                _split_fixup(gl.convert_layout(acc, store_layout), y_ptr, part_ptr, count_ptr, tile, split, at,
-                             mask, numel, SPLIT_K)
+            gl.store(y_ptr + offs[:, None] + cols[None, :], out, mask=ok[:, None] & (cols < F)[None, :])
     if TMA_STORE:
         tma.store_wait(pendings=0)
-
-
-@gluon.jit
-def _split_fixup(part, y_ptr, part_ptr, count_ptr, tile, split, at, mask, numel, SPLIT_K: gl.constexpr):
-    """Split-K without a second kernel (``TMA_STORE=0``): store this split's fp32 partial
-    sums ``part`` at ``at`` of slice ``split`` of the workspace, count the split in for the
-    tile, and if it is the tile's last to arrive, add the slices up in split order (the same
-    sum whichever split is last) and write the output.  The count is back at 0 afterwards,
-    ready for the next launch.
-
-    Ordering: every thread's partial is written before the barrier, the barrier before one
-    thread's count with release semantics at GPU scope; the last split's count acquires, so
-    its loads see every other split's partial."""
-    gl.store(part_ptr + split * numel + at, part, mask=mask)
-    gl.thread_barrier()
-    arrived = gl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
-    if arrived == SPLIT_K - 1:
-        total = gl.zeros_like(part)
-        for s in gl.static_range(SPLIT_K):
-            total += gl.load(part_ptr + s * numel + at, mask=mask, other=0.0)
-        gl.store(y_ptr + at, total.to(y_ptr.dtype.element_ty), mask=mask)
-        gl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
 # -----------------------------------------------------------
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr, part_ptr, count_ptr,
+def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, stride, C, P, Q, F,
-                    numel, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
+                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -332,9 +302,9 @@ def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr, part_ptr, count_ptr,
     else:
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
-        (_mma_partition, (y_desc, y_ptr, part_ptr, count_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m,
-                          num_pid_n, rects_h, rects_w, num_steps, P, Q, F, numel, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                          NUM_STAGES, TMA_STORE, SPLIT_K)),
+        (_mma_partition, (y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
+                          rects_w, num_steps, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, TMA_STORE,
+                          SPLIT_K)),
         (_load_partition, (x_desc, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
                            num_steps, num_cb, S, padding, stride, C, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
                            SPLIT_K)),
@@ -497,12 +467,6 @@ CONFIGS = (
     # ... both: on l23, 224 work items in one wave of two programs per SM.
     _cfg(128, 64, 3, 8, maxnreg=80, split_k=2),
     _cfg(64, 128, 3, 8, maxnreg=80, split_k=2),
-    # Split-K summed by the tile's last split (TMA_STORE=0: no sum launch; the ring may be
-    # deeper, no output tile in shared memory).
-    _cfg(128, 128, 4, 8, tma_store=0, split_k=2),
-    _cfg(128, 128, 5, 8, tma_store=0, split_k=2),
-    _cfg(128, 64, 4, 8, tma_store=0, split_k=2),
-    _cfg(128, 64, 3, 8, tma_store=0, maxnreg=80, split_k=2),
 )
 
 
@@ -553,6 +517,9 @@ class IgemmWsConv(ConvKernel):
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be {rule}")
+        if given["SPLIT_K"] > 1 and not given["TMA_STORE"]:
+            raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
+                             "(the fp32 partials leave through a TMA box)")
         return {t: int(given[t]) for t in self.tile_names}
 
     # -----------------------------------------------------------
@@ -626,16 +593,12 @@ class IgemmWsConv(ConvKernel):
 
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
         """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
-        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K), the
-        per-tile split counts of :func:`_split_fixup` (int32 zeros; the kernel leaves them at
-        zero) and the output."""
+        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K) and the output."""
         out = self.empty_output(shape, ops.x.device)
         split = tiles["SPLIT_K"]
         ws = (torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
               if split > 1 else out)
-        counts = torch.zeros(self.tile_grid(shape, tiles).num_pids if split > 1 and not tiles["TMA_STORE"] else 1,
-                             dtype=torch.int32, device=ops.x.device)
-        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws, counts), out)
+        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws), out)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
@@ -657,16 +620,14 @@ class IgemmWsConv(ConvKernel):
     def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
         """The (x, w, y) TMA descriptors: the NHWC input's phase view in 5-D boxes ``[BOX_N,
-        BOX_H, 1, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, ``ws``
-        (the output, or with TMA-stored split-K the fp32 workspace) in boxes of the pixel box by
-        BLOCK_N filters; each in the 128-byte-swizzled shared layout wgmma and TMA both read.
-        Built on the host per launch (microseconds of CPU)."""
+        BOX_H, 1, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the output (or split-K
+        workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
+        shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
-        partials = ws.dtype == torch.float32 and ws.dim() == 5
-        y_box = (1, *box, bn) if partials else (*box, bn)
-        y_dtype = "float32" if partials else shape.dtype
+        y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
+        y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
         x_box = (box[0], box[1], 1, box[2], bk)
         t = tiled_shape(shape)          # the same memory, as the kernel tiles it
         x = x.view(t.N, t.H, t.W, t.C)
@@ -676,21 +637,20 @@ class IgemmWsConv(ConvKernel):
                 TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
-        x, w_packed, ws, counts = operands
+        x, w_packed, ws = operands
         split, t = tiles["SPLIT_K"], tiled_shape(shape)
-        summed_after = split > 1 and tiles["TMA_STORE"]      # else summed in the kernel (or no split)
         _, rows, cols = box_counts(t, self.box(shape, tiles))
         grid = self.tile_grid(shape, tiles)
         num_cb = triton.cdiv(shape.C, tiles["BLOCK_K"])
         options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
-            *self.descriptors(x, w_packed, ws if summed_after else out, shape, tiles), out, ws, counts,
+            *self.descriptors(x, w_packed, ws, shape, tiles), out,
             grid.num_pid_m, grid.num_pid_n, rows, cols, shape.R * shape.S * num_cb, num_cb, shape.S, shape.padding,
-            shape.stride, shape.C, t.P, t.Q, shape.F, out.numel(),
+            shape.stride, shape.C, t.P, t.Q, shape.F,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
             num_warps=launch.num_warps, **options)
-        if summed_after:
+        if split > 1:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)
 
@@ -739,11 +699,8 @@ class IgemmWsConv(ConvKernel):
     def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
                      elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
         """The conv (its loads under the persistent / split-K schedule; stores not modelled)
-        and, with SPLIT_K > 1, igemm_fast's sum pass: the second launch of ``TMA_STORE=1``, and
-        the model of the last split's reads of the partials with ``TMA_STORE=0``
-        (:func:`_split_fixup`: the same bytes, in a pass after the conv rather than tile by
-        tile).  A persistent grid is modelled with one program per SM also where ``MAXNREG``
-        sizes it for two."""
+        and, with SPLIT_K > 1, igemm_fast's sum pass.  A persistent grid is modelled with one
+        program per SM also where ``MAXNREG`` sizes it for two."""
         tiles = self.check_tiles(tiles)
         eb = elem_bytes or element_bytes(shape)
         loads = self.load_plan(shape, tiles, eb)

@@ -326,14 +326,11 @@ def _counts_nvidia(sass: str) -> dict[str, int]:
     """SASS counts: HGMMA/HMMA (tensor-core instructions), UTMALDG/UTMASTG (TMA), global loads
     and stores by width in bits (LDG, LDGSTS = cp.async, STG), of those loads the cp.async ones
     (``loads_async``; the rest are plain loads, which the SM's L1 caches: a 3-channel stem's
-    input loads), STL (spill stores), and where there are any, global atomics (``atomics``:
-    ATOMG, RED)."""
+    input loads), STL (spill stores)."""
     counts = {"mma": 0, "tma_loads": 0, "tma_stores": 0, "spill_stores": 0, "loads_async": 0}
-    for op, suffix in re.findall(r"\b(HGMMA|HMMA|UTMALDG|UTMASTG|LDGSTS|LDG|STG|STL|ATOMG|RED)((?:\.[\w]+)*)", sass):
+    for op, suffix in re.findall(r"\b(HGMMA|HMMA|UTMALDG|UTMASTG|LDGSTS|LDG|STG|STL)((?:\.[\w]+)*)", sass):
         if op in ("HGMMA", "HMMA"):
             counts["mma"] += 1
-        elif op in ("ATOMG", "RED"):
-            counts["atomics"] = counts.get("atomics", 0) + 1
         elif op in ("UTMALDG", "UTMASTG"):
             counts["tma_loads" if op == "UTMALDG" else "tma_stores"] += 1
         elif op == "STL":
