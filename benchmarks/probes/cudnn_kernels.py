@@ -4,7 +4,7 @@ range, for ``ncu --profile-from-start off`` to read the limiter of both.
 
     python benchmarks/probes/cudnn_kernels.py names --shapes l23,l19 [--presets resnet]
     ncu --profile-from-start off --section SpeedOfLight ... \
-        python benchmarks/probes/cudnn_kernels.py once --shapes l23 --table kernels/tuned/igemm_fast_h100.json
+        python benchmarks/probes/cudnn_kernels.py once --shapes l23 [--kernel igemm_best]
 
 GPU only.  Inputs as conv_speed.py makes them (channels_last fp16).
 """
@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conv_speed import IDENTITY, KERNEL, preset_shapes  # noqa: E402
+from conv_speed import IDENTITY, preset_shapes  # noqa: E402
 from harness.measure.correctness import make_operands  # noqa: E402
 from kernels import KERNELS  # noqa: E402
 from kernels.base import LaunchConfig  # noqa: E402
@@ -54,10 +54,11 @@ def names(shapes) -> None:
             print(f"{shape.name}\t{sorted(times)[len(times) // 2]:.1f} us\tx{len(times) // 10}\t{name}", flush=True)
 
 
-def once(shapes, table: TunedTable) -> None:
-    """Warm ours (the table's config) and cuDNN, then one launch of each inside a profiler range."""
+def once(shapes, family: str, table: TunedTable) -> None:
+    """Warm ours (the table's config of ``family``) and cuDNN, then one launch of each inside a
+    profiler range."""
     torch.backends.cudnn.benchmark = True
-    kernel, traits, runs = KERNELS[KERNEL], DeviceTraits.of("cuda"), []
+    kernel, traits, runs = KERNELS[family], DeviceTraits.of("cuda"), []
     for shape in shapes:
         ops = make_operands(shape, False, 0, "cuda", "channels_last")
         cfg: Config = table.lookup(shape, accept=lambda c: c in kernel.tune_space(shape, traits)).config
@@ -80,7 +81,8 @@ def main() -> None:
     ap.add_argument("mode", choices=("names", "once"))
     ap.add_argument("--presets", default="resnet")
     ap.add_argument("--shapes", required=True)
-    ap.add_argument("--table", default="kernels/tuned/igemm_fast_h100.json")
+    ap.add_argument("--kernel", default="igemm_best", help="our family (default: the main command's, igemm_best)")
+    ap.add_argument("--table", default=None, help="its table (default kernels/tuned/<kernel>_h100.json)")
     args = ap.parse_args()
     keep = args.shapes.split(",")
     shapes = [s for s in preset_shapes(args.presets.split(",")) if s.name.split("/")[1] in keep]
@@ -88,7 +90,7 @@ def main() -> None:
     if args.mode == "names":
         names(shapes)
     else:
-        once(shapes, TunedTable.load(Path(args.table)))
+        once(shapes, args.kernel, TunedTable.load(Path(args.table or f"kernels/tuned/{args.kernel}_h100.json")))
 
 
 if __name__ == "__main__":
