@@ -467,6 +467,10 @@ CONFIGS = (
     # ... both: on l23, 224 work items in one wave of two programs per SM.
     _cfg(128, 64, 3, 8, maxnreg=80, split_k=2),
     _cfg(64, 128, 3, 8, maxnreg=80, split_k=2),
+    # Wide filter blocks on a persistent grid (cuDNN's nvJet GEMMs run 128 x 256 and 128 x 192
+    # tiles on the 1x1 layers): the input box read once per 256 filters, not per 64 or 128.
+    _cfg(128, 256, 3, 8, persistent=1),
+    _cfg(128, 256, 4, 8, persistent=1, tma_store=0),
 )
 
 
