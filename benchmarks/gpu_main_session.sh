@@ -19,5 +19,5 @@ grep -E '^- ' "$R/table.log" | tee -a "$R/summary.txt"
 tar czf "$OUT/main_session.tgz" -C "$OUT" main
 cd "$W"
 run main_command 380 swizzle=xcd,grouped shape=resnet
-cp "$OUT/main_command.log" "$OUT/summary.txt" "$R/"; cp "$W/mlflow.db" "$R/"; cp -a "$W/reports" "$R/" 2>/dev/null
+cp "$OUT/main_command.log" "$R/"; cat "$OUT/summary.txt" >> "$R/summary.txt"; cp "$W/mlflow.db" "$R/"; cp -a "$W/reports" "$R/" 2>/dev/null
 tar czf "$OUT/main_session.tgz" -C "$OUT" main
