@@ -471,6 +471,11 @@ CONFIGS = (
     # tiles on the 1x1 layers): the input box read once per 256 filters, not per 64 or 128.
     _cfg(128, 256, 3, 8, persistent=1),
     _cfg(128, 256, 4, 8, persistent=1, tma_store=0),
+    # Deeper rings for the small grids of 7 x 7 layers (cuDNN runs l23 as one 128 x 64 tile per
+    # CTA, 104 CTAs, no split-K): 8 slots of 128 x 64, and 5 for the split-K 128 x 128 tile.
+    _cfg(128, 64, 8, 8),
+    _cfg(128, 64, 8, 4),
+    _cfg(128, 128, 5, 8, split_k=2),
 )
 
 
