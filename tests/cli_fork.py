@@ -3,9 +3,10 @@
 A CLI process spends about 3 s of CPU importing torch, triton, MLflow, Hydra, numba and
 seaborn before its first job; the suite runs some 150 of them.  :func:`run_cli` hands each run
 to a server process (one per pytest worker, started on first use) that has imported those
-libraries once, under the interpreter (``TRITON_INTERPRET=1``), and forks a child per run.  The
-child takes the run's working directory, environment, argv and ``sys.path[0]`` (the working
-directory, as ``python -m`` sets it), writes its stdout and stderr to files, runs the
+libraries once, under the interpreter (``TRITON_INTERPRET=1``), and started numba's compiler
+(:func:`_start_numba`), and forks a child per run.  The child takes the run's working
+directory, environment, argv and ``sys.path[0]`` (the working directory, as ``python -m``
+sets it), writes its stdout and stderr to files, runs the
 ``harness`` package as ``__main__`` (what ``python -m harness`` runs), and exits with its
 status after the interpreter's exit handlers.  The server imports only third-party modules,
 none of the project's, so every run executes the checkout's code afresh.
@@ -173,6 +174,16 @@ def _child(request: dict, base_path: list[str]) -> None:
         os._exit(code)
 
 
+def _start_numba() -> None:
+    """numba's compiler started (LLVM and its target machine, about 0.4 s of CPU), as a run's
+    first jitted call would start it, by compiling a function of no project's (not cached):
+    a run that simulates then only loads the simulator's functions from numba's disk cache."""
+    import numba
+    import numpy as np
+
+    numba.njit(lambda values: values.sum())(np.arange(3))
+
+
 def serve() -> None:
     import importlib
 
@@ -180,6 +191,7 @@ def serve() -> None:
     base_path = [p for p in sys.path[1:] if os.path.abspath(p) not in own]   # after cwd and PYTHONPATH
     for name in PRELOAD:
         importlib.import_module(name)
+    _start_numba()
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
