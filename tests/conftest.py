@@ -2,6 +2,11 @@
 marked ``gpu``) run compiled kernels and are skipped where there is no GPU.  On a GPU
 node run ``python -m pytest -o addopts="" tests/test_gpu.py`` (no xdist there): the other tests
 assume the interpreter."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness.hardware.device import GPU, select_execution_mode
@@ -33,9 +38,21 @@ def pytest_xdist_make_scheduler(config, log):
     (one small sweep), and its end-of-session check covers the stores that worker used."""
     from xdist.scheduler import LoadScopeScheduling
 
+    # numba's cache of the simulator filled while the workers collect (tests/numba_warmup.py)
+    warmup = subprocess.Popen([sys.executable, "-m", "tests.numba_warmup"], cwd=Path(__file__).parents[1],
+                              env={**os.environ, "TRITON_INTERPRET": "1"}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return nodeid if path in PER_TEST else path
+
+        def schedule(self) -> None:
+            if warmup.returncode is None:   # the first call, once the workers have collected
+                _, err = warmup.communicate(timeout=300)
+                if warmup.returncode:   # the tests then compile what they need, as without it
+                    print(f"tests.numba_warmup failed (exit {warmup.returncode}):\n{err[-2000:]}", file=sys.stderr)
+            super().schedule()
 
     return ModuleScheduling(config, log)
