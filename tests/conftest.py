@@ -18,6 +18,15 @@ MODE = select_execution_mode()
 #: the module's fixture (if any: a compile client) is cheap beside them.  Being one-test units,
 #: they are handed out last (xdist orders units by size), so they even out the workers' ends.
 PER_TEST = ("tests/compile/test_build.py", "tests/kernels/test_igemm_fast.py", "tests/run/test_steps.py")
+#: Work units (a module, or a test of :data:`PER_TEST`, by the start of its id) of some 15 s or
+#: more on 2 cores, longest first: handed out before all others, wherever xdist would put them
+#: (it orders modules by their number of tests), so that none starts while the other worker is
+#: finishing.  A stale entry costs only its place.
+FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", "tests/test_byo.py",
+         "tests/hardware/test_scaleout.py", "tests/storage/test_concurrency.py",
+         "tests/profilers/test_profiler_pipeline.py", "tests/run/test_steps.py::test_bf16_igemm_is_verified_on_cpu",
+         "tests/kernels/test_amd_space_compiles.py", "tests/compile/test_build.py::test_design_card_sweep",
+         "tests/profilers/test_sim_cli.py", "tests/faults/test_crash_isolation.py", "tests/test_gpu_collection.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,9 +42,10 @@ def pytest_collection_modifyitems(config, items):
 def pytest_xdist_make_scheduler(config, log):
     """Under ``-n``: each test module is one work unit, sent whole to one worker, so that a
     module's fixture (most are real CLI sweeps) runs once, not once in every worker that got
-    one of its tests; the modules of :data:`PER_TEST` are spread test by test.  The fault
-    suite's seeded store is a session fixture: each worker that runs fault cases seeds its own
-    (one small sweep), and its end-of-session check covers the stores that worker used."""
+    one of its tests; the modules of :data:`PER_TEST` are spread test by test, the units of
+    :data:`FIRST` first.  The fault suite's seeded store is a session fixture: each worker that
+    runs fault cases seeds its own (one small sweep), and its end-of-session check covers the
+    stores that worker used.  The first unit waits for ``tests.numba_warmup``."""
     from xdist.scheduler import LoadScopeScheduling
 
     # numba's cache of the simulator filled while the workers collect (tests/numba_warmup.py)
@@ -44,6 +54,8 @@ def pytest_xdist_make_scheduler(config, log):
                               stderr=subprocess.PIPE, text=True)
 
     class ModuleScheduling(LoadScopeScheduling):
+        first_moved = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return nodeid if path in PER_TEST else path
@@ -54,5 +66,14 @@ def pytest_xdist_make_scheduler(config, log):
                 if warmup.returncode:   # the tests then compile what they need, as without it
                     print(f"tests.numba_warmup failed (exit {warmup.returncode}):\n{err[-2000:]}", file=sys.stderr)
             super().schedule()
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.first_moved:   # the queue is complete at the first assignment
+                self.first_moved = True
+                ranked = [(rank, scope) for scope in self.workqueue
+                          for rank, prefix in enumerate(FIRST) if scope.startswith(prefix)]
+                for _, scope in sorted(ranked, reverse=True):
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return ModuleScheduling(config, log)
