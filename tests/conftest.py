@@ -21,12 +21,12 @@ PER_TEST = ("tests/compile/test_build.py", "tests/kernels/test_igemm_fast.py", "
 #: Work units (a module, or a test of :data:`PER_TEST`, by the start of its id) of some 15 s or
 #: more on 2 cores, longest first: handed out before all others, wherever xdist would put them
 #: (it orders modules by their number of tests), so that none starts while the other worker is
-#: finishing.  A stale entry costs only its place.
+#: finishing.  A stale entry costs only its place.  ``tests/kernels/test_amd_space_compiles.py``
+#: stays later: it compiles a sample of two of the candidate spaces, then in Triton's cache.
 FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", "tests/test_byo.py",
-         "tests/hardware/test_scaleout.py", "tests/storage/test_concurrency.py",
-         "tests/profilers/test_profiler_pipeline.py", "tests/run/test_steps.py::test_bf16_igemm_is_verified_on_cpu",
-         "tests/kernels/test_amd_space_compiles.py", "tests/compile/test_build.py::test_design_card_sweep",
-         "tests/profilers/test_sim_cli.py", "tests/faults/test_crash_isolation.py", "tests/test_gpu_collection.py")
+         "tests/hardware/test_scaleout.py", "tests/profilers/test_profiler_pipeline.py",
+         "tests/compile/test_build.py::test_design_card_sweep", "tests/faults/test_crash_isolation.py",
+         "tests/profilers/test_sim_cli.py", "tests/storage/test_concurrency.py", "tests/faults/test_kill_and_resume.py")
 
 
 def pytest_collection_modifyitems(config, items):
