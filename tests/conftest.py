@@ -19,14 +19,16 @@ MODE = select_execution_mode()
 #: they are handed out last (xdist orders units by size), so they even out the workers' ends.
 PER_TEST = ("tests/compile/test_build.py", "tests/kernels/test_igemm_fast.py", "tests/run/test_steps.py")
 #: Work units (a module, or a test of :data:`PER_TEST`, by the start of its id) of some 15 s or
-#: more on 2 cores, longest first: handed out before all others, wherever xdist would put them
-#: (it orders modules by their number of tests), so that none starts while the other worker is
-#: finishing.  A stale entry costs only its place.  ``tests/kernels/test_amd_space_compiles.py``
-#: stays later: it compiles a sample of two of the candidate spaces, then in Triton's cache.
+#: more on 2 cores, longest first, then the one-test module of 8 s that xdist would hand out
+#: last: handed out before all others, wherever xdist would put them (it orders modules by
+#: their number of tests), so that none starts while the other worker is finishing.  A stale
+#: entry costs only its place.  ``tests/kernels/test_amd_space_compiles.py`` stays later: it
+#: compiles a sample of two of the candidate spaces, by then in Triton's cache.
 FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", "tests/test_byo.py",
          "tests/hardware/test_scaleout.py", "tests/profilers/test_profiler_pipeline.py",
          "tests/compile/test_build.py::test_design_card_sweep", "tests/faults/test_crash_isolation.py",
-         "tests/profilers/test_sim_cli.py", "tests/storage/test_concurrency.py", "tests/faults/test_kill_and_resume.py")
+         "tests/profilers/test_sim_cli.py", "tests/storage/test_concurrency.py", "tests/faults/test_kill_and_resume.py",
+         "tests/test_gpu_collection.py")
 
 
 def pytest_collection_modifyitems(config, items):
