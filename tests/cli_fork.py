@@ -3,12 +3,14 @@
 A CLI process spends about 3 s of CPU importing torch, triton, MLflow, Hydra, numba and
 seaborn before its first job; the suite runs some 150 of them.  :func:`run_cli` hands each run
 to a server process (one per pytest worker, started on first use) that has imported those
-libraries once, under the interpreter (``TRITON_INTERPRET=1``), and forks a child per run.  The
-child takes the run's working directory, environment, argv and ``sys.path[0]`` (the working
-directory, as ``python -m`` sets it), writes its stdout and stderr to files, runs the
-``harness`` package as ``__main__`` (what ``python -m harness`` runs), and exits with its
-status after the interpreter's exit handlers.  The server imports only third-party modules,
-none of the project's, so every run executes the checkout's code afresh.
+libraries once, under the interpreter (``TRITON_INTERPRET=1``), and started numba's compiler
+(:func:`_start_numba`), and forks a child per run.  The child takes the run's working
+directory, environment, argv and ``sys.path[0]`` (the working directory, as ``python -m``
+sets it), writes its stdout and stderr to files, runs the ``harness`` package as ``__main__``
+(what ``python -m harness`` runs), and exits with its status after the interpreter's exit
+handlers.  :func:`run_script` runs a script file the same way (``python benchmarks/x.py``:
+the script's folder first on its ``sys.path``).  The server imports only third-party
+modules, none of the project's, so every run executes the checkout's code afresh.
 
 A run's ``PYTHONPATH`` comes after its working directory on its ``sys.path``, as in a real
 process.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
@@ -65,8 +67,9 @@ class _Server:
         with tempfile.TemporaryDirectory(prefix="cli-fork-") as tmp:
             out, err, given = Path(tmp) / "stdout", Path(tmp) / "stderr", Path(tmp) / "stdin"
             given.write_text(stdin)
-            request = {"module": cmd[2], "argv": cmd[3:], "cwd": str(Path(cwd).resolve()), "env": env,
-                       "stdin": str(given), "stdout": str(out), "stderr": str(err)}
+            request = ({"module": cmd[2], "argv": cmd[3:]} if cmd[1] == "-m"    # python -m MODULE ARGS
+                       else {"script": cmd[1], "argv": cmd[2:]})                 # python SCRIPT ARGS
+            request.update(cwd=str(Path(cwd).resolve()), env=env, stdin=str(given), stdout=str(out), stderr=str(err))
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             pid = self._answer()["pid"]
             ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -113,7 +116,20 @@ def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeou
             module: str = "harness", text: bool = True, input: str = "") -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, input=input,
     capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server."""
-    cmd = [sys.executable, "-m", module, *args]
+    return _run([sys.executable, "-m", module, *args], cwd, env, timeout, text, input)
+
+
+def run_script(script: str | os.PathLike, args: list[str], cwd: str | os.PathLike = ".",
+               env: dict[str, str] | None = None, timeout: float | None = None, text: bool = True,
+               input: str = "") -> subprocess.CompletedProcess:
+    """``subprocess.run([sys.executable, script, *args], ...)`` as :func:`run_cli` runs a module
+    (``env``: this process's by default): the script's folder first on its ``sys.path``."""
+    return _run([sys.executable, str(Path(script).resolve()), *args], cwd, dict(os.environ) if env is None else env,
+                timeout, text, input)
+
+
+def _run(cmd: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None, text: bool,
+         input: str) -> subprocess.CompletedProcess:
     if not _SERVER:
         _SERVER.append(_Server())
         atexit.register(_SERVER[0].close)
@@ -131,8 +147,9 @@ def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeou
 # The server.
 
 def _child(request: dict, base_path: list[str]) -> None:
-    """In the forked child: become ``python -m MODULE ARGV`` run in ``cwd``, its ``sys.path``
-    the working directory, the run's ``PYTHONPATH`` and ``base_path``; never returns."""
+    """In the forked child: become ``python -m MODULE ARGV`` (or ``python SCRIPT ARGV``) run in
+    ``cwd``, its ``sys.path`` the working directory (the script's folder), the run's
+    ``PYTHONPATH`` and ``base_path``; never returns."""
     code = 1
     try:
         os.chdir(request["cwd"])
@@ -151,11 +168,16 @@ def _child(request: dict, base_path: list[str]) -> None:
             io.TextIOWrapper(io.FileIO(fd, mode, closefd=False), encoding=like.encoding, errors=like.errors,
                              write_through=mode == "w")
             for fd, mode, like in ((0, "r", sys.__stdin__), (1, "w", sys.__stdout__), (2, "w", sys.__stderr__)))
-        sys.path[:] = [os.getcwd(), *_entries(request["env"].get("PYTHONPATH")), *base_path]
-        sys.argv = ["-m", *request["argv"]]
+        script = request.get("script")
+        sys.path[:] = [os.path.dirname(script) if script else os.getcwd(), *_entries(request["env"].get("PYTHONPATH")),
+                       *base_path]
+        sys.argv = [script or "-m", *request["argv"]]
         code = 0
         try:
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            if script:
+                runpy.run_path(script, run_name="__main__")
+            else:
+                runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if exc.code is not None and not isinstance(exc.code, int):
@@ -173,6 +195,16 @@ def _child(request: dict, base_path: list[str]) -> None:
         os._exit(code)
 
 
+def _start_numba() -> None:
+    """numba's compiler started (LLVM and its target machine, about 0.4 s of CPU), as a run's
+    first jitted call would start it, by compiling a function of no project's (not cached):
+    a run that simulates then only loads the simulator's functions from numba's disk cache."""
+    import numba
+    import numpy as np
+
+    numba.njit(lambda values: values.sum())(np.arange(3))
+
+
 def serve() -> None:
     import importlib
 
@@ -180,6 +212,7 @@ def serve() -> None:
     base_path = [p for p in sys.path[1:] if os.path.abspath(p) not in own]   # after cwd and PYTHONPATH
     for name in PRELOAD:
         importlib.import_module(name)
+    _start_numba()
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()

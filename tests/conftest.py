@@ -2,6 +2,11 @@
 marked ``gpu``) run compiled kernels and are skipped where there is no GPU.  On a GPU
 node run ``python -m pytest -o addopts="" tests/test_gpu.py`` (no xdist there): the other tests
 assume the interpreter."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness.hardware.device import GPU, select_execution_mode
@@ -13,6 +18,17 @@ MODE = select_execution_mode()
 #: the module's fixture (if any: a compile client) is cheap beside them.  Being one-test units,
 #: they are handed out last (xdist orders units by size), so they even out the workers' ends.
 PER_TEST = ("tests/compile/test_build.py", "tests/kernels/test_igemm_fast.py", "tests/run/test_steps.py")
+#: Work units (a module, or a test of :data:`PER_TEST`, by the start of its id) of some 15 s or
+#: more on 2 cores, longest first, then the one-test module of 8 s that xdist would hand out
+#: last: handed out before all others, wherever xdist would put them (it orders modules by
+#: their number of tests), so that none starts while the other worker is finishing.  A stale
+#: entry costs only its place.  ``tests/kernels/test_amd_space_compiles.py`` stays later: it
+#: compiles a sample of two of the candidate spaces, by then in Triton's cache.
+FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", "tests/test_byo.py",
+         "tests/hardware/test_scaleout.py", "tests/profilers/test_profiler_pipeline.py",
+         "tests/compile/test_build.py::test_design_card_sweep", "tests/faults/test_crash_isolation.py",
+         "tests/profilers/test_sim_cli.py", "tests/storage/test_concurrency.py", "tests/faults/test_kill_and_resume.py",
+         "tests/test_gpu_collection.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -28,14 +44,38 @@ def pytest_collection_modifyitems(config, items):
 def pytest_xdist_make_scheduler(config, log):
     """Under ``-n``: each test module is one work unit, sent whole to one worker, so that a
     module's fixture (most are real CLI sweeps) runs once, not once in every worker that got
-    one of its tests; the modules of :data:`PER_TEST` are spread test by test.  The fault
-    suite's seeded store is a session fixture: each worker that runs fault cases seeds its own
-    (one small sweep), and its end-of-session check covers the stores that worker used."""
+    one of its tests; the modules of :data:`PER_TEST` are spread test by test, the units of
+    :data:`FIRST` first.  The fault suite's seeded store is a session fixture: each worker that
+    runs fault cases seeds its own (one small sweep), and its end-of-session check covers the
+    stores that worker used.  The first unit waits for ``tests.numba_warmup``."""
     from xdist.scheduler import LoadScopeScheduling
 
+    # numba's cache of the simulator filled while the workers collect (tests/numba_warmup.py)
+    warmup = subprocess.Popen([sys.executable, "-m", "tests.numba_warmup"], cwd=Path(__file__).parents[1],
+                              env={**os.environ, "TRITON_INTERPRET": "1"}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+
     class ModuleScheduling(LoadScopeScheduling):
+        first_moved = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return nodeid if path in PER_TEST else path
+
+        def schedule(self) -> None:
+            if warmup.returncode is None:   # the first call, once the workers have collected
+                _, err = warmup.communicate(timeout=300)
+                if warmup.returncode:   # the tests then compile what they need, as without it
+                    print(f"tests.numba_warmup failed (exit {warmup.returncode}):\n{err[-2000:]}", file=sys.stderr)
+            super().schedule()
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.first_moved:   # the queue is complete at the first assignment
+                self.first_moved = True
+                ranked = [(rank, scope) for scope in self.workqueue
+                          for rank, prefix in enumerate(FIRST) if scope.startswith(prefix)]
+                for _, scope in sorted(ranked, reverse=True):
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return ModuleScheduling(config, log)

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from tests.cli_fork import run_script
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -24,6 +26,6 @@ def load(relpath: str) -> ModuleType:
 
 
 def run(relpath: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``python benchmarks/<relpath> ARGS`` from the repository root's interpreter, output captured."""
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / relpath), *args], capture_output=True,
-                          text=True, timeout=timeout)
+    """``python benchmarks/<relpath> ARGS`` from the repository root's interpreter, output captured
+    (a fork of the warm process of :mod:`tests.cli_fork`)."""
+    return run_script(ROOT / "benchmarks" / relpath, list(args), timeout=timeout)

@@ -5,12 +5,13 @@ order; code cost x0.999 [0.998, 1.001] (no difference detected)"), every identit
 reads that way; the table once counted all of them as false positives (30 of 30)."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from tests.cli_fork import run_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration_table.py"
 sys.path.insert(0, str(SCRIPT.parent))
@@ -41,7 +42,6 @@ def test_false_positives_count_only_a_and_a_cells_with_an_effect():
 
 
 def test_a_missing_store_is_named_and_not_created(tmp_path):
-    got = subprocess.run([sys.executable, str(SCRIPT), "nothing_here.db"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120)
+    got = run_script(SCRIPT, ["nothing_here.db"], cwd=tmp_path, timeout=120)
     assert got.returncode != 0 and "no such MLflow store: nothing_here.db" in got.stderr
     assert list(tmp_path.iterdir()) == []

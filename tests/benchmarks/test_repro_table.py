@@ -4,15 +4,15 @@ does not exist is an error that names it, not a new empty MLflow store (once, ``
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli_fork import run_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "repro_table.py"
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    return run_script(SCRIPT, list(args), cwd=tmp_path, timeout=120)
 
 
 def test_help_prints_usage_and_creates_no_store(tmp_path):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.benchmarks.scripts import RESULTS, load
+from tests.cli_fork import run_script
 
 cal = load("sim_calibrate.py")
 
@@ -444,7 +444,6 @@ def test_pooled_deltas_through_the_cli_on_a_real_h100_store(tmp_path):
     launches paired with every candidate of the layer, counted here from the store itself."""
     import lzma
     import sqlite3
-    import subprocess
 
     root = Path(__file__).resolve().parents[2]
     db = tmp_path / "simval.db"
@@ -463,9 +462,8 @@ def test_pooled_deltas_through_the_cli_on_a_real_h100_store(tmp_path):
     pooled_base = sum(m["baseline_l2_hit_rate"] for m in candidates.values()) / 5
 
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, str(root / "benchmarks/sim_calibrate.py"), "--uri", f"sqlite:///{db}",
-                          "--target", "h100", "--out", str(out), "--validate", "--shapes", "l05"],
-                         capture_output=True, text=True, timeout=300)
+    run = run_script(root / "benchmarks/sim_calibrate.py", ["--uri", f"sqlite:///{db}", "--target", "h100", "--out",
+                                                             str(out), "--validate", "--shapes", "l05"], timeout=300)
     assert run.returncode == 0, run.stderr
     cells = pd.read_csv(out / "cells.csv").set_index("swizzle")
     assert len(cells) == 6 and set(cells["shape"]) == {"l05"}
@@ -489,9 +487,8 @@ def test_pooled_deltas_through_the_cli_on_a_real_h100_store(tmp_path):
     assert set(cells["hit_rate_counters"]) == {"lts__t_sector_hit_rate.pct"}
     assert "taken from: `lts__t_sector_hit_rate.pct` (6 cells)" in (out / "summary.md").read_text()
     # A layer the store does not hold is named, with the ones it does.
-    bad = subprocess.run([sys.executable, str(root / "benchmarks/sim_calibrate.py"), "--uri", f"sqlite:///{db}",
-                          "--target", "h100", "--out", str(out), "--validate", "--shapes", "l99"],
-                         capture_output=True, text=True, timeout=300)
+    bad = run_script(root / "benchmarks/sim_calibrate.py", ["--uri", f"sqlite:///{db}", "--target", "h100", "--out",
+                                                             str(out), "--validate", "--shapes", "l99"], timeout=300)
     assert bad.returncode != 0 and "--shapes l99: no such shape" in bad.stderr and "l05" in bad.stderr
 
 
