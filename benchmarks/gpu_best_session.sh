@@ -14,10 +14,7 @@
 RUN=$2 PRESETS=$3 SHAPES=$4
 R=$OUT/best; mkdir -p "$R"
 cd "$REPO"
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
-  cat harness/BUILD_COMMIT
-} | tee -a "$R/summary.txt"
+node_header "$R/summary.txt"
 timeout 120 python3 -m pytest -o addopts="" -q tests/test_gpu_families.py -k igemm_ws > "$R/ws_tests.log" 2>&1
 tail -n 1 "$R/ws_tests.log" | tee -a "$R/summary.txt"
 timeout 330 python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$R/tune" --presets "$PRESETS" --shapes "$SHAPES" \

@@ -8,10 +8,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_session_common.sh"
 R=$OUT/main; mkdir -p "$R"
 cd "$REPO"
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version())"
-  cat harness/BUILD_COMMIT
-} | tee -a "$R/summary.txt"
+node_header "$R/summary.txt"
 timeout 200 python3 benchmarks/conv_speed.py --kernel igemm_best --table kernels/tuned/igemm_best_h100.json \
     --presets resnet,unseen,unseen2,unseen3,unseen4,unseen5,unseen6,unseen7,unseen8,unseen9,unseen10 \
     --out "$R/table" > "$R/table.log" 2>&1
