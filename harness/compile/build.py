@@ -36,6 +36,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -45,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.cache_home import cache_root
 from harness.hardware.arch import ArchLimits, Resources, arch_limits, occupancy
 
 
@@ -344,30 +347,49 @@ def _counts_nvidia(sass: str) -> dict[str, int]:
     return counts
 
 
-@functools.lru_cache(maxsize=64)
-def _cubin_listings(cubin: bytes, cuobjdump: str, nvdisasm: str) -> tuple[str, str]:
-    """``cuobjdump -res-usage`` and ``nvdisasm`` of a cubin: (usage, SASS).  Kept per process:
-    the jobs of a sweep often compile to the same binary (layers whose sizes specialise alike)."""
+@functools.lru_cache(maxsize=256)
+def _cubin_facts(cubin: bytes, cuobjdump: str, nvdisasm: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """A cubin's ``cuobjdump -res-usage`` line and the instruction counts of its ``nvdisasm``
+    listing (:func:`_counts_nvidia`; empty where the listing is).  The two tools take about
+    0.4 s a kernel, and the jobs of a sweep, and later sweeps, often compile to one binary:
+    kept per process and on disk, ``<cache root>/sass/<sha256>.json``, keyed by the cubin's
+    bytes and the tools' files (path, size, modification time)."""
+    tools = "|".join(f"{t}:{os.stat(t).st_size}:{os.stat(t).st_mtime_ns}" for t in (cuobjdump, nvdisasm))
+    path = cache_root() / "sass" / f"{hashlib.sha256(cubin + tools.encode()).hexdigest()}.json"
+    try:
+        usage, counts = json.loads(path.read_text())
+        return usage, tuple((k, int(v)) for k, v in counts)
+    except (OSError, ValueError, TypeError):
+        pass
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "k.cubin")
-        Path(path).write_bytes(cubin)
-        usage = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True).stdout
-        sass = subprocess.run([nvdisasm, path], capture_output=True, text=True).stdout
-    return usage, sass
+        cubin_path = os.path.join(tmp, "k.cubin")
+        Path(cubin_path).write_bytes(cubin)
+        usage = subprocess.run([cuobjdump, "-res-usage", cubin_path], capture_output=True, text=True).stdout
+        sass = subprocess.run([nvdisasm, cubin_path], capture_output=True, text=True).stdout
+    counts = tuple(_counts_nvidia(sass).items()) if sass else ()
+    if usage and sass:          # a tool's failure is not kept
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp_path.write_text(json.dumps([usage, counts]))
+            os.replace(tmp_path, path)
+        except OSError:
+            pass                # a read-only cache costs only time
+    return usage, counts
 
 
 def _nvidia_build(name: str, compiled, num_warps: int, limits: ArchLimits) -> KernelBuild:
     shared = int(compiled.metadata.shared)
     regs = local = None
-    sass = ""
+    counts: dict[str, int] = {}
     cuobjdump, nvdisasm = _nvidia_tool("cuobjdump"), _nvidia_tool("nvdisasm")
     if cuobjdump and nvdisasm:
-        usage, sass = _cubin_listings(bytes(compiled.asm["cubin"]), cuobjdump, nvdisasm)
+        usage, facts = _cubin_facts(bytes(compiled.asm["cubin"]), cuobjdump, nvdisasm)
+        counts = dict(facts)
         found = re.search(r"REG:(\d+)", usage)
         regs = int(found.group(1)) if found else None
         # spilled registers live in the stack frame (STACK), local arrays in LOCAL: bytes per thread
         local = sum(int(v) for v in re.findall(r"(?:STACK|LOCAL):(\d+)", usage))
-    counts = _counts_nvidia(sass) if sass else {}
     occ = occupancy(limits, Resources(num_warps, regs, shared)) if regs else None
     return KernelBuild(name=name, num_warps=num_warps, registers=regs, shared_bytes=shared, spill_bytes=local or 0,
                        spills=counts.get("spill_stores", 0), occupancy=occ.as_dict() if occ else None, counts=counts)

@@ -190,6 +190,45 @@ SPACE_SHAPES = [ConvShape("l02", 32, 64, 56, 56, 64, 3, 3, 1, 1), ConvShape("l16
                 ConvShape("stem", 32, 3, 224, 224, 64, 7, 7, 2, 3), ConvShape("l23", 32, 512, 7, 7, 512, 3, 3, 1, 1)]
 
 
+def test_sass_facts_are_kept_on_disk_per_cubin_and_tools(tmp_path, monkeypatch):
+    """cuobjdump's usage line and nvdisasm's counts come from the disk cache the second time
+    (the process cache cleared, the tools not run); another cubin or other tools run the tools
+    again; a tool's failure is not kept."""
+    from harness.compile import build
+
+    monkeypatch.setenv("SWIZZLEBENCH_CACHE", str(tmp_path / "cache"))
+    kept = tmp_path / "cache" / "sass"
+
+    def tools(folder: str, usage: str, sass: str) -> tuple[str, str]:
+        paths = []
+        for name, text in (("cuobjdump", usage), ("nvdisasm", sass)):
+            tool = tmp_path / folder / name
+            tool.parent.mkdir(exist_ok=True)
+            tool.write_text(f"#!/bin/sh\necho '{text}'\n" if text else "#!/bin/sh\nexit 1\n")
+            tool.chmod(0o755)
+            paths.append(str(tool))
+        return paths[0], paths[1]
+
+    real = tools("real", "Function k: REG:42 STACK:0 SHARED:0", "HGMMA.64x128x16.F32 R0 ; UTMALDG.2D [UR4] ;")
+    build._cubin_facts.cache_clear()
+    first = build._cubin_facts(b"cubin-a", *real)
+    assert first[0].startswith("Function k: REG:42") and dict(first[1]) == {**dict(first[1]), "mma": 1, "tma_loads": 1}
+    assert len(list(kept.glob("*.json"))) == 1
+    build._cubin_facts.cache_clear()
+    broken = tools("broken", "", "")
+    assert build._cubin_facts(b"cubin-a", *broken) == ("", ())      # other tools: run, failed, not kept
+    assert len(list(kept.glob("*.json"))) == 1
+
+    def no_tools(*args, **kwargs):
+        raise AssertionError("the tools ran: the disk cache was not read")
+
+    monkeypatch.setattr(build.subprocess, "run", no_tools)
+    build._cubin_facts.cache_clear()
+    assert build._cubin_facts(b"cubin-a", *real) == first
+    with pytest.raises(AssertionError, match="the tools ran"):
+        build._cubin_facts(b"cubin-b", *real)                          # another cubin: not kept
+
+
 def test_amd_space_has_no_tma_and_tries_the_amd_knobs():
     space = candidates("igemm_fast", SPACE_SHAPES[0], DeviceTraits.for_target("mi300x", "gfx942", 304))
     tiles = [c.tiles_dict for c in space]
