@@ -1,6 +1,6 @@
 """The folder of swizzlebench's caches on this machine: ``$SWIZZLEBENCH_CACHE``, else
 ``$XDG_CACHE_HOME/swizzlebench``, else ``~/.cache/swizzlebench``.  Each cache is a subfolder
-(``tuning``, ``compile``) or a file (the empty MLflow store) under it; deleting any of them
+(``tuning``, ``compile``, ``sass``) or a file (the empty MLflow store) under it; deleting any of them
 costs only time.  ``swizzles.generated`` keeps generated formula modules in ``formulas/`` under
 the same root (it does not import the harness)."""
 from __future__ import annotations
