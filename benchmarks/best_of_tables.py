@@ -37,7 +37,8 @@ from kernels.tuned import TunedTable, load_table, table_path  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h100_rows.json.xz"
 #: The runs of h100_rows.json.xz that timed igemm_ws_h100.json's configs, newest first.
-WS_RUNS = ("igemm_ws_deep_tune", "igemm_ws_wide_tune", "igemm_ws_splitk_tune", "igemm_ws_pointwise_tune", "igemm_ws_strided_tune", "igemm_ws_full_tune")
+WS_RUNS = ("igemm_ws_deep_tune", "igemm_ws_wide_tune", "igemm_ws_splitk_tune", "igemm_ws_pointwise_tune",
+           "igemm_ws_strided_tune", "igemm_ws_full_tune")
 #: The runs that timed igemm_fast_h100.json's configs, newest first.
 FAST_RUNS = ("other_presets_full_tune", "resnet_and_unseen_table_run")
 FAMILIES = {0: "igemm_fast", 1: "igemm_ws"}
@@ -61,10 +62,14 @@ def _same_config(family: str, a: dict, b: dict) -> bool:
 def measured_ratio(family: str, table: TunedTable, runs: dict, run_names: tuple[str, ...]) -> dict[str, float]:
     """Table key -> the ratio (cuDNN / ours) measured for the table's own config of that layer,
     from the first of ``run_names`` whose row of the layer ran that config; raises where none did."""
+    absent = [name for name in run_names if name not in runs]
+    if absent:
+        raise SystemExit(f"{family}: runs {absent} are not in the rows file (stored: {sorted(runs)}); "
+                         "keep a run first: --add-run NAME RESULTS_JSON")
     out, unmeasured = {}, []
     for key, entry in table.entries.items():
         for name in run_names:
-            rows = [r for r in runs.get(name, {"rows": []})["rows"] if row_key(r["dims"], entry["shape"]["dtype"]) == key]
+            rows = [r for r in runs[name]["rows"] if row_key(r["dims"], entry["shape"]["dtype"]) == key]
             if rows and _same_config(family, rows[0]["config"], entry["config"]):
                 out[key] = rows[0]["ratio"]
                 break

@@ -6,8 +6,8 @@
 #     as run RUN of benchmarks/results/kernel_speed/h100_rows.json.xz (best_of_tables.py's
 #     WS_RUNS must name RUN first);
 #  3. igemm_best's tables rebuilt (best_of_tables.py) and its H100 table timed on ResNet-50
-#     against cuDNN in one process (CUPTI);
-#  4. with MAIN=1, the main command (python -m harness -m swizzle=xcd,grouped shape=resnet).
+#     against cuDNN in one process (CUPTI).
+# The main command on the rebuilt table: gpu_main_session.sh, after committing the tables.
 # Everything comes back as OUT/best_session.tgz (a lent node returns a limited number of files).
 #   . benchmarks/gpu_setup.sh && bash benchmarks/gpu_best_session.sh OUT RUN PRESETS SHAPES
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_session_common.sh"
@@ -28,9 +28,3 @@ timeout 150 python3 benchmarks/conv_speed.py --kernel igemm_best --table kernels
     --presets resnet --out "$R/best_resnet" > "$R/best_resnet.log" 2>&1
 for f in "$R/tune.log" "$R/best_resnet.log"; do tail -n 6 "$f"; done | tee -a "$R/summary.txt"
 tar czf "$OUT/best_session.tgz" -C "$OUT" best
-if [ "${MAIN:-0}" = 1 ]; then
-  cd "$W"
-  run main_command 400 swizzle=xcd,grouped shape=resnet
-  cp "$OUT"/main_command.log "$OUT/summary.txt" "$R/"; cp "$W/mlflow.db" "$R/"; cp -a "$W/reports" "$R/" 2>/dev/null
-  tar czf "$OUT/best_session.tgz" -C "$OUT" best
-fi

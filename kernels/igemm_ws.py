@@ -8,9 +8,8 @@ warpgroup that only issues bulk tensor copies (TMA) and two *consumer* warpgroup
 issue tensor-core instructions (wgmma).  :mod:`kernels.igemm_fast` runs one warpgroup that
 does both, software-pipelined by the compiler (on l23 it keeps 17 % of the issue slots busy),
 and Triton 3.6 does not compile ``tl.range(..., warp_specialize=True)`` for it.  This family
-writes the producer/consumer split by hand.  Measured on an H100 (docs/benchmarks.md,
-"Warp-specialized kernel"), it is correct on every config of its space on seven layers and
-0.88-1.13x as fast as cuDNN in benchmark mode there, where igemm_fast reaches 0.71-0.87x.
+writes the producer/consumer split by hand.  Its speed against cuDNN, layer by layer and
+idea by idea: docs/benchmarks.md, "Kernel speed".
 
 The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 convs:
 
@@ -25,8 +24,8 @@ The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 convs:
 output pixels (BOX_N images, a BOX_H x BOX_W rectangle of each; igemm_fast's ``BOX_W`` option
 is the case BOX_N = 1).  At tap (r, s) of a stride-1 layer the tile's A operand is then the
 input block at the same corner shifted by ``(r - padding, s - padding)``: one TMA box of
-``BOX_N x BOX_H x BOX_W`` pixels by BLOCK_K channels of the NHWC input.  Coordinates may be negative or run past
-the image: TMA fills zeros there, which *is* the conv's zero padding, and costs no memory
+``BOX_N x BOX_H x BOX_W`` pixels by BLOCK_K channels of the NHWC input.  Coordinates may be
+negative or run past the image: TMA fills zeros there, which *is* the conv's zero padding, and costs no memory
 traffic.  In shared memory the box is BLOCK_M rows of BLOCK_K channels, each row 128 bytes,
 128-byte swizzled: exactly the layout wgmma reads for a ``[BLOCK_M, BLOCK_K]`` operand, so
 the box's buffer is *reshaped* (a view, no copy) into the matrix.  The output leaves the same
@@ -92,8 +91,8 @@ tile without talking.
 :meth:`IgemmWsConv.check_target`): other GPUs than sm_90 (TMA boxes, wgmma, ``setmaxnreg``)
 and the CPU interpreter (Gluon has none), strided layers whose H or W is not a multiple of
 the stride or whose C is not one of BLOCK_K (the phase view), C or F not a multiple of 8 (TMA
-rows are whole 16-byte units), dtypes other than
-fp16/bf16, and Triton versions whose Gluon API differs from 3.6's (:data:`GLUON_VERSIONS`).
+rows are whole 16-byte units), dtypes other than fp16/bf16, and Triton versions whose Gluon
+API differs from 3.6's (:data:`GLUON_VERSIONS`).
 
 Length: one family, read top to bottom: the Gluon partitions, their numpy twins (the box rule,
 the tile origins, the K steps: what the tests check against conv2d and the address model
@@ -344,6 +343,7 @@ def pick_box(N: int, P: int, Q: int, block_m: int) -> tuple[int, int, int]:
     return best[1]
 
 
+@functools.cache
 def tiled_shape(shape: ConvShape) -> ConvShape:
     """The layer as the kernel tiles it: a pointwise layer (1x1, stride 1, no padding) as one
     image of one row of ``N * H * W`` pixels (module docstring, "Pointwise layers"), any other
@@ -433,9 +433,9 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 
 
 # -----------------------------------------------------------
-# The config space: the configs of the probe that preceded this family (docs/benchmarks.md,
-# "Warp-specialized kernel"), each checked correct on an H100 on 7 layers, kept where shared
-# memory holds them.
+# The config space: the configs of the probe that preceded this family, each checked correct
+# on an H100 on 7 layers, then the ones tried since (docs/benchmarks.md, "Kernel speed");
+# kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
          split_k: int = 1) -> Config:
@@ -629,8 +629,8 @@ class IgemmWsConv(ConvKernel):
     def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
         """The (x, w, y) TMA descriptors: the NHWC input's phase view in 5-D boxes ``[BOX_N,
-        BOX_H, 1, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the output (or split-K
-        workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
+        BOX_H, 1, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the
+        output (or split-K workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
         shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -639,9 +639,9 @@ class IgemmWsConv(ConvKernel):
         y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
         x_box = (box[0], box[1], 1, box[2], bk)
         t = tiled_shape(shape)          # the same memory, as the kernel tiles it
-        x = x.view(t.N, t.H, t.W, t.C)
+        x = phase_view(x.view(t.N, t.H, t.W, t.C), shape.stride)
         ws = ws.view(*ws.shape[:-4], t.N, t.P, t.Q, t.F)
-        return (TensorDescriptor.from_tensor(phase_view(x, shape.stride), list(x_box), _smem_layout(x_box, shape.dtype)),
+        return (TensorDescriptor.from_tensor(x, list(x_box), _smem_layout(x_box, shape.dtype)),
                 TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
                 TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
 

@@ -64,7 +64,12 @@ def pytest_xdist_make_scheduler(config, log):
 
         def schedule(self) -> None:
             if warmup.returncode is None:   # the first call, once the workers have collected
-                _, err = warmup.communicate(timeout=300)
+                try:
+                    _, err = warmup.communicate(timeout=300)
+                except subprocess.TimeoutExpired:
+                    warmup.kill()
+                    _, err = warmup.communicate()
+                    err = f"no end in 300 s, killed\n{err}"
                 if warmup.returncode:   # the tests then compile what they need, as without it
                     print(f"tests.numba_warmup failed (exit {warmup.returncode}):\n{err[-2000:]}", file=sys.stderr)
             super().schedule()

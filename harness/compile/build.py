@@ -354,7 +354,7 @@ def _cubin_facts(cubin: bytes, cuobjdump: str, nvdisasm: str) -> tuple[str, tupl
     0.4 s a kernel, and the jobs of a sweep, and later sweeps, often compile to one binary:
     kept per process and on disk, ``<cache root>/sass/<sha256>.json``, keyed by the cubin's
     bytes and the tools' files (path, size, modification time)."""
-    tools = "|".join(f"{t}:{os.stat(t).st_size}:{os.stat(t).st_mtime_ns}" for t in (cuobjdump, nvdisasm))
+    tools = "|".join(f"{t}:{st.st_size}:{st.st_mtime_ns}" for t, st in ((t, os.stat(t)) for t in (cuobjdump, nvdisasm)))
     path = cache_root() / "sass" / f"{hashlib.sha256(cubin + tools.encode()).hexdigest()}.json"
     try:
         usage, counts = json.loads(path.read_text())

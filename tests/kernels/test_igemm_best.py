@@ -200,7 +200,7 @@ def test_h100_table_is_what_the_script_builds_from_the_measurements():
         return found
 
     def newest_ws_run(name: str) -> str:
-        return next(run for run in script.WS_RUNS if any(r["shape"] == name for r in runs.get(run, {"rows": []})["rows"]))
+        return next(run for run in script.WS_RUNS if any(r["shape"] == name for r in runs[run]["rows"]))
 
     def measured(name: str) -> dict:
         return committed.entries[shape_key(next(s for s in _preset_layers() if s.name == name))]["measured"]
@@ -213,6 +213,13 @@ def test_h100_table_is_what_the_script_builds_from_the_measurements():
     assert ((FAST.check_tiles(older["config"]["tiles"]), older["config"]["num_warps"], older["config"]["num_stages"])
             != (FAST.check_tiles(now["tiles"]), now["num_warps"], now["num_stages"]))
     assert measured("unseen/vgg42")["igemm_fast"] == row("other_presets_full_tune", "unseen/vgg42")["ratio"]
+
+
+def test_the_script_refuses_a_run_the_rows_file_lacks():
+    script = load("best_of_tables.py")
+    runs = script.load_runs()
+    with pytest.raises(SystemExit, match=r"igemm_ws: runs \['no_such_run'\] are not in the rows file"):
+        script.measured_ratio("igemm_ws", load_table("igemm_ws", "h100"), runs, ("no_such_run",) + script.WS_RUNS)
 
 
 def test_mi300x_table_is_igemm_fast_s_and_compiles_on_gfx942_only_ws0():
