@@ -15,10 +15,10 @@ RUN=$2 PRESETS=$3 SHAPES=$4
 R=$OUT/best; mkdir -p "$R"
 cd "$REPO"
 node_header "$R/summary.txt"
-timeout 120 python3 -m pytest -o addopts="" -q tests/test_gpu_families.py -k igemm_ws > "$R/ws_tests.log" 2>&1
+timeout 150 python3 -m pytest -o addopts="" -q tests/test_gpu_families.py -k igemm_ws > "$R/ws_tests.log" 2>&1
 tail -n 1 "$R/ws_tests.log" | tee -a "$R/summary.txt"
-timeout 330 python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$R/tune" --presets "$PRESETS" --shapes "$SHAPES" \
-    --finalists 4 --rounds 4 --jobs 16 --deadline-s 300 --merge-into kernels/tuned/igemm_ws_h100.json > "$R/tune.log" 2>&1
+timeout 300 python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$R/tune" --presets "$PRESETS" --shapes "$SHAPES" \
+    --finalists 4 --rounds 4 --jobs 16 --deadline-s 280 --merge-into kernels/tuned/igemm_ws_h100.json > "$R/tune.log" 2>&1
 cp "$R/tune/merged.json" kernels/tuned/igemm_ws_h100.json
 python3 benchmarks/best_of_tables.py --add-run "$RUN" "$R/tune/results.json" 2>&1 | tee -a "$R/summary.txt"
 cp kernels/tuned/igemm_ws_h100.json kernels/tuned/igemm_best_h100.json kernels/tuned/igemm_best_mi300x.json \

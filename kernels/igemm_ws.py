@@ -42,18 +42,17 @@ last box has rows past the end, where boxes over images, rows and columns of a 7
 compute 14 % rows they drop (1792 for 1568 pixels at batch 32), and those of a 14 x 14 or
 28 x 28 layer gather 2 x 2 pixels from each of 32 images.
 
-**Strided layers: the phase view.**  With stride ``u`` the box's pixels read input rows
-``u * p + r - padding``: every u-th row, which no TMA box spans.  But the NHWC input, a
-contiguous ``[N, H, W, C]``, is also the 5-D tensor ``[N, H/u, u, W/u, u*C]`` (H and W
-multiples of u; :func:`phase_view`, a view): row ``u * a + b`` is (a, phase b), and column
-``u * c + d``'s channels are elements ``[d*C, (d+1)*C)`` of column c.  Writing the tap's
-offset ``r - padding = u * dh + ph`` (``0 <= ph < u``), the rows ``u * p + r - padding``
-for ``p`` in ``[p0, p0 + BOX_H)`` are rows ``p0 + dh ...`` of phase ``ph``: contiguous in
-the view, so one 5-D box ``[BOX_N, BOX_H, 1, BOX_W, BLOCK_K]`` at ``[n0, p0 + dh, ph, q0 +
-dw, pw * C + c0]``, with the same zero fill at the image's edges.  Stride 1 is the case
-``u = 1`` (a phase axis of size 1), so one kernel runs both.  A channel block must end
-inside its phase (C a multiple of BLOCK_K where u > 1), or it would read the next column's
-channels.
+**Strided layers: phase grids.**  With stride ``u`` the box's pixels read input rows
+``u * p + r - padding``: every u-th row, which no TMA box over the input spans.  But the
+rows ``ph, ph + u, ph + 2u, ...`` of the NHWC input, and likewise its columns ``pw, pw + u,
+...``, are a strided *view* ``x[:, ph::u, pw::u, :]`` (:func:`phase_grids`: ``u * u`` of
+them, one per phase pair, each its own TMA descriptor with its own bounds).  Writing the
+tap's offset ``r - padding = u * dh + ph`` (``0 <= ph < u``), the rows ``u * p + r -
+padding`` for ``p`` in ``[p0, p0 + BOX_H)`` are rows ``p0 + dh ...`` of phase ``ph``'s grid:
+one 4-D box ``[BOX_N, BOX_H, BOX_W, BLOCK_K]`` at ``[n0, p0 + dh, q0 + dw, c0]`` of grid
+``(ph, pw)``, with the same zero fill where the grid ends, which is where the image ends
+(any H, W and C: a channel block past C reads zeros).  Stride 1 is the case ``u = 1``: one
+grid, the input itself, so one kernel runs both.
 
 **Partitions** (``gl.warp_specialize``):
 
@@ -77,8 +76,14 @@ rows, 52 programs at BLOCK_N = 128 on a GPU of 132 SMs.  Three ways to fill the 
 the space (:func:`igemm_ws_space`): BLOCK_N = 64 (cuDNN's tile) with registers capped
 (``MAXNREG``, Triton's ``maxnreg``) so that two programs fit on an SM; 64-row tiles, where the
 two wgmma warpgroups sit side by side along N; and split-K, each work item reducing a slice
-of the K steps into an fp32 workspace (a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``),
-summed in split order by igemm_fast's ``split_k_sum_kernel``.
+of the K steps.  A tile's *last* split sums them, in the kernel (:func:`_split_sum`): every
+other split stores its fp32 partial sums to the workspace straight from its accumulator
+registers, each thread its own fragment, and counts itself in on the tile's counter; the
+last split waits for the count, adds the partials in split order (its own last) from L2 and
+stores the tile as an unsplit one would.  No second launch, whose start and a pass over
+the partials cost about as much as the conv's whole tail on a 7 x 7 layer.  The last split
+only waits for splits of lower work items, which a grid starts first, or (persistent) which
+programs reach before it: none of them waits on it, so the waits always end.
 
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
@@ -89,9 +94,8 @@ tile without talking.
 
 **What it does not do**, and the refusals that say so (:meth:`IgemmWsConv.check_flags`,
 :meth:`IgemmWsConv.check_target`): other GPUs than sm_90 (TMA boxes, wgmma, ``setmaxnreg``)
-and the CPU interpreter (Gluon has none), strided layers whose H or W is not a multiple of
-the stride or whose C is not one of BLOCK_K (the phase view), C or F not a multiple of 8 (TMA
-rows are whole 16-byte units), dtypes other than fp16/bf16, and Triton versions whose Gluon
+and the CPU interpreter (Gluon has none), strided layers with H or W below the stride (an
+empty phase grid), C or F not a multiple of 8 (TMA rows are whole 16-byte units), dtypes other than fp16/bf16, and Triton versions whose Gluon
 API differs from 3.6's (:data:`GLUON_VERSIONS`).
 
 Length: one family, read top to bottom: the Gluon partitions, their numpy twins (the box rule,
@@ -117,8 +121,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from kernels.access import LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs, place_tensors
 from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.igemm import input_runs, nhwc
-from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, k_pad, pack_weights, packed_weight_runs,
-                                 split_k_sum_kernel, sum_pass_plan)
+from kernels.igemm_fast import HOPPER_SMEM_BYTES, k_pad, pack_weights, packed_weight_runs
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 
@@ -157,9 +160,9 @@ def _tile_origin(tile, num_pid_n, rects_h, rects_w,
 
 
 @gluon.jit
-def _step_tap(step, num_cb, S, padding, stride):
-    """K step -> where its A box lies in the phase view (module docstring, "Strided layers"):
-    (row offset, row phase, column offset, column phase, channel block), the tap's offset
+def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
+    """K step -> where its A box lies (module docstring, "Strided layers"): (row offset, row
+    phase, column offset, column phase, channel block), the tap's offset
     ``r - padding = stride * row offset + row phase`` with ``0 <= phase < stride`` (likewise
     for ``s``).  ``t = r + (stride - 1) * padding`` is that offset plus ``stride * padding``,
     never negative, so ``//`` and ``%`` floor as the split needs."""
@@ -175,23 +178,23 @@ def _step_tap(step, num_cb, S, padding, stride):
 # The load partition: one warp that only issues TMA copies.
 
 @gluon.jit
-def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
-                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, stride, C,
-                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
+def _load_partition(x_descs, w_desc, a_bufs, b_bufs, ready, empty,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding,
+                    STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr):
-    BOX_N: gl.constexpr = x_desc.block_type.shape[0]
-    BOX_H: gl.constexpr = x_desc.block_type.shape[1]
-    BOX_W: gl.constexpr = x_desc.block_type.shape[3]
-    BLOCK_K: gl.constexpr = x_desc.block_type.shape[4]
+    BOX_N: gl.constexpr = x_descs[0].block_type.shape[0]
+    BOX_H: gl.constexpr = x_descs[0].block_type.shape[1]
+    BOX_W: gl.constexpr = x_descs[0].block_type.shape[2]
+    BLOCK_K: gl.constexpr = x_descs[0].block_type.shape[3]
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
-    nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+    nbytes: gl.constexpr = x_descs[0].block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE, NUM_XCDS, GROUP_SIZE,
                                          SPLIT_K)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         for step in range(k0, k1):
-            dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, stride)
+            dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
             slot = it % NUM_STAGES
             # A fresh mbarrier counts as having completed the phase before its first, so the
             # first lap over the ring (phase 0) waits for parity 1 and passes at once.
@@ -199,8 +202,10 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
             bar = ready.index(slot)
             # The transaction count is the whole boxes' bytes, zero-filled elements included.
             mbarrier.expect(bar, nbytes)
-            tma.async_copy_global_to_shared(x_desc, [n0, p0 + dh, ph, q0 + dw, pw * C + cb * BLOCK_K], bar,
-                                            a_bufs.index(slot))
+            # The A box from the step's phase grid: one copy per grid, all but one predicated off.
+            for g in gl.static_range(STRIDE * STRIDE):
+                tma.async_copy_global_to_shared(x_descs[g], [n0, p0 + dh, q0 + dw, cb * BLOCK_K], bar,
+                                                a_bufs.index(slot), pred=ph * STRIDE + pw == g)
             tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
             it += 1
 
@@ -209,14 +214,14 @@ def _load_partition(x_desc, w_desc, a_bufs, b_bufs, ready, empty,
 # The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
 
 @gluon.jit
-def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+def _mma_partition(y_desc, y_ptr, ws_ptr, count_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
-    BOX_W: gl.constexpr = a_bufs.type.shape[4]
-    BLOCK_K: gl.constexpr = a_bufs.type.shape[5]
+    BOX_W: gl.constexpr = a_bufs.type.shape[3]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[4]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     num_warps: gl.constexpr = gl.num_warps()          # this partition's: the launch's num_warps
@@ -236,7 +241,7 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
         for step in range(k0, k1):
             slot = it % NUM_STAGES
             mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
-            a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 5-D box as the A matrix
+            a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
             b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
             acc = warpgroup_mma(a, b, acc, is_async=True)
             # At most one wgmma in flight: the previous step's has finished reading its slot.
@@ -246,45 +251,86 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
             it += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
-
-        # The output's dtype, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of
-        # the workspace, added up by a second kernel).
-        out = acc.to(y_desc.dtype)
-        if TMA_STORE:
-            # The previous tile's store must have left c_smem before it is overwritten; waiting
-            # here, not after issuing, lets that store overlap this tile's main loop.
-            tma.store_wait(pendings=0)
-            c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
-            fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
-            if SPLIT_K == 1:
-                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
-            else:
-                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
-        else:
-            # Plain stores, 16 bytes per thread along the filters, masked to the images.
-            store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
-                                                          [num_warps, 1], [1, 0])
-            out = gl.convert_layout(out, store_layout)
-            rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
-            cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
-            n = n0 + rows // (BOX_H * BOX_W)
-            p = p0 + (rows // BOX_W) % BOX_H
-            q = q0 + rows % BOX_W
-            ok = (p < P) & (q < Q) & (n < y_desc.shape[0])
-            offs = ((n * P + p) * Q + q).to(gl.int64) * F
-            gl.store(y_ptr + offs[:, None] + cols[None, :], out, mask=ok[:, None] & (cols < F)[None, :])
+        if SPLIT_K > 1:
+            acc = _split_sum(acc, ws_ptr, count_ptr, tile, split, num_pid_m * num_pid_n, acc_layout, SPLIT_K)
+        if split == SPLIT_K - 1:        # the whole sum: store the tile
+            _store_tile(acc.to(y_desc.dtype), y_desc, y_ptr, c_smem, n0, p0, q0, f0, P, Q, F, TMA_STORE)
     if TMA_STORE:
+        tma.store_wait(pendings=0)      # the last tile's store
+
+
+@gluon.jit
+def _store_tile(out, y_desc, y_ptr, c_smem, n0, p0, q0, f0, P, Q, F, TMA_STORE: gl.constexpr):
+    """The output tile ``out`` (BLOCK_M pixels of the box at (n0, p0, q0) by BLOCK_N filters
+    from f0) to the NHWC output: a TMA box, or plain stores masked to the images."""
+    BLOCK_M: gl.constexpr = out.shape[0]
+    BLOCK_N: gl.constexpr = out.shape[1]
+    BOX_H: gl.constexpr = y_desc.block_type.shape[1]
+    BOX_W: gl.constexpr = y_desc.block_type.shape[2]
+    num_warps: gl.constexpr = gl.num_warps()
+    if TMA_STORE:
+        # The previous tile's store must have left c_smem before it is overwritten; waiting
+        # here, not after issuing, lets that store overlap this tile's main loop.
         tma.store_wait(pendings=0)
+        c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
+        fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
+        tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
+    else:
+        # Plain stores, 16 bytes per thread along the filters, masked to the images.
+        store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
+                                                      [num_warps, 1], [1, 0])
+        out = gl.convert_layout(out, store_layout)
+        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+        cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
+        n = n0 + rows // (BOX_H * BOX_W)
+        p = p0 + (rows // BOX_W) % BOX_H
+        q = q0 + rows % BOX_W
+        ok = (p < P) & (q < Q) & (n < y_desc.shape[0])
+        offs = ((n * P + p) * Q + q).to(gl.int64) * F
+        gl.store(y_ptr + offs[:, None] + cols[None, :], out, mask=ok[:, None] & (cols < F)[None, :])
+
+
+@gluon.jit
+def _split_sum(acc, ws_ptr, count_ptr, tile, split, num_tiles, acc_layout: gl.constexpr, SPLIT_K: gl.constexpr):
+    """Split-K's sum, in the kernel (module docstring, "Small grids").  Splits before the last
+    store their fp32 partial ``acc`` to slice ``split`` of the workspace ``[SPLIT_K - 1,
+    num_tiles, BLOCK_M * BLOCK_N]``, each thread its own fragment (the same offsets the last
+    split reads them back at, so no layout change), then count themselves in: the barrier
+    orders every thread's stores before one thread's release at GPU scope.  The last split
+    waits until the count is SPLIT_K - 1 (acquire), adds the partials in split order, its
+    own last, reading past L1 (``.cg``), and resets the count for the next launch.  Returns
+    the whole sum on the last split, ``acc`` unchanged on the others."""
+    BLOCK_M: gl.constexpr = acc.shape[0]
+    BLOCK_N: gl.constexpr = acc.shape[1]
+    rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
+    at = ws_ptr + tile.to(gl.int64) * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :]
+    per_slice = num_tiles.to(gl.int64) * (BLOCK_M * BLOCK_N)
+    if split < SPLIT_K - 1:
+        gl.store(at + split * per_slice, acc)
+        gl.thread_barrier()
+        gl.atomic_add(count_ptr + tile, 1, sem="release", scope="gpu")
+    else:
+        arrived = gl.atomic_add(count_ptr + tile, 0, sem="acquire", scope="gpu")
+        while arrived < SPLIT_K - 1:
+            arrived = gl.atomic_add(count_ptr + tile, 0, sem="acquire", scope="gpu")
+        total = gl.load(at, cache_modifier=".cg")
+        for s in gl.static_range(1, SPLIT_K - 1):
+            total += gl.load(at + s * per_slice, cache_modifier=".cg")
+        acc = total + acc
+        gl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
+    return acc
 
 
 # -----------------------------------------------------------
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr,
-                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, stride, C, P, Q, F,
-                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
+def igemm_ws_kernel(x_descs, w_desc, y_desc, y_ptr, ws_ptr, count_ptr,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
+                    STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
+    x_desc = x_descs[0]       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
     # copies landed; armed by expect, completed by the copies' bytes) and an *empty* barrier
@@ -301,11 +347,11 @@ def igemm_ws_kernel(x_desc, w_desc, y_desc, y_ptr,
     else:
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
-        (_mma_partition, (y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
+        (_mma_partition, (y_desc, y_ptr, ws_ptr, count_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
                           rects_w, num_steps, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, TMA_STORE,
                           SPLIT_K)),
-        (_load_partition, (x_desc, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
-                           num_steps, num_cb, S, padding, stride, C, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
+        (_load_partition, (x_descs, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
+                           num_steps, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
                            SPLIT_K)),
     ], [1], [24])
 
@@ -376,11 +422,11 @@ def box_pixels(shape: ConvShape, box: tuple[int, int, int], pid_m: np.ndarray) -
             q0[:, None] + i % box[2])
 
 
-def phase_view(x: torch.Tensor, stride: int) -> torch.Tensor:
-    """The contiguous NHWC input ``[N, H, W, C]`` as ``[N, H/stride, stride, W/stride,
-    stride*C]`` (module docstring, "Strided layers"): a view, no copy."""
-    n, h, w, c = x.shape
-    return x.view(n, h // stride, stride, w // stride, stride * c)
+def phase_grids(x: torch.Tensor, stride: int) -> list[torch.Tensor]:
+    """The NHWC input ``[N, H, W, C]``'s ``stride * stride`` phase grids ``x[:, ph::stride,
+    pw::stride, :]`` in the kernel's order (``ph * stride + pw``; module docstring, "Strided
+    layers"): views, no copy."""
+    return [x[:, ph::stride, pw::stride, :] for ph in range(stride) for pw in range(stride)]
 
 
 def step_phases(shape: ConvShape, block_k: int) -> tuple[np.ndarray, ...]:
@@ -392,16 +438,12 @@ def step_phases(shape: ConvShape, block_k: int) -> tuple[np.ndarray, ...]:
     return t_r // u - pad, t_r % u, t_s // u - pad, t_s % u, c0
 
 
-def phase_problems(shape: ConvShape, block_k: int) -> list[str]:
-    """Why the phase view cannot carry this layer's stride (empty: it can)."""
+def phase_problems(shape: ConvShape) -> list[str]:
+    """Why the phase grids cannot carry this layer's stride (empty: they can)."""
     u = shape.stride
-    if u == 1:
+    if min(shape.H, shape.W) >= u:
         return []
-    return [why for why, no in (
-        (f"stride {u} with H={shape.H}, W={shape.W} (the phase view splits rows and columns by the "
-         f"stride; valid: H % {u} == 0 and W % {u} == 0)", shape.H % u or shape.W % u),
-        (f"stride {u} with C={shape.C} (a channel block would run into the next column's channels; "
-         f"valid: C % {block_k} == 0)", shape.C % block_k)) if no]
+    return [f"stride {u} with H={shape.H}, W={shape.W} (a phase grid would be empty; valid: H >= {u} and W >= {u})"]
 
 
 def step_taps(shape: ConvShape, block_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -420,9 +462,9 @@ def packing(tiles: Mapping[str, int]) -> dict[str, int]:
 
 def smem_bytes(tiles: Mapping[str, int], num_stages: int, eb: int = 2) -> int:
     """Shared memory of one program: the ring (A box and weight tile per slot) and, with
-    ``TMA_STORE``, the output tile (fp32 partials with split-K); barriers not counted."""
+    ``TMA_STORE``, the output tile; barriers not counted."""
     bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
-    out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb) if tiles["TMA_STORE"] else 0
+    out = bm * bn * eb if tiles["TMA_STORE"] else 0
     return num_stages * (bm + bn) * bk * eb + out
 
 
@@ -476,14 +518,17 @@ CONFIGS = (
     _cfg(128, 64, 8, 8),
     _cfg(128, 64, 8, 4),
     _cfg(128, 128, 5, 8, split_k=2),
+    # Split-K summed in the kernel: cuDNN's tile in two slices with a deeper ring.  (128 x 128
+    # in four slices spills: the last split's three partials and its accumulator.)
+    _cfg(128, 64, 6, 8, split_k=2),
 )
 
 
 def igemm_ws_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
     """:data:`CONFIGS` that fit a Hopper block's shared memory and give every split at least
     one K step; none where the family cannot run the layer (not NVIDIA with TMA, a stride the
-    phase view cannot carry, C or F not a multiple of 8)."""
-    if traits.vendor != "nvidia" or not traits.tma or shape.C % 8 or shape.F % 8 or phase_problems(shape, 64):
+    phase grids cannot carry, C or F not a multiple of 8)."""
+    if traits.vendor != "nvidia" or not traits.tma or shape.C % 8 or shape.F % 8 or phase_problems(shape):
         return []
     eb = element_bytes(shape)
     return [cfg for cfg in CONFIGS if smem_bytes(cfg.tiles_dict, cfg.num_stages, eb) <= HOPPER_SMEM_BYTES
@@ -526,9 +571,6 @@ class IgemmWsConv(ConvKernel):
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be {rule}")
-        if given["SPLIT_K"] > 1 and not given["TMA_STORE"]:
-            raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
-                             "(the fp32 partials leave through a TMA box)")
         return {t: int(given[t]) for t in self.tile_names}
 
     # -----------------------------------------------------------
@@ -547,7 +589,7 @@ class IgemmWsConv(ConvKernel):
 
     def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
         """What the layer and the device must be: a Hopper GPU (or an ahead-of-time compile,
-        ``meta``), a stride the phase view carries (:func:`phase_problems`), C and F multiples
+        ``meta``), a stride the phase grids carry (:func:`phase_problems`), C and F multiples
         of 8.  (The dtype, fp16 or bf16, every :class:`~kernels.problem.ConvShape` already is:
         :data:`DTYPES`.)"""
         if device.type == "cpu":
@@ -561,7 +603,7 @@ class IgemmWsConv(ConvKernel):
                                  "use kernel=igemm_fast")
             check_gluon_version()
         steps = len(step_taps(shape, tiles["BLOCK_K"])[0])
-        bad = phase_problems(shape, tiles["BLOCK_K"]) + [why for why, no in (
+        bad = phase_problems(shape) + [why for why, no in (
             (f"C={shape.C} (TMA rows are whole 16 bytes; valid: C % 8 == 0)", shape.C % 8),
             (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8),
             (f"SPLIT_K={tiles['SPLIT_K']} over {steps} K steps (a split with none; valid: SPLIT_K <= "
@@ -602,12 +644,15 @@ class IgemmWsConv(ConvKernel):
 
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
         """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
-        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K) and the output."""
+        workspace ``[SPLIT_K - 1, tiles, BLOCK_M * BLOCK_N]`` fp32 and the tiles' split counts
+        (int32 zeros, which the kernel leaves at zero; both a placeholder without split-K),
+        and the output."""
         out = self.empty_output(shape, ops.x.device)
-        split = tiles["SPLIT_K"]
-        ws = (torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
-              if split > 1 else out)
-        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws), out)
+        split, tiles_n = tiles["SPLIT_K"], self.tile_grid(shape, tiles).num_pids
+        ws = torch.empty(((split - 1) * tiles_n * tiles["BLOCK_M"] * tiles["BLOCK_N"]) if split > 1 else 1,
+                         dtype=torch.float32, device=ops.x.device)
+        counts = torch.zeros(tiles_n if split > 1 else 1, dtype=torch.int32, device=ops.x.device)
+        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws, counts), out)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
@@ -626,42 +671,35 @@ class IgemmWsConv(ConvKernel):
         sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
         return launched_programs(work, bool(tiles["PERSISTENT"]), sms * occupancy(tiles))
 
-    def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
+    def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
-        """The (x, w, y) TMA descriptors: the NHWC input's phase view in 5-D boxes ``[BOX_N,
-        BOX_H, 1, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the
-        output (or split-K workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
+        """The (x, w, y) TMA descriptors, x a tuple: the NHWC input's phase grids in 4-D boxes
+        ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the
+        NHWC output in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
         shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
-        y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
-        y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
-        x_box = (box[0], box[1], 1, box[2], bk)
+        x_box, y_box = (*box, bk), (*box, bn)
         t = tiled_shape(shape)          # the same memory, as the kernel tiles it
-        x = phase_view(x.view(t.N, t.H, t.W, t.C), shape.stride)
-        ws = ws.view(*ws.shape[:-4], t.N, t.P, t.Q, t.F)
-        return (TensorDescriptor.from_tensor(x, list(x_box), _smem_layout(x_box, shape.dtype)),
+        grids = phase_grids(x.view(t.N, t.H, t.W, t.C), shape.stride)
+        return (tuple(TensorDescriptor.from_tensor(g, list(x_box), _smem_layout(x_box, shape.dtype)) for g in grids),
                 TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
-                TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
+                TensorDescriptor.from_tensor(out.view(t.N, t.P, t.Q, t.F), list(y_box), _smem_layout(y_box, shape.dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
-        x, w_packed, ws = operands
+        x, w_packed, ws, counts = operands
         split, t = tiles["SPLIT_K"], tiled_shape(shape)
         _, rows, cols = box_counts(t, self.box(shape, tiles))
         grid = self.tile_grid(shape, tiles)
         num_cb = triton.cdiv(shape.C, tiles["BLOCK_K"])
         options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
-            *self.descriptors(x, w_packed, ws, shape, tiles), out,
+            *self.descriptors(x, w_packed, out, shape, tiles), out, ws, counts,
             grid.num_pid_m, grid.num_pid_n, rows, cols, shape.R * shape.S * num_cb, num_cb, shape.S, shape.padding,
-            shape.stride, shape.C, t.P, t.Q, shape.F,
-            SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
-            NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
+            t.P, t.Q, shape.F, STRIDE=shape.stride, SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds,
+            GROUP_SIZE=swizzle.group_size, NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
             num_warps=launch.num_warps, **options)
-        if split > 1:
-            split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
-                                                                      BLOCK=SUM_BLOCK, num_warps=4)
 
     # -----------------------------------------------------------
     # The address model (profiler=sim): igemm_fast's BOX_W model with boxes over images.
@@ -702,24 +740,21 @@ class IgemmWsConv(ConvKernel):
                  "w": triton.cdiv(shape.F, tiles["BLOCK_N"]) * tiles["BLOCK_N"] * k_pad(shape, packing(tiles)) * eb,
                  "y": M * shape.F * eb}
         if tiles["SPLIT_K"] > 1:
-            sizes["ws"] = tiles["SPLIT_K"] * M * shape.F * 4
+            sizes["ws"] = (tiles["SPLIT_K"] - 1) * self.tile_grid(shape, tiles).num_pids * tiles["BLOCK_M"] * \
+                tiles["BLOCK_N"] * 4
         return place_tensors(sizes)
 
     def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
                      elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
-        """The conv (its loads under the persistent / split-K schedule; stores not modelled)
-        and, with SPLIT_K > 1, igemm_fast's sum pass.  A persistent grid is modelled with one
-        program per SM also where ``MAXNREG`` sizes it for two."""
+        """The conv, its K loop's loads under the persistent / split-K schedule.  Not modelled:
+        the stores (the output's, split-K's partials) and the last split's reads of the
+        partials (one contiguous run of BLOCK_M * BLOCK_N fp32 per other split).  A persistent
+        grid is modelled with one program per SM also where ``MAXNREG`` sizes it for two."""
         tiles = self.check_tiles(tiles)
         eb = elem_bytes or element_bytes(shape)
         loads = self.load_plan(shape, tiles, eb)
-        split = tiles["SPLIT_K"]
-        plans = [LaunchPlan("conv", Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"])),
-                            loads)]
-        if split > 1:
-            plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split,
-                                       self.buffer_bases(shape, tiles, eb), eb))
-        return tuple(plans)
+        schedule = Schedule(loads.num_tiles, loads.num_steps, tiles["SPLIT_K"], bool(tiles["PERSISTENT"]))
+        return (LaunchPlan("conv", schedule, loads),)
 
 
 @functools.cache

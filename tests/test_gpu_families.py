@@ -65,7 +65,7 @@ WS_VARIANTS = {
     "rows64_stores": ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
                        "TMA_STORE": 0, "MAXNREG": 0}, 8, 4,
                       ConvShape("one", N=5, C=200, H=9, W=11, F=264, R=1, S=1, stride=1, padding=0)),
-    # stride 2 through the phase view: two channel blocks per phase, boxes past the edge
+    # stride 2 through the phase grids: two channel blocks per phase, boxes past the edge
     "stride2": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
                  "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
                 ConvShape("s2", N=6, C=128, H=14, W=18, F=72, R=3, S=3, stride=2, padding=1)),
@@ -73,9 +73,18 @@ WS_VARIANTS = {
     "stride2_1x1": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
                      "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
                     ConvShape("s2ds", N=4, C=128, H=28, W=28, F=256, R=1, S=1, stride=2, padding=0)),
+    # odd sides (phase grids of unequal sizes), C off BLOCK_K, unpadded: Inception's 35 x 35
+    # reduction, smaller; and a padded one on a persistent grid
+    "stride2_odd": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
+                     "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
+                    ConvShape("m6a", N=4, C=288, H=35, W=35, F=136, R=3, S=3, stride=2, padding=0)),
+    "stride2_odd_pad": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
+                         "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
+                        ConvShape("odd", N=3, C=40, H=17, W=15, F=64, R=3, S=3, stride=2, padding=1)),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
-            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1")
+            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1",
+                                           "stride2_odd", "stride2_odd_pad")
                for name in ("identity", "xcd_grouped")])
 
 

@@ -20,7 +20,7 @@ import yaml
 from harness.errors import USER_ERROR_EXIT
 from kernels import KERNELS
 from kernels.igemm_ws import (CONFIGS, GLUON_VERSIONS, HOPPER_SMEM_BYTES, box_pixels, check_gluon_version,
-                              igemm_ws_space, packing, phase_view, pick_box, smem_bytes, step_phases, step_taps,
+                              igemm_ws_space, packing, phase_grids, pick_box, smem_bytes, step_phases, step_taps,
                               tiled_shape)
 from kernels.igemm_fast import pack_weights
 from kernels.problem import ConvShape
@@ -56,9 +56,9 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
     """What the kernel computes, work item by work item, as its two partitions index it: item
     ``w`` = split ``w // num_tiles`` of launch-order tile ``w % num_tiles``, remapped by
     ``table``, decoded row-major into (pixel box, filter block); at each K step of the split
-    the A box is the input's phase view (:func:`phase_view`, made here as a view of the
-    tensor) at the box's pixels shifted by the step's (dh, ph, dw, pw) (zero outside the
-    view, as TMA fills it), B the packed weights' ``[BLOCK_N, BLOCK_K]`` tile; rows outside the output
+    the A box is the step's phase grid (:func:`phase_grids`, made here as views of the
+    tensor) at the box's pixels shifted by the step's (dh, dw), its channel block (zero
+    outside the grid and past C, as TMA fills it), B the packed weights' ``[BLOCK_N, BLOCK_K]`` tile; rows outside the output
     are dropped, splits summed.  The pixels are those of the layer as the kernel tiles it
     (:func:`tiled_shape`: a pointwise layer as one row).  Returns NHWC float64; asserts each
     output is written once per split."""
@@ -66,7 +66,7 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
     N, C, H, W, Fo, P, Q = t.N, t.C, t.H, t.W, t.F, t.P, t.Q
     bm, bn, bk, split = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"], tiles["SPLIT_K"]
     u = shape.stride
-    xs = phase_view(x.double().permute(0, 2, 3, 1).contiguous().view(N, H, W, C), u).numpy()  # N, H/u, u, W/u, u*C
+    grids = [g.numpy() for g in phase_grids(x.double().permute(0, 2, 3, 1).contiguous().view(N, H, W, C), u)]
     wp = pack_weights(w.double(), shape, packing(tiles)).numpy()     # F_pad, K_pad
     box = pick_box(N, P, Q, bm)
     grid = KERNEL.tile_grid(shape, tiles)
@@ -81,10 +81,11 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
         f = pid_n * bn + np.arange(bn)
         acc = np.zeros((bm, bn))
         for k in range(sp * per_split, min((sp + 1) * per_split, len(dh))):
-            ih, iw, c = p + dh[k], q + dw[k], pw[k] * C + c0[k] + np.arange(bk)
-            inside = (n < N) & (ih >= 0) & (ih < H // u) & (iw >= 0) & (iw < W // u)
+            g = grids[ph[k] * u + pw[k]]         # N, rows of the phase, columns of the phase, C
+            ih, iw, c = p + dh[k], q + dw[k], c0[k] + np.arange(bk)
+            inside = (n < N) & (ih >= 0) & (ih < g.shape[1]) & (iw >= 0) & (iw < g.shape[2])
             a = np.zeros((bm, bk))
-            a[np.ix_(inside, c < u * C)] = xs[n[inside], ih[inside], ph[k], iw[inside]][:, c[c < u * C]]
+            a[np.ix_(inside, c < C)] = g[n[inside], ih[inside], iw[inside]][:, c[c < C]]
             acc += a @ wp[f, k * bk:(k + 1) * bk].T
         rows, cols = (n < N) & (p < P) & (q < Q), f < Fo
         idx = (sp, n[rows][:, None], p[rows][:, None], q[rows][:, None], f[cols][None, :])
@@ -108,9 +109,14 @@ ORACLE_CASES = {
     "pointwise_7x7": (ConvShape("c7", N=4, C=16, H=7, W=7, F=16, R=1, S=1, stride=1, padding=0),
                       {"BLOCK_M": 128, "BLOCK_N": 16}),
     "five_by_five": (ConvShape("d", N=1, C=8, H=6, W=37, F=8, R=5, S=5, stride=1, padding=2), {"BLOCK_N": 16}),
-    # stride 2 through the phase view: 3x3 padded (taps at phases 1, 0, 1), two channel
+    # stride 2 through the phase grids: 3x3 padded (taps at phases 1, 0, 1), two channel
     # blocks per phase, boxes past the edge; a 1x1 downsample; a 7x7 stem-like layer
-    # (padding 3: offsets down to -2 whole strides); stride 3 unpadded
+    # (padding 3: offsets down to -2 whole strides); stride 3 unpadded; odd H and W (phase
+    # grids of unequal sizes) with C not a multiple of BLOCK_K, unpadded as Inception's
+    # 35 x 35 reduction
+    "stride2_odd": (ConvShape("i", N=2, C=40, H=9, W=7, F=24, R=3, S=3, stride=2, padding=0), {}),
+    "stride2_odd_pad": (ConvShape("j", N=3, C=72, H=11, W=9, F=16, R=3, S=3, stride=2, padding=1), {"BLOCK_N": 16}),
+    "stride3_odd": (ConvShape("k", N=1, C=24, H=10, W=11, F=8, R=3, S=3, stride=3, padding=1), {"BLOCK_N": 16}),
     "stride2_3x3": (ConvShape("e", N=3, C=128, H=10, W=14, F=24, R=3, S=3, stride=2, padding=1), {}),
     "stride2_1x1": (ConvShape("f", N=4, C=64, H=6, W=8, F=16, R=1, S=1, stride=2, padding=0), {"BLOCK_N": 16}),
     "stride2_7x7": (ConvShape("g", N=1, C=64, H=16, W=12, F=8, R=7, S=7, stride=2, padding=3),
@@ -190,7 +196,7 @@ def test_configs_are_valid_tiles():
     for cfg in CONFIGS:
         assert KERNEL.check_tiles(cfg.tiles_dict) == cfg.tiles_dict
         assert cfg.num_warps in (4, 8) and cfg.num_stages >= 2
-    assert len(set(CONFIGS)) == len(CONFIGS) == 22
+    assert len(set(CONFIGS)) == len(CONFIGS) == 23
 
 
 @pytest.mark.parametrize("shape", STRIDE_1, ids=lambda s: s.name)
@@ -202,10 +208,12 @@ def test_space_fits_shared_memory(shape):
         tiles = cfg.tiles_dict
         assert smem_bytes(tiles, cfg.num_stages) <= HOPPER_SMEM_BYTES, cfg.label
         assert (tiles["SPLIT_K"] - 1) * triton.cdiv(steps, tiles["SPLIT_K"]) < steps, cfg.label
-    # All 22 fit (the largest: [8], 3 x 48 KB ring + 64 KB output tile; [13], 4 x 32 KB + a
-    # 64 KB fp32 tile); only split-K configs go, where a split would get no K step (1x1, C = 64).
-    dropped = [cfg for cfg in CONFIGS if cfg not in space]
-    assert all(cfg.tiles_dict["SPLIT_K"] > steps for cfg in dropped)
+    # All 23 fit (the largest: [8], 3 x 48 KB ring + a 64 KB output tile); only split-K configs
+    # go, where a split would get no K step (1x1 with C = 64: one step; 3x3 with C = 64: nine
+    # steps, no four slices of three).
+    for cfg in CONFIGS:
+        split = cfg.tiles_dict["SPLIT_K"]
+        assert (cfg in space) == ((split - 1) * triton.cdiv(steps, split) < steps), cfg.label
 
 
 def test_space_empty_where_the_family_cannot_run():
@@ -213,8 +221,9 @@ def test_space_empty_where_the_family_cannot_run():
     l17 = ConvShape("l17", N=32, C=256, H=14, W=14, F=256, R=3, S=3, stride=1, padding=1)
     assert igemm_ws_space(l17, amd) == []
     assert igemm_ws_space(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) != []
-    assert igemm_ws_space(ConvShape("odd", N=32, C=64, H=57, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) == []
-    assert igemm_ws_space(ConvShape("c96", N=32, C=96, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1), H100) == []
+    # odd sides and C off BLOCK_K run through the phase grids (Inception's 35 x 35 reduction)
+    assert igemm_ws_space(ConvShape("m6a", N=32, C=288, H=35, W=35, F=384, R=3, S=3, stride=2, padding=0), H100) != []
+    assert igemm_ws_space(ConvShape("one", N=32, C=64, H=1, W=8, F=64, R=1, S=1, stride=2, padding=0), H100) == []
     assert igemm_ws_space(ConvShape("stem", N=32, C=3, H=224, W=224, F=64, R=7, S=7, stride=2, padding=3),
                           H100) == []
 
@@ -239,10 +248,8 @@ def test_refuses_other_targets(vendor, arch):
 
 
 @pytest.mark.parametrize("shape, words", [
-    (ConvShape("s2", N=2, C=64, H=9, W=8, F=64, R=3, S=3, stride=2, padding=1),
-     "stride 2 with H=9, W=8 (the phase view splits rows and columns by the stride; valid: H % 2 == 0 and W % 2 == 0)"),
-    (ConvShape("c32", N=2, C=32, H=8, W=8, F=64, R=3, S=3, stride=2, padding=1),
-     "stride 2 with C=32 (a channel block would run into the next column's channels; valid: C % 64 == 0)"),
+    (ConvShape("s2", N=2, C=64, H=1, W=8, F=64, R=1, S=1, stride=2, padding=0),
+     "stride 2 with H=1, W=8 (a phase grid would be empty; valid: H >= 2 and W >= 2)"),
     (ConvShape("c3", N=2, C=3, H=8, W=8, F=64, R=3, S=3, stride=1, padding=1), "C=3 (TMA rows are whole 16 bytes; valid: C % 8 == 0)"),
     (ConvShape("f70", N=2, C=64, H=8, W=8, F=70, R=3, S=3, stride=1, padding=1), "F=70 (the output's rows likewise; valid: F % 8 == 0)"),
     (ConvShape("one", N=2, C=64, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=2 over 1 K steps (a split with none; valid: SPLIT_K <= 1)"),
@@ -286,7 +293,7 @@ def test_refuses_other_gluon_apis():
     ({"BLOCK_K": 32}, "tile BLOCK_K=32 must be 64"),
     ({"BLOCK_M": 256}, "tile BLOCK_M=256 must be 64 or 128"),
     ({"MAXNREG": 81}, "tile MAXNREG=81 must be 0 (off) or a multiple of 8 from 24 to 256"),
-    ({"SPLIT_K": 2, "TMA_STORE": 0}, "SPLIT_K=2 needs TMA_STORE=1"),
+    ({"SPLIT_K": 3}, "tile SPLIT_K=3 must be 1, 2 or 4"),
 ])
 def test_refuses_bad_tiles(tiles, words):
     with pytest.raises(ValueError, match=re.escape(words)):
@@ -333,7 +340,7 @@ def test_load_plan_reads_each_box_row_once_per_step():
 def test_launch_plans_split_and_persistent():
     shape = ConvShape("e", N=2, C=64, H=16, W=16, F=64, R=3, S=3, stride=1, padding=1)
     plans = KERNEL.launch_plans(shape, {**TILES, "SPLIT_K": 2, "PERSISTENT": 1})
-    assert [p.name for p in plans] == ["conv", "split_k_sum"]
+    assert [p.name for p in plans] == ["conv"]          # split-K sums in the kernel: no second launch
     assert plans[0].schedule.splits == 2 and plans[0].schedule.persistent
     assert KERNEL.launch_models(shape, TILES, 128)[0] is not None
 
@@ -360,7 +367,7 @@ def test_every_config_compiles_with_every_swizzle(compiler, index):
     """Each config on an l23-sized layer (7 x 7: boxes over 16 images) with every built-in
     swizzle and the parametric families: builds for sm_90 through the compile stage (a worker
     process where the tests run the interpreter), with wgmma and TMA instructions and no
-    spills; with split-K, the sum pass too."""
+    spills; with split-K, the in-kernel sum's stores and loads of partials."""
     from harness.job.spec import JobSpec
 
     cfg = CONFIGS[index]
@@ -373,7 +380,25 @@ def test_every_config_compiles_with_every_swizzle(compiler, index):
         assert build.name == "igemm_ws_kernel" and build.spills == 0, (name, build)
         assert build.counts["mma"] > 0 and build.counts["tma_loads"] == 2, (name, build)
         assert build.counts["tma_stores"] == cfg.tiles_dict["TMA_STORE"], (name, build)
-        assert len(report.kernels) == (2 if cfg.tiles_dict["SPLIT_K"] > 1 else 1)
+        # one launch: split-K's partials leave and come back as plain 8-byte stores and loads
+        assert len(report.kernels) == 1, (name, report)
+        split = cfg.tiles_dict["SPLIT_K"] > 1
+        assert (build.counts.get("loads.64", 0) > 0) == (build.counts.get("stores.64", 0) > 0) == split, (name, build)
+
+
+@pytest.mark.skipif(not ON_TRITON_36, reason=f"igemm_ws is written against Triton 3.6's Gluon API; "
+                                             f"Triton {triton.__version__} is installed")
+def test_a_strided_layer_compiles_with_one_copy_per_phase_grid(compiler):
+    """Inception's 35 x 35 stride-2 reduction (odd sides, C = 288 off BLOCK_K): four phase
+    grids, so four predicated input copies beside the weights' one."""
+    from harness.job.spec import JobSpec
+
+    cfg = CONFIGS[2]
+    shape = ConvShape("incv3m6a", N=32, C=288, H=35, W=35, F=384, R=3, S=3, stride=2, padding=0)
+    spec = JobSpec(kernel="igemm_ws", tiles=cfg.tiles, swizzle="xcd", num_xcds=8, group_size=4, shape=shape,
+                   shape_preset="test", num_warps=cfg.num_warps, num_stages=cfg.num_stages, target="h100", seed=0)
+    build = compiler.compile(spec, "sm_90").main
+    assert build.spills == 0 and build.counts["tma_loads"] == 5, build
 
 
 def test_the_gpu_variants_are_runnable_configs():
