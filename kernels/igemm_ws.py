@@ -46,7 +46,8 @@ compute 14 % rows they drop (1792 for 1568 pixels at batch 32), and those of a 1
 ``u * p + r - padding``: every u-th row, which no TMA box over the input spans.  But the
 rows ``ph, ph + u, ph + 2u, ...`` of the NHWC input, and likewise its columns ``pw, pw + u,
 ...``, are a strided *view* ``x[:, ph::u, pw::u, :]`` (:func:`phase_grids`: ``u * u`` of
-them, one per phase pair, each its own TMA descriptor with its own bounds).  Writing the
+them, one per phase pair, each its own TMA descriptor with its own bounds; stride 1 or 2, so
+at most four, each a kernel argument of its own: Triton 3.6 launches no descriptors in tuples).  Writing the
 tap's offset ``r - padding = u * dh + ph`` (``0 <= ph < u``), the rows ``u * p + r -
 padding`` for ``p`` in ``[p0, p0 + BOX_H)`` are rows ``p0 + dh ...`` of phase ``ph``'s grid:
 one 4-D box ``[BOX_N, BOX_H, BOX_W, BLOCK_K]`` at ``[n0, p0 + dh, q0 + dw, c0]`` of grid
@@ -94,8 +95,8 @@ tile without talking.
 
 **What it does not do**, and the refusals that say so (:meth:`IgemmWsConv.check_flags`,
 :meth:`IgemmWsConv.check_target`): other GPUs than sm_90 (TMA boxes, wgmma, ``setmaxnreg``)
-and the CPU interpreter (Gluon has none), strided layers with H or W below the stride (an
-empty phase grid), C or F not a multiple of 8 (TMA rows are whole 16-byte units), dtypes other than fp16/bf16, and Triton versions whose Gluon
+and the CPU interpreter (Gluon has none), strides above 2 and strided layers with H or W below
+the stride (an empty phase grid), C or F not a multiple of 8 (TMA rows are whole 16-byte units), dtypes other than fp16/bf16, and Triton versions whose Gluon
 API differs from 3.6's (:data:`GLUON_VERSIONS`).
 
 Length: one family, read top to bottom: the Gluon partitions, their numpy twins (the box rule,
@@ -178,16 +179,16 @@ def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
 # The load partition: one warp that only issues TMA copies.
 
 @gluon.jit
-def _load_partition(x_descs, w_desc, a_bufs, b_bufs, ready, empty,
+def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr):
-    BOX_N: gl.constexpr = x_descs[0].block_type.shape[0]
-    BOX_H: gl.constexpr = x_descs[0].block_type.shape[1]
-    BOX_W: gl.constexpr = x_descs[0].block_type.shape[2]
-    BLOCK_K: gl.constexpr = x_descs[0].block_type.shape[3]
+    BOX_N: gl.constexpr = x0.block_type.shape[0]
+    BOX_H: gl.constexpr = x0.block_type.shape[1]
+    BOX_W: gl.constexpr = x0.block_type.shape[2]
+    BLOCK_K: gl.constexpr = x0.block_type.shape[3]
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
-    nbytes: gl.constexpr = x_descs[0].block_type.nbytes + w_desc.block_type.nbytes
+    nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE, NUM_XCDS, GROUP_SIZE,
@@ -202,10 +203,17 @@ def _load_partition(x_descs, w_desc, a_bufs, b_bufs, ready, empty,
             bar = ready.index(slot)
             # The transaction count is the whole boxes' bytes, zero-filled elements included.
             mbarrier.expect(bar, nbytes)
-            # The A box from the step's phase grid: one copy per grid, all but one predicated off.
-            for g in gl.static_range(STRIDE * STRIDE):
-                tma.async_copy_global_to_shared(x_descs[g], [n0, p0 + dh, q0 + dw, cb * BLOCK_K], bar,
-                                                a_bufs.index(slot), pred=ph * STRIDE + pw == g)
+            # The A box from the step's phase grid (stride 2: one copy per grid, all but one
+            # predicated off).
+            at = [n0, p0 + dh, q0 + dw, cb * BLOCK_K]
+            if STRIDE == 1:
+                tma.async_copy_global_to_shared(x0, at, bar, a_bufs.index(slot))
+            else:
+                grid = ph * 2 + pw
+                tma.async_copy_global_to_shared(x0, at, bar, a_bufs.index(slot), pred=grid == 0)
+                tma.async_copy_global_to_shared(x1, at, bar, a_bufs.index(slot), pred=grid == 1)
+                tma.async_copy_global_to_shared(x2, at, bar, a_bufs.index(slot), pred=grid == 2)
+                tma.async_copy_global_to_shared(x3, at, bar, a_bufs.index(slot), pred=grid == 3)
             tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
             it += 1
 
@@ -326,11 +334,11 @@ def _split_sum(acc, ws_ptr, count_ptr, tile, split, num_tiles, acc_layout: gl.co
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x_descs, w_desc, y_desc, y_ptr, ws_ptr, count_ptr,
+def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, ws_ptr, count_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
-    x_desc = x_descs[0]       # the phase grids share their box, dtype and layout
+    x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
     # copies landed; armed by expect, completed by the copies' bytes) and an *empty* barrier
@@ -350,7 +358,7 @@ def igemm_ws_kernel(x_descs, w_desc, y_desc, y_ptr, ws_ptr, count_ptr,
         (_mma_partition, (y_desc, y_ptr, ws_ptr, count_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
                           rects_w, num_steps, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, TMA_STORE,
                           SPLIT_K)),
-        (_load_partition, (x_descs, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
+        (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
                            num_steps, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
                            SPLIT_K)),
     ], [1], [24])
@@ -441,6 +449,8 @@ def step_phases(shape: ConvShape, block_k: int) -> tuple[np.ndarray, ...]:
 def phase_problems(shape: ConvShape) -> list[str]:
     """Why the phase grids cannot carry this layer's stride (empty: they can)."""
     u = shape.stride
+    if u > 2:
+        return [f"stride {u} (four phase grids at most, one kernel argument each; valid: stride 1 or 2)"]
     if min(shape.H, shape.W) >= u:
         return []
     return [f"stride {u} with H={shape.H}, W={shape.W} (a phase grid would be empty; valid: H >= {u} and W >= {u})"]
@@ -673,7 +683,8 @@ class IgemmWsConv(ConvKernel):
 
     def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
-        """The (x, w, y) TMA descriptors, x a tuple: the NHWC input's phase grids in 4-D boxes
+        """The (x0, x1, x2, x3, w, y) TMA descriptors: the NHWC input's phase grids (stride 1: the
+        input, four times over) in 4-D boxes
         ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the
         NHWC output in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
         shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
@@ -683,7 +694,8 @@ class IgemmWsConv(ConvKernel):
         x_box, y_box = (*box, bk), (*box, bn)
         t = tiled_shape(shape)          # the same memory, as the kernel tiles it
         grids = phase_grids(x.view(t.N, t.H, t.W, t.C), shape.stride)
-        return (tuple(TensorDescriptor.from_tensor(g, list(x_box), _smem_layout(x_box, shape.dtype)) for g in grids),
+        xs = [TensorDescriptor.from_tensor(g, list(x_box), _smem_layout(x_box, shape.dtype)) for g in grids]
+        return (*(xs * 4)[:4],
                 TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
                 TensorDescriptor.from_tensor(out.view(t.N, t.P, t.Q, t.F), list(y_box), _smem_layout(y_box, shape.dtype)))
 
