@@ -47,10 +47,10 @@ compute 14 % rows they drop (1792 for 1568 pixels at batch 32), and those of a 1
 rows ``ph, ph + u, ph + 2u, ...`` of the NHWC input, and likewise its columns ``pw, pw + u,
 ...``, are a strided *view* ``x[:, ph::u, pw::u, :]`` (:func:`phase_grids`: ``u * u`` of
 them, one per phase pair, each its own TMA descriptor with its own bounds; stride 1 or 2, so
-at most four, each a kernel argument of its own: Triton 3.6 launches no descriptors in tuples).  Writing the
-tap's offset ``r - padding = u * dh + ph`` (``0 <= ph < u``), the rows ``u * p + r -
-padding`` for ``p`` in ``[p0, p0 + BOX_H)`` are rows ``p0 + dh ...`` of phase ``ph``'s grid:
-one 4-D box ``[BOX_N, BOX_H, BOX_W, BLOCK_K]`` at ``[n0, p0 + dh, q0 + dw, c0]`` of grid
+at most four, each a kernel argument of its own: Triton 3.6 launches no descriptors in tuples).
+Writing the tap's offset ``r - padding = u * dh + ph`` (``0 <= ph < u``), the rows ``u * p +
+r - padding`` for ``p`` in ``[p0, p0 + BOX_H)`` are rows ``p0 + dh ...`` of phase ``ph``'s
+grid: one 4-D box ``[BOX_N, BOX_H, BOX_W, BLOCK_K]`` at ``[n0, p0 + dh, q0 + dw, c0]`` of grid
 ``(ph, pw)``, with the same zero fill where the grid ends, which is where the image ends
 (any H, W and C: a channel block past C reads zeros).  Stride 1 is the case ``u = 1``: one
 grid, the input itself, so one kernel runs both.
@@ -77,14 +77,8 @@ rows, 52 programs at BLOCK_N = 128 on a GPU of 132 SMs.  Three ways to fill the 
 the space (:func:`igemm_ws_space`): BLOCK_N = 64 (cuDNN's tile) with registers capped
 (``MAXNREG``, Triton's ``maxnreg``) so that two programs fit on an SM; 64-row tiles, where the
 two wgmma warpgroups sit side by side along N; and split-K, each work item reducing a slice
-of the K steps.  A tile's *last* split sums them, in the kernel (:func:`_split_sum`): every
-other split stores its fp32 partial sums to the workspace straight from its accumulator
-registers, each thread its own fragment, and counts itself in on the tile's counter; the
-last split waits for the count, adds the partials in split order (its own last) from L2 and
-stores the tile as an unsplit one would.  No second launch, whose start and a pass over
-the partials cost about as much as the conv's whole tail on a 7 x 7 layer.  The last split
-only waits for splits of lower work items, which a grid starts first, or (persistent) which
-programs reach before it: none of them waits on it, so the waits always end.
+of the K steps into an fp32 workspace (a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``),
+summed in split order by igemm_fast's ``split_k_sum_kernel``.
 
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
@@ -122,7 +116,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from kernels.access import LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs, place_tensors
 from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
 from kernels.igemm import input_runs, nhwc
-from kernels.igemm_fast import HOPPER_SMEM_BYTES, k_pad, pack_weights, packed_weight_runs
+from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, k_pad, pack_weights, packed_weight_runs,
+                                 split_k_sum_kernel, sum_pass_plan)
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 
@@ -222,7 +217,7 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
 # The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
 
 @gluon.jit
-def _mma_partition(y_desc, y_ptr, ws_ptr, count_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
@@ -259,82 +254,42 @@ def _mma_partition(y_desc, y_ptr, ws_ptr, count_ptr, a_bufs, b_bufs, ready, empt
             it += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
-        if SPLIT_K > 1:
-            acc = _split_sum(acc, ws_ptr, count_ptr, tile, split, num_pid_m * num_pid_n, acc_layout, SPLIT_K)
-        if split == SPLIT_K - 1:        # the whole sum: store the tile
-            _store_tile(acc.to(y_desc.dtype), y_desc, y_ptr, c_smem, n0, p0, q0, f0, P, Q, F, TMA_STORE)
-    if TMA_STORE:
-        tma.store_wait(pendings=0)      # the last tile's store
 
-
-@gluon.jit
-def _store_tile(out, y_desc, y_ptr, c_smem, n0, p0, q0, f0, P, Q, F, TMA_STORE: gl.constexpr):
-    """The output tile ``out`` (BLOCK_M pixels of the box at (n0, p0, q0) by BLOCK_N filters
-    from f0) to the NHWC output: a TMA box, or plain stores masked to the images."""
-    BLOCK_M: gl.constexpr = out.shape[0]
-    BLOCK_N: gl.constexpr = out.shape[1]
-    BOX_H: gl.constexpr = y_desc.block_type.shape[1]
-    BOX_W: gl.constexpr = y_desc.block_type.shape[2]
-    num_warps: gl.constexpr = gl.num_warps()
+        # The output's dtype, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of
+        # the workspace, added up by a second kernel).
+        out = acc.to(y_desc.dtype)
+        if TMA_STORE:
+            # The previous tile's store must have left c_smem before it is overwritten; waiting
+            # here, not after issuing, lets that store overlap this tile's main loop.
+            tma.store_wait(pendings=0)
+            c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
+            fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
+            if SPLIT_K == 1:
+                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
+            else:
+                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
+        else:
+            # Plain stores, 16 bytes per thread along the filters, masked to the images.
+            store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
+                                                          [num_warps, 1], [1, 0])
+            out = gl.convert_layout(out, store_layout)
+            rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
+            cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
+            n = n0 + rows // (BOX_H * BOX_W)
+            p = p0 + (rows // BOX_W) % BOX_H
+            q = q0 + rows % BOX_W
+            ok = (p < P) & (q < Q) & (n < y_desc.shape[0])
+            offs = ((n * P + p) * Q + q).to(gl.int64) * F
+            gl.store(y_ptr + offs[:, None] + cols[None, :], out, mask=ok[:, None] & (cols < F)[None, :])
     if TMA_STORE:
-        # The previous tile's store must have left c_smem before it is overwritten; waiting
-        # here, not after issuing, lets that store overlap this tile's main loop.
         tma.store_wait(pendings=0)
-        c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
-        fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
-        tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
-    else:
-        # Plain stores, 16 bytes per thread along the filters, masked to the images.
-        store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
-                                                      [num_warps, 1], [1, 0])
-        out = gl.convert_layout(out, store_layout)
-        rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
-        cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
-        n = n0 + rows // (BOX_H * BOX_W)
-        p = p0 + (rows // BOX_W) % BOX_H
-        q = q0 + rows % BOX_W
-        ok = (p < P) & (q < Q) & (n < y_desc.shape[0])
-        offs = ((n * P + p) * Q + q).to(gl.int64) * F
-        gl.store(y_ptr + offs[:, None] + cols[None, :], out, mask=ok[:, None] & (cols < F)[None, :])
-
-
-@gluon.jit
-def _split_sum(acc, ws_ptr, count_ptr, tile, split, num_tiles, acc_layout: gl.constexpr, SPLIT_K: gl.constexpr):
-    """Split-K's sum, in the kernel (module docstring, "Small grids").  Splits before the last
-    store their fp32 partial ``acc`` to slice ``split`` of the workspace ``[SPLIT_K - 1,
-    num_tiles, BLOCK_M * BLOCK_N]``, each thread its own fragment (the same offsets the last
-    split reads them back at, so no layout change), then count themselves in: the barrier
-    orders every thread's stores before one thread's release at GPU scope.  The last split
-    waits until the count is SPLIT_K - 1 (acquire), adds the partials in split order, its
-    own last, reading past L1 (``.cg``), and resets the count for the next launch.  Returns
-    the whole sum on the last split, ``acc`` unchanged on the others."""
-    BLOCK_M: gl.constexpr = acc.shape[0]
-    BLOCK_N: gl.constexpr = acc.shape[1]
-    rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
-    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
-    at = ws_ptr + tile.to(gl.int64) * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :]
-    per_slice = num_tiles.to(gl.int64) * (BLOCK_M * BLOCK_N)
-    if split < SPLIT_K - 1:
-        gl.store(at + split * per_slice, acc)
-        gl.thread_barrier()
-        gl.atomic_add(count_ptr + tile, 1, sem="release", scope="gpu")
-    else:
-        arrived = gl.atomic_add(count_ptr + tile, 0, sem="acquire", scope="gpu")
-        while arrived < SPLIT_K - 1:
-            arrived = gl.atomic_add(count_ptr + tile, 0, sem="acquire", scope="gpu")
-        total = gl.load(at, cache_modifier=".cg")
-        for s in gl.static_range(1, SPLIT_K - 1):
-            total += gl.load(at + s * per_slice, cache_modifier=".cg")
-        acc = total + acc
-        gl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
-    return acc
 
 
 # -----------------------------------------------------------
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, ws_ptr, count_ptr,
+def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
@@ -355,11 +310,11 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, ws_ptr, count_ptr,
     else:
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
-        (_mma_partition, (y_desc, y_ptr, ws_ptr, count_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
+        (_mma_partition, (y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
                           rects_w, num_steps, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, TMA_STORE,
                           SPLIT_K)),
-        (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h, rects_w,
-                           num_steps, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
+        (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
+                           rects_w, num_steps, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
                            SPLIT_K)),
     ], [1], [24])
 
@@ -472,9 +427,9 @@ def packing(tiles: Mapping[str, int]) -> dict[str, int]:
 
 def smem_bytes(tiles: Mapping[str, int], num_stages: int, eb: int = 2) -> int:
     """Shared memory of one program: the ring (A box and weight tile per slot) and, with
-    ``TMA_STORE``, the output tile; barriers not counted."""
+    ``TMA_STORE``, the output tile (fp32 partials with split-K); barriers not counted."""
     bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
-    out = bm * bn * eb if tiles["TMA_STORE"] else 0
+    out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb) if tiles["TMA_STORE"] else 0
     return num_stages * (bm + bn) * bk * eb + out
 
 
@@ -528,8 +483,7 @@ CONFIGS = (
     _cfg(128, 64, 8, 8),
     _cfg(128, 64, 8, 4),
     _cfg(128, 128, 5, 8, split_k=2),
-    # Split-K summed in the kernel: cuDNN's tile in two slices with a deeper ring.  (128 x 128
-    # in four slices spills: the last split's three partials and its accumulator.)
+    # cuDNN's tile in two K slices with a deeper ring (ResNet-18's last stage at batch 16).
     _cfg(128, 64, 6, 8, split_k=2),
 )
 
@@ -581,6 +535,9 @@ class IgemmWsConv(ConvKernel):
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be {rule}")
+        if given["SPLIT_K"] > 1 and not given["TMA_STORE"]:
+            raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
+                             "(the fp32 partials leave through a TMA box)")
         return {t: int(given[t]) for t in self.tile_names}
 
     # -----------------------------------------------------------
@@ -654,15 +611,12 @@ class IgemmWsConv(ConvKernel):
 
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
         """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
-        workspace ``[SPLIT_K - 1, tiles, BLOCK_M * BLOCK_N]`` fp32 and the tiles' split counts
-        (int32 zeros, which the kernel leaves at zero; both a placeholder without split-K),
-        and the output."""
+        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K) and the output."""
         out = self.empty_output(shape, ops.x.device)
-        split, tiles_n = tiles["SPLIT_K"], self.tile_grid(shape, tiles).num_pids
-        ws = torch.empty(((split - 1) * tiles_n * tiles["BLOCK_M"] * tiles["BLOCK_N"]) if split > 1 else 1,
-                         dtype=torch.float32, device=ops.x.device)
-        counts = torch.zeros(tiles_n if split > 1 else 1, dtype=torch.int32, device=ops.x.device)
-        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws, counts), out)
+        split = tiles["SPLIT_K"]
+        ws = (torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
+              if split > 1 else out)
+        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws), out)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
@@ -681,37 +635,43 @@ class IgemmWsConv(ConvKernel):
         sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
         return launched_programs(work, bool(tiles["PERSISTENT"]), sms * occupancy(tiles))
 
-    def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, out: torch.Tensor, shape: ConvShape,
+    def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
         """The (x0, x1, x2, x3, w, y) TMA descriptors: the NHWC input's phase grids (stride 1: the
-        input, four times over) in 4-D boxes
-        ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the
-        NHWC output in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
+        input, four times over) in 4-D boxes ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the
+        output (or split-K workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
         shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
-        x_box, y_box = (*box, bk), (*box, bn)
+        y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
+        y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
+        x_box = (*box, bk)
         t = tiled_shape(shape)          # the same memory, as the kernel tiles it
         grids = phase_grids(x.view(t.N, t.H, t.W, t.C), shape.stride)
         xs = [TensorDescriptor.from_tensor(g, list(x_box), _smem_layout(x_box, shape.dtype)) for g in grids]
+        ws = ws.view(*ws.shape[:-4], t.N, t.P, t.Q, t.F)
         return (*(xs * 4)[:4],
                 TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
-                TensorDescriptor.from_tensor(out.view(t.N, t.P, t.Q, t.F), list(y_box), _smem_layout(y_box, shape.dtype)))
+                TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
-        x, w_packed, ws, counts = operands
+        x, w_packed, ws = operands
         split, t = tiles["SPLIT_K"], tiled_shape(shape)
         _, rows, cols = box_counts(t, self.box(shape, tiles))
         grid = self.tile_grid(shape, tiles)
         num_cb = triton.cdiv(shape.C, tiles["BLOCK_K"])
         options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
-            *self.descriptors(x, w_packed, out, shape, tiles), out, ws, counts,
+            *self.descriptors(x, w_packed, ws, shape, tiles), out,
             grid.num_pid_m, grid.num_pid_n, rows, cols, shape.R * shape.S * num_cb, num_cb, shape.S, shape.padding,
-            t.P, t.Q, shape.F, STRIDE=shape.stride, SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds,
-            GROUP_SIZE=swizzle.group_size, NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
+            t.P, t.Q, shape.F, STRIDE=shape.stride,
+            SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
+            NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
             num_warps=launch.num_warps, **options)
+        if split > 1:
+            split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
+                                                                      BLOCK=SUM_BLOCK, num_warps=4)
 
     # -----------------------------------------------------------
     # The address model (profiler=sim): igemm_fast's BOX_W model with boxes over images.
@@ -752,21 +712,24 @@ class IgemmWsConv(ConvKernel):
                  "w": triton.cdiv(shape.F, tiles["BLOCK_N"]) * tiles["BLOCK_N"] * k_pad(shape, packing(tiles)) * eb,
                  "y": M * shape.F * eb}
         if tiles["SPLIT_K"] > 1:
-            sizes["ws"] = (tiles["SPLIT_K"] - 1) * self.tile_grid(shape, tiles).num_pids * tiles["BLOCK_M"] * \
-                tiles["BLOCK_N"] * 4
+            sizes["ws"] = tiles["SPLIT_K"] * M * shape.F * 4
         return place_tensors(sizes)
 
     def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
                      elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
-        """The conv, its K loop's loads under the persistent / split-K schedule.  Not modelled:
-        the stores (the output's, split-K's partials) and the last split's reads of the
-        partials (one contiguous run of BLOCK_M * BLOCK_N fp32 per other split).  A persistent
-        grid is modelled with one program per SM also where ``MAXNREG`` sizes it for two."""
+        """The conv (its loads under the persistent / split-K schedule; stores not modelled)
+        and, with SPLIT_K > 1, igemm_fast's sum pass.  A persistent grid is modelled with one
+        program per SM also where ``MAXNREG`` sizes it for two."""
         tiles = self.check_tiles(tiles)
         eb = elem_bytes or element_bytes(shape)
         loads = self.load_plan(shape, tiles, eb)
-        schedule = Schedule(loads.num_tiles, loads.num_steps, tiles["SPLIT_K"], bool(tiles["PERSISTENT"]))
-        return (LaunchPlan("conv", schedule, loads),)
+        split = tiles["SPLIT_K"]
+        plans = [LaunchPlan("conv", Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"])),
+                            loads)]
+        if split > 1:
+            plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split,
+                                       self.buffer_bases(shape, tiles, eb), eb))
+        return tuple(plans)
 
 
 @functools.cache
