@@ -78,8 +78,9 @@ def main() -> None:
     for shape in [s for s in preset_shapes(args.presets.split(",")) if s.name.split("/")[1] in keep]:
         x, w = _operands(shape)
         ops = Operands(x, w, None)
-        fns = {"cudnn": lambda: F.conv2d(x, w.contiguous(memory_format=torch.channels_last), None,
-                                         stride=shape.stride, padding=shape.padding)}
+        wc = w.contiguous(memory_format=torch.channels_last)
+        fns = {"cudnn": lambda x=x, wc=wc, shape=shape: F.conv2d(x, wc, None, stride=shape.stride,
+                                                                padding=shape.padding)}
         for label, idx in (("split", args.split), ("unsplit", args.unsplit)):
             cfg = CONFIGS[idx]
             fns[f"{label} {cfg.label}"] = KERNEL.bind(ops, shape, cfg.tiles_dict, _binding(),
