@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -243,6 +244,8 @@ def compile_launch(launch: Launch, limits: ArchLimits) -> KernelBuild:
         except Exception as exc:
             raise CompileFailed(f"{fn.__name__} does not compile for {limits.arch}: "
                                 f"{compiler_error(exc, err.read())}") from None
+    if limits.vendor == "nvidia":
+        _check_launcher(fn.__name__, compiled, limits.arch)
     build = (_amd_build if limits.vendor == "amd" else _nvidia_build)(fn.__name__, compiled, options.num_warps, limits)
     build = dataclasses.replace(build, triton_hash=str(getattr(compiled, "hash", "")))
     if build.shared_bytes > limits.shared_per_program:   # Triton would raise this when loading the kernel
@@ -250,6 +253,27 @@ def compile_launch(launch: Launch, limits: ArchLimits) -> KernelBuild:
                             f"Required: {build.shared_bytes}, Hardware limit: {limits.shared_per_program} "
                             "(smaller tiles or fewer num_stages)")
     return build
+
+
+def _check_launcher(name: str, compiled, arch: str) -> None:
+    """Generate the launcher source Triton 3.6 would build for this kernel at its first launch
+    (its NVIDIA driver's ``make_launcher``: pure Python, no GPU) and raise CompileFailed if that
+    fails: a signature the launcher cannot take (e.g. TMA descriptors inside a tuple argument)
+    compiles and fails only when launched.  Other Triton versions build launchers differently
+    and are not checked here."""
+    driver = importlib.import_module("triton.backends.nvidia.driver")
+    make_launcher = getattr(driver, "make_launcher", None)
+    if make_launcher is None:
+        return
+    src = compiled.src
+    constants = {(src.fn.arg_names.index(k),) if isinstance(k, str) else k: v
+                 for k, v in getattr(src, "constants", {}).items()}
+    try:
+        make_launcher(constants, dict(src.signature), getattr(compiled.metadata, "tensordesc_meta", None))
+    except Exception as exc:  # noqa: BLE001 (any failure here is a failed launch to be)
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CompileFailed(f"{name} compiles for {arch} but Triton cannot build its launcher: {detail} "
+                            "(the signature, e.g. tensor descriptors inside a tuple argument)") from None
 
 
 def compiler_error(exc: BaseException, stderr: str) -> str:

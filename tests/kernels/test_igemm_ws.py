@@ -16,6 +16,9 @@ import torch
 import torch.nn.functional as F
 import triton
 import yaml
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from harness.errors import USER_ERROR_EXIT
 from kernels import KERNELS
@@ -398,6 +401,35 @@ def test_a_strided_layer_compiles_with_one_copy_per_phase_grid(compiler):
                    shape_preset="test", num_warps=cfg.num_warps, num_stages=cfg.num_stages, target="h100", seed=0)
     build = compiler.compile(spec, "sm_90").main
     assert build.spills == 0 and build.counts["tma_loads"] == 5, build
+
+
+@gluon.jit
+def _copy_two(descs, out):
+    """Copies one box of ``descs[0]`` and ``descs[1]`` into shared memory (a signature probe)."""
+    a = descs[0]
+    buf = gl.allocate_shared_memory(a.dtype, a.block_type.shape, a.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, a.block_type.nbytes)
+    tma.async_copy_global_to_shared(descs[1], [0, 0], bar, buf)
+    mbarrier.wait(bar, 0)
+
+
+@pytest.mark.skipif(not ON_TRITON_36, reason=f"igemm_ws is written against Triton 3.6's Gluon API; "
+                                             f"Triton {triton.__version__} is installed")
+def test_compile_stage_refuses_what_triton_cannot_launch():
+    """Descriptors inside a tuple argument compile for sm_90 but Triton 3.6's launcher cannot
+    take them (every launch fails on the GPU): the compile stage says so before any GPU time."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from harness.compile.build import CompileFailed, Launch, compile_launch
+    from harness.hardware.arch import arch_limits
+    from kernels.igemm_ws import _smem_layout
+
+    x = torch.empty((64, 64), dtype=torch.float16, device="meta")
+    desc = TensorDescriptor.from_tensor(x, [64, 64], _smem_layout((64, 64), "float16"))
+    with pytest.raises(CompileFailed, match="cannot build its launcher"):
+        compile_launch(Launch(_copy_two, ((desc, desc), x), {"num_warps": 4}), arch_limits("sm_90"))
 
 
 def test_the_gpu_variants_are_runnable_configs():
