@@ -90,8 +90,9 @@ tile without talking.
 **What it does not do**, and the refusals that say so (:meth:`IgemmWsConv.check_flags`,
 :meth:`IgemmWsConv.check_target`): other GPUs than sm_90 (TMA boxes, wgmma, ``setmaxnreg``)
 and the CPU interpreter (Gluon has none), strides above 2 and strided layers with H or W below
-the stride (an empty phase grid), C or F not a multiple of 8 (TMA rows are whole 16-byte units), dtypes other than fp16/bf16, and Triton versions whose Gluon
-API differs from 3.6's (:data:`GLUON_VERSIONS`).
+the stride (an empty phase grid), C or F not a multiple of 8 (TMA rows are whole 16-byte
+units), dtypes other than fp16/bf16, and Triton versions whose Gluon API differs from 3.6's
+(:data:`GLUON_VERSIONS`).
 
 Length: one family, read top to bottom: the Gluon partitions, their numpy twins (the box rule,
 the tile origins, the K steps: what the tests check against conv2d and the address model
@@ -638,9 +639,10 @@ class IgemmWsConv(ConvKernel):
     def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
         """The (x0, x1, x2, x3, w, y) TMA descriptors: the NHWC input's phase grids (stride 1: the
-        input, four times over) in 4-D boxes ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed weights in ``[BLOCK_N, BLOCK_K]`` tiles, the
-        output (or split-K workspace) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled
-        shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
+        input, four times over) in 4-D boxes ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed
+        weights in ``[BLOCK_N, BLOCK_K]`` tiles, the output (or split-K workspace) in boxes of the
+        pixel box by BLOCK_N filters; each in the 128-byte-swizzled shared layout wgmma and TMA
+        both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]

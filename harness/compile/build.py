@@ -23,6 +23,8 @@ How it compiles exactly what the job would launch:
    from the code object (AMD: ``.vgpr_count``, ``.sgpr_count``, scratch, spill counts in the
    AMDGCN text) or the cubin (NVIDIA: ``cuobjdump -res-usage`` and ``nvdisasm``, shipped in
    the Triton wheel).  Occupancy follows from :mod:`harness.hardware.arch`.
+4. **Check the launcher** (NVIDIA, Triton 3.6): the launcher source Triton would generate at
+   the kernel's first launch, so that a signature it cannot launch fails here too.
 
 A config the target cannot run fails here, before anything is verified, timed or
 simulated: the compiler's own first error line, or (shared memory / LDS over the target's
@@ -30,6 +32,9 @@ limit, which Triton only finds when it loads the kernel) the same "out of resour
 
 Jobs reach this module through :mod:`harness.compile.client` (a cache of reports,
 and a helper process where the Triton interpreter runs: its jit kernels cannot be compiled).
+
+Length: the four steps above and both vendors' readers of what was built, in order; split,
+a recorded launch and its specialisation would cross a module line at every step.
 """
 from __future__ import annotations
 
