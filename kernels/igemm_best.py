@@ -2,11 +2,11 @@
 
 Tile ``WS`` picks the member: 0 runs :mod:`kernels.igemm_fast` (Triton; every target, the CPU
 interpreter included), 1 runs :mod:`kernels.igemm_ws` (Gluon; NVIDIA Hopper with Triton 3.6,
-C and F multiples of 8, strided layers where the stride divides H and W and 64 divides C).
-The other tiles are the union of the two families' tiles: a config sets its member's, and the
-other member's own tiles stay at their neutral value 0 (left out, they are filled in).  Every
-method that gets tiles hands them to the member; the methods that get none are the two
-members' common ground, the NHWC output (N, P, Q, F) of both.  Nothing of either kernel is copied here.
+C and F multiples of 8, stride 1 or 2).  The other tiles are the union of the two families'
+tiles: a config sets its member's, and the other member's own tiles stay at their neutral
+value 0 (left out, they are filled in).  Every method that gets tiles hands them to the
+member; the methods that get none are the two members' common ground, the NHWC output
+(N, P, Q, F) of both.  Nothing of either kernel is copied here.
 
 Which member runs a layer is decided ahead of time, by the committed tables
 (``kernels/tuned/igemm_best_<target>.json``, built from the two members' tables and their
