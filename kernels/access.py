@@ -333,8 +333,9 @@ class Schedule:
 
     Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w % num_tiles``; the
     swizzle maps the launch-order tile to the tile computed.  Split ``s`` runs the K steps
-    ``s * steps_per_split`` up to the next split's first step (or ``num_steps``), possibly
-    none.  A launch of ``P`` programs hands program ``p`` the items ``p, p + P, p + 2P, ...``
+    ``s * steps_per_split`` up to the next split's first step, the last split up to
+    ``num_steps``; possibly none.  ``split_len`` sets ``steps_per_split`` (0: ``ceil(num_steps
+    / splits)``; less makes the last split the longest).  A launch of ``P`` programs hands program ``p`` the items ``p, p + P, p + 2P, ...``
     in that order (the kernel's ``for work in range(pid, num_work, num_programs)``); a
     program that is not persistent gets exactly one.
     """
@@ -343,6 +344,7 @@ class Schedule:
     num_steps: int
     splits: int = 1
     persistent: bool = False
+    split_len: int = 0
 
     @property
     def num_work(self) -> int:
@@ -350,12 +352,13 @@ class Schedule:
 
     @property
     def steps_per_split(self) -> int:
-        return -(-self.num_steps // self.splits)
+        return self.split_len or -(-self.num_steps // self.splits)
 
     def split_steps(self, split: int) -> range:
         """The K steps split ``split`` runs."""
-        first = split * self.steps_per_split
-        return range(min(first, self.num_steps), min(first + self.steps_per_split, self.num_steps))
+        first = min(split * self.steps_per_split, self.num_steps)
+        return range(first, self.num_steps if split == self.splits - 1 else
+                     min(first + self.steps_per_split, self.num_steps))
 
     def num_programs(self, slots: int) -> int:
         """Programs launched on a device with ``slots`` SMs / CUs (see :func:`launched_programs`)."""

@@ -118,6 +118,11 @@ class ConvKernel(ABC):
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be a power of two >= 1")
         return {t: int(given[t]) for t in self.tile_names}
 
+    def canonical(self, config: Config) -> Config:
+        """``config`` with every tile :meth:`check_tiles` returns, so that configs compare equal
+        when they run the same (a table may leave out a tile that has a default)."""
+        return Config.make(self.check_tiles(config.tiles_dict), config.num_warps, config.num_stages)
+
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config] | None:
         """The launch configs tune mode tries on ``shape`` (None: no space; the given config runs)."""
         return None

@@ -78,7 +78,18 @@ the space (:func:`igemm_ws_space`): BLOCK_N = 64 (cuDNN's tile) with registers c
 (``MAXNREG``, Triton's ``maxnreg``) so that two programs fit on an SM; 64-row tiles, where the
 two wgmma warpgroups sit side by side along N; and split-K, each work item reducing a slice
 of the K steps into an fp32 workspace (a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``),
-summed in split order by igemm_fast's ``split_k_sum_kernel``.
+summed in split order by igemm_fast's ``split_k_sum_kernel``.  That second launch costs
+2-2.5 us on a 7 x 7 layer whose conv takes 17 (docs/benchmarks.md, "Kernel speed"), so two
+splits can also add in the kernel (``SPLIT_ADD``): split 0 stores its partial sums *as the
+output* (fp16 or bf16, plain stores), then sets its tile's flag (a release at GPU scope);
+the last split takes the flag (an acquire, resetting it for the next launch) and adds its
+own partial to the output with 16-byte atomic additions in L2 (``atom.add.noftz.v8.f16``),
+whose results it never reads.  The last split runs ``SPLIT_ADD`` more K steps (:func:`split_len`),
+so that split 0's stores are done when it arrives and it rarely waits.  The price is one
+rounding more: the output is ``round(round(p0) + round(p1))``, within the check's tolerance,
+and the same on every launch (two addends: the order cannot change the sum).  Waiting is
+safe because split 0 never waits: a grid starts its work items in order, split 0's first,
+and a persistent program reaches its split-0 items before its split-1 ones.
 
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
@@ -128,17 +139,22 @@ from kernels.tuning import Config, DeviceTraits
 # steps, so both call these.
 
 @gluon.jit
-def _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr,
-               GROUP_SIZE: gl.constexpr, SPLIT_K: gl.constexpr):
+def _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr,
+               GROUP_SIZE: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr):
     """Work item -> (tile, split, first K step, end K step).  Item ``split * num_tiles + t``
     reduces slice ``split`` of the K steps of launch-order tile ``t``, which the swizzle maps
-    to the tile computed."""
+    to the tile computed: ``split_len`` steps, the last split the rest (:func:`split_len`)."""
     num_tiles = num_pid_m * num_pid_n
     split = work // num_tiles
     tile = SWIZZLE(work - split * num_tiles, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
-    per_split = gl.cdiv(num_steps, SPLIT_K)
-    first = split * per_split
-    return tile, split, first, gl.minimum(first + per_split, num_steps)
+    if SPLIT_ADD:       # two splits, the second the longer: it ends at num_steps
+        first = split * split_len
+        end = first + split_len + split * (num_steps - 2 * split_len)
+    else:               # split_len is this, which the compiler folds where SPLIT_K is 1
+        per_split = gl.cdiv(num_steps, SPLIT_K)
+        first = split * per_split
+        end = gl.minimum(first + per_split, num_steps)
+    return tile, split, first, end
 
 
 @gluon.jit
@@ -176,9 +192,9 @@ def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
 
 @gluon.jit
 def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
-                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
-                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = x0.block_type.shape[0]
     BOX_H: gl.constexpr = x0.block_type.shape[1]
     BOX_W: gl.constexpr = x0.block_type.shape[2]
@@ -187,8 +203,8 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
     nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                                         SPLIT_K)
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
+                                         GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         for step in range(k0, k1):
             dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
@@ -218,10 +234,11 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
 # The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
 
 @gluon.jit
-def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
-                   num_pid_m, num_pid_n, rects_h, rects_w, num_steps, P, Q, F,
+def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+                   num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
-                   NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
+                   NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
+                   SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -237,8 +254,8 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                                                          instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
     it = 0
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                                         SPLIT_K)
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
+                                         GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
         prev = 0
@@ -256,12 +273,27 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
         acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
 
-        # The output's dtype, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of
-        # the workspace, added up by a second kernel).
         out = acc.to(y_desc.dtype)
-        if TMA_STORE:
-            # The previous tile's store must have left c_smem before it is overwritten; waiting
-            # here, not after issuing, lets that store overlap this tile's main loop.
+        if SPLIT_ADD:
+            # Split-K without a second launch (module docstring, "Small grids"): split 0 stores
+            # its partial as the output, the last split adds its own to it in L2.
+            ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
+            if split == 0:
+                gl.store(ptrs, out, mask=ok)
+                gl.thread_barrier()          # every thread's stores before the one release below
+                gl.atomic_xchg(flag_ptr + tile, 1, sem="release", scope="gpu")
+            else:
+                # Take the flag (1 -> 0, which also leaves it ready for the next launch); the
+                # acquire orders split 0's stores before these additions.
+                seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
+                while seen != 1:
+                    seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
+                gl.atomic_add(ptrs, out, mask=ok, sem="relaxed", scope="gpu")
+        elif TMA_STORE:
+            # The output, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of the
+            # workspace, added up by a second kernel).  The previous tile's store must have left
+            # c_smem before it is overwritten; waiting here, not after issuing, lets that store
+            # overlap this tile's main loop.
             tma.store_wait(pendings=0)
             c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
             fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
@@ -270,30 +302,40 @@ def _mma_partition(y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem,
             else:
                 tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
         else:
-            # Plain stores, 16 bytes per thread along the filters, masked to the images.
-            store_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8],
-                                                          [num_warps, 1], [1, 0])
-            out = gl.convert_layout(out, store_layout)
-            rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, store_layout))
-            cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, store_layout))
-            n = n0 + rows // (BOX_H * BOX_W)
-            p = p0 + (rows // BOX_W) % BOX_H
-            q = q0 + rows % BOX_W
-            ok = (p < P) & (q < Q) & (n < y_desc.shape[0])
-            offs = ((n * P + p) * Q + q).to(gl.int64) * F
-            gl.store(y_ptr + offs[:, None] + cols[None, :], out, mask=ok[:, None] & (cols < F)[None, :])
+            ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
+            gl.store(ptrs, out, mask=ok)
     if TMA_STORE:
         tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, N, BOX_H: gl.constexpr, BOX_W: gl.constexpr):
+    """The output tile ``out`` (the pixel box at (n0, p0, q0) by BLOCK_N filters from f0) for
+    plain stores or atomics from registers: in a layout of 16 bytes per thread along the
+    filters, with its NHWC addresses and the mask of the pixels inside the images."""
+    BLOCK_M: gl.constexpr = out.shape[0]
+    BLOCK_N: gl.constexpr = out.shape[1]
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8], [gl.num_warps(), 1], [1, 0])
+    out = gl.convert_layout(out, layout)
+    rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    cols = f0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+    n = n0 + rows // (BOX_H * BOX_W)
+    p = p0 + (rows // BOX_W) % BOX_H
+    q = q0 + rows % BOX_W
+    ok = (p < P) & (q < Q) & (n < N)
+    offs = ((n * P + p) * Q + q).to(gl.int64) * F
+    return y_ptr + offs[:, None] + cols[None, :], ok[:, None] & (cols < F)[None, :], out
 
 
 # -----------------------------------------------------------
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr,
-                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, num_cb, S, padding, P, Q, F,
+def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
+                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
-                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
+                    SPLIT_ADD: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -311,12 +353,12 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr,
     else:
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
-        (_mma_partition, (y_desc, y_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n, rects_h,
-                          rects_w, num_steps, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES, TMA_STORE,
-                          SPLIT_K)),
+        (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
+                          rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD)),
         (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
-                           rects_w, num_steps, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE, NUM_STAGES,
-                           SPLIT_K)),
+                           rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                           NUM_STAGES, SPLIT_K, SPLIT_ADD)),
     ], [1], [24])
 
 
@@ -446,9 +488,9 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1) -> Config:
+         split_k: int = 1, split_add: int = 0) -> Config:
     return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "SPLIT_K": split_k, "PERSISTENT": persistent,
-                        "TMA_STORE": tma_store, "MAXNREG": maxnreg}, warps, stages)
+                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add}, warps, stages)
 
 
 #: Every config tried, in the probe's order (the bracketed indices below name them).
@@ -486,6 +528,15 @@ CONFIGS = (
     _cfg(128, 128, 5, 8, split_k=2),
     # cuDNN's tile in two K slices with a deeper ring (ResNet-18's last stage at batch 16).
     _cfg(128, 64, 6, 8, split_k=2),
+    # Split-K without the sum launch (SPLIT_ADD: the last split 2 or 4 K steps longer, adding
+    # to the first's output in L2); no output tile in shared memory, so deeper rings.
+    _cfg(128, 128, 6, 8, tma_store=0, split_k=2, split_add=2),
+    _cfg(128, 128, 6, 8, tma_store=0, split_k=2, split_add=4),
+    _cfg(128, 64, 8, 8, tma_store=0, split_k=2, split_add=2),
+    _cfg(128, 64, 8, 8, tma_store=0, split_k=2, split_add=4),
+    _cfg(128, 128, 6, 8, tma_store=0, split_k=2, split_add=6),
+    _cfg(64, 128, 8, 8, tma_store=0, split_k=2, split_add=4),
+    _cfg(128, 64, 4, 8, tma_store=0, maxnreg=80, split_k=2, split_add=4),
 )
 
 
@@ -497,13 +548,22 @@ def igemm_ws_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
         return []
     eb = element_bytes(shape)
     return [cfg for cfg in CONFIGS if smem_bytes(cfg.tiles_dict, cfg.num_stages, eb) <= HOPPER_SMEM_BYTES
-            and _splits_fit(len(step_taps(shape, cfg.tiles_dict["BLOCK_K"])[0]), cfg.tiles_dict["SPLIT_K"])]
+            and _splits_fit(len(step_taps(shape, cfg.tiles_dict["BLOCK_K"])[0]), cfg.tiles_dict["SPLIT_K"],
+                            cfg.tiles_dict["SPLIT_ADD"])]
 
 
-def _splits_fit(num_steps: int, split_k: int) -> bool:
+def split_len(num_steps: int, split_k: int, split_add: int = 0) -> int:
+    """K steps of every split but the last, which runs the rest: ``ceil(num_steps / split_k)``,
+    or with ``split_add`` (two splits) ``(num_steps - split_add) // 2``, so that the last split,
+    the one that adds, runs ``split_add`` or ``split_add + 1`` steps more."""
+    return (num_steps - split_add) // 2 if split_add else triton.cdiv(num_steps, split_k)
+
+
+def _splits_fit(num_steps: int, split_k: int, split_add: int = 0) -> bool:
     """Every one of ``split_k`` slices of ``num_steps`` K steps gets at least one step (a
     split with none would release a ring slot it never filled)."""
-    return (split_k - 1) * triton.cdiv(num_steps, split_k) < num_steps
+    per = split_len(num_steps, split_k, split_add)
+    return per >= 1 and (split_k - 1) * per < num_steps
 
 
 # -----------------------------------------------------------
@@ -517,28 +577,38 @@ class IgemmWsConv(ConvKernel):
 
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG")
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD")
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
         return igemm_ws_space(shape, traits)
 
+    def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
+        """As :meth:`ConvKernel.tile_entries`; ``SPLIT_ADD`` may be left out (0: the sum launch)."""
+        return super().tile_entries({"SPLIT_ADD": 0, **dict(tiles)})
+
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
         16 to 256 (a wgmma's N), BLOCK_K 64 (128-byte rows: the box's swizzle is the
-        matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256."""
+        matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
+        SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
                  "BLOCK_K": ((64,), "64 (128-byte rows of 2-byte elements)"), "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
-                 "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256")}
+                 "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
+                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be {rule}")
-        if given["SPLIT_K"] > 1 and not given["TMA_STORE"]:
+        if given["SPLIT_ADD"] and (given["SPLIT_K"] != 2 or given["TMA_STORE"]):
+            raise ValueError(f"kernel {self.name!r}: SPLIT_ADD={given['SPLIT_ADD']} needs SPLIT_K=2 and TMA_STORE=0 "
+                             f"(got SPLIT_K={given['SPLIT_K']}, TMA_STORE={given['TMA_STORE']}): the two splits "
+                             "store and add from registers")
+        if given["SPLIT_K"] > 1 and not given["SPLIT_ADD"] and not given["TMA_STORE"]:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
-                             "(the fp32 partials leave through a TMA box)")
+                             "(the fp32 partials leave through a TMA box) or SPLIT_ADD > 0")
         return {t: int(given[t]) for t in self.tile_names}
 
     # -----------------------------------------------------------
@@ -575,7 +645,9 @@ class IgemmWsConv(ConvKernel):
             (f"C={shape.C} (TMA rows are whole 16 bytes; valid: C % 8 == 0)", shape.C % 8),
             (f"F={shape.F} (the output's rows likewise; valid: F % 8 == 0)", shape.F % 8),
             (f"SPLIT_K={tiles['SPLIT_K']} over {steps} K steps (a split with none; valid: SPLIT_K <= "
-             f"{max(k for k in (1, 2, 4) if _splits_fit(steps, k))})", not _splits_fit(steps, tiles["SPLIT_K"])))
+             f"{max(k for k in (1, 2, 4) if _splits_fit(steps, k))})", not _splits_fit(steps, tiles["SPLIT_K"])),
+            (f"SPLIT_ADD={tiles['SPLIT_ADD']} over {steps} K steps (the first split would get none; valid: "
+             f"SPLIT_ADD <= {steps - 2})", tiles["SPLIT_ADD"] and not _splits_fit(steps, 2, tiles["SPLIT_ADD"])))
             if no]
         if bad:
             raise ValueError(f"kernel {self.name!r} cannot run layer {shape.name!r}: {'; '.join(bad)}; "
@@ -612,11 +684,16 @@ class IgemmWsConv(ConvKernel):
 
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
         """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
-        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K) and the output."""
+        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K; with
+        SPLIT_ADD the tiles' flags, int32 zeros that the kernel leaves at zero) and the output."""
         out = self.empty_output(shape, ops.x.device)
         split = tiles["SPLIT_K"]
-        ws = (torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
-              if split > 1 else out)
+        if tiles["SPLIT_ADD"]:
+            ws = torch.zeros(self.tile_grid(shape, tiles).num_pids, dtype=torch.int32, device=ops.x.device)
+        elif split > 1:
+            ws = torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
+        else:
+            ws = out
         return Bound((pack_weights(ops.w, shape, packing(tiles)), ws), out)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
@@ -636,26 +713,27 @@ class IgemmWsConv(ConvKernel):
         sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
         return launched_programs(work, bool(tiles["PERSISTENT"]), sms * occupancy(tiles))
 
-    def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, ws: torch.Tensor, shape: ConvShape,
+    def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, y: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
         """The (x0, x1, x2, x3, w, y) TMA descriptors: the NHWC input's phase grids (stride 1: the
         input, four times over) in 4-D boxes ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed
-        weights in ``[BLOCK_N, BLOCK_K]`` tiles, the output (or split-K workspace) in boxes of the
-        pixel box by BLOCK_N filters; each in the 128-byte-swizzled shared layout wgmma and TMA
+        weights in ``[BLOCK_N, BLOCK_K]`` tiles, ``y``, the output (or split-K's fp32 workspace
+        ``[SPLIT_K, N, P, Q, F]``) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled shared layout wgmma and TMA
         both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
-        y_box = (1, *box, bn) if tiles["SPLIT_K"] > 1 else (*box, bn)
-        y_dtype = "float32" if tiles["SPLIT_K"] > 1 else shape.dtype
+        partials = tiles["SPLIT_K"] > 1 and not tiles["SPLIT_ADD"]
+        y_box = (1, *box, bn) if partials else (*box, bn)
+        y_dtype = "float32" if partials else shape.dtype
         x_box = (*box, bk)
         t = tiled_shape(shape)          # the same memory, as the kernel tiles it
         grids = phase_grids(x.view(t.N, t.H, t.W, t.C), shape.stride)
         xs = [TensorDescriptor.from_tensor(g, list(x_box), _smem_layout(x_box, shape.dtype)) for g in grids]
-        ws = ws.view(*ws.shape[:-4], t.N, t.P, t.Q, t.F)
+        y = y.view(*y.shape[:-4], t.N, t.P, t.Q, t.F)
         return (*(xs * 4)[:4],
                 TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
-                TensorDescriptor.from_tensor(ws, list(y_box), _smem_layout(y_box, y_dtype)))
+                TensorDescriptor.from_tensor(y, list(y_box), _smem_layout(y_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w_packed, ws = operands
@@ -664,14 +742,16 @@ class IgemmWsConv(ConvKernel):
         grid = self.tile_grid(shape, tiles)
         num_cb = triton.cdiv(shape.C, tiles["BLOCK_K"])
         options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
+        add = tiles["SPLIT_ADD"]        # ws: the tiles' flags (SPLIT_ADD), the fp32 partials, or out
+        num_steps = shape.R * shape.S * num_cb
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
-            *self.descriptors(x, w_packed, ws, shape, tiles), out,
-            grid.num_pid_m, grid.num_pid_n, rows, cols, shape.R * shape.S * num_cb, num_cb, shape.S, shape.padding,
-            t.P, t.Q, shape.F, STRIDE=shape.stride,
+            *self.descriptors(x, w_packed, out if add else ws, shape, tiles), out, ws,
+            grid.num_pid_m, grid.num_pid_n, rows, cols, num_steps, split_len(num_steps, split, add), num_cb,
+            shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
-            NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split,
+            NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
             num_warps=launch.num_warps, **options)
-        if split > 1:
+        if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)
 
@@ -706,29 +786,30 @@ class IgemmWsConv(ConvKernel):
                          packed_weight_runs(bases["w"], bn, bk, k_pad(shape, packing(tiles)), eb), bulk=True)))
 
     def buffer_bases(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> dict[str, int]:
-        """Where the input ``x``, the packed weights ``w``, the output ``y`` and (SPLIT_K > 1) the
-        fp32 workspace ``ws`` lie in the simulated address space, in that order."""
+        """Where the input ``x``, the packed weights ``w``, the output ``y`` and (SPLIT_K > 1 without
+        SPLIT_ADD) the fp32 workspace ``ws`` lie in the simulated address space, in that order."""
         eb = elem_bytes or element_bytes(shape)
         M = shape.N * shape.P * shape.Q
         sizes = {"x": shape.N * shape.H * shape.W * shape.C * eb,
                  "w": triton.cdiv(shape.F, tiles["BLOCK_N"]) * tiles["BLOCK_N"] * k_pad(shape, packing(tiles)) * eb,
                  "y": M * shape.F * eb}
-        if tiles["SPLIT_K"] > 1:
+        if tiles["SPLIT_K"] > 1 and not tiles["SPLIT_ADD"]:
             sizes["ws"] = tiles["SPLIT_K"] * M * shape.F * 4
         return place_tensors(sizes)
 
     def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
                      elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
         """The conv (its loads under the persistent / split-K schedule; stores not modelled)
-        and, with SPLIT_K > 1, igemm_fast's sum pass.  A persistent grid is modelled with one
+        and, with SPLIT_K > 1 without SPLIT_ADD, igemm_fast's sum pass.  A persistent grid is modelled with one
         program per SM also where ``MAXNREG`` sizes it for two."""
         tiles = self.check_tiles(tiles)
         eb = elem_bytes or element_bytes(shape)
         loads = self.load_plan(shape, tiles, eb)
-        split = tiles["SPLIT_K"]
-        plans = [LaunchPlan("conv", Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"])),
-                            loads)]
-        if split > 1:
+        split, add = tiles["SPLIT_K"], tiles["SPLIT_ADD"]
+        schedule = Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"]),
+                            split_len(loads.num_steps, split, add))
+        plans = [LaunchPlan("conv", schedule, loads)]
+        if split > 1 and not add:
             plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split,
                                        self.buffer_bases(shape, tiles, eb), eb))
         return tuple(plans)

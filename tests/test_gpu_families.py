@@ -81,10 +81,21 @@ WS_VARIANTS = {
     "stride2_odd_pad": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
                          "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
                         ConvShape("odd", N=3, C=40, H=17, W=15, F=64, R=3, S=3, stride=2, padding=1)),
+    # split-K added in the kernel (SPLIT_ADD): on a persistent grid of two programs per SM with
+    # more work items than programs (split 1 of a tile waits on a split 0 that another
+    # program reaches first), and on a grid of one program per item, several waves deep
+    "split_add_persistent": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
+                              "TMA_STORE": 0, "MAXNREG": 80, "SPLIT_ADD": 2}, 8, 3,
+                             ConvShape("l23ish", N=64, C=72, H=7, W=7, F=264, R=3, S=3, stride=1, padding=1)),
+    "split_add_waves": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 0,
+                         "TMA_STORE": 0, "MAXNREG": 0, "SPLIT_ADD": 4}, 8, 6,
+                        ConvShape("wide", N=16, C=136, H=28, W=28, F=256, R=3, S=3, stride=1, padding=1,
+                                  dtype="bfloat16")),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
             + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1",
-                                           "stride2_odd", "stride2_odd_pad")
+                                           "stride2_odd", "stride2_odd_pad", "split_add_persistent",
+                                           "split_add_waves")
                for name in ("identity", "xcd_grouped")])
 
 
@@ -107,3 +118,32 @@ def test_igemm_ws_gates_and_timing(variant, swizzle):
     m = result.metrics
     assert m["max_rel_err"] < 3e-2 and 0 < m["time_ms_p20"] <= m["time_ms_median"] <= m["time_ms_p80"]
     assert m["vendor_time_ms"] > 0 and m["paired_rounds"] >= 10
+
+
+@pytest.mark.parametrize("variant", ["split_add_persistent", "split_add_waves"])
+def test_igemm_ws_split_add_leaves_its_flags_for_the_next_launch(variant):
+    """SPLIT_ADD's tile flags (split 0's "my partial is stored") must be back at zero after a
+    launch, or the next launch's split 1 adds before split 0 stores: three launches in a row on
+    a zeroed output, each checked against conv2d, then the flags."""
+    import torch
+    import torch.nn.functional as F
+
+    from harness.measure.correctness import TOLERANCE, make_operands
+    from kernels import KERNELS
+    from kernels.base import LaunchConfig, SwizzleBinding
+
+    tiles, warps, stages, shape = WS_VARIANTS[variant]
+    kernel = KERNELS["igemm_ws"]
+    ops = make_operands(shape, False, 0, "cuda", "channels_last")
+    want = F.conv2d(ops.x.float(), ops.w.float(), None, stride=shape.stride, padding=shape.padding)
+    bound = kernel.prepare(ops, shape, kernel.check_tiles(tiles))
+    fn, out = kernel.bind(ops, shape, tiles, SwizzleBinding(SWIZZLES["xcd_grouped"], 8, 4),
+                          LaunchConfig(warps, stages), share=bound)
+    for launch in range(3):
+        out.zero_()
+        fn()
+        torch.cuda.synchronize()
+        err = float((kernel.output_as_nchw(out).float() - want).abs().max() / want.abs().max())
+        assert err < TOLERANCE[shape.dtype], (launch, err)
+    flags = bound.operands[1]
+    assert flags.dtype == torch.int32 and int(flags.abs().sum()) == 0

@@ -1,7 +1,9 @@
 """Probe: where split-K's time goes on the small-grid layers, kernel by kernel (CUPTI).
 
 For each layer, igemm_ws's split-K config (the conv into the fp32 workspace, then
-``split_k_sum_kernel``), its unsplit 128 x 64 config and cuDNN (benchmark mode), each launch
+``split_k_sum_kernel``), its unsplit 128 x 64 config, its configs that add the splits in the
+kernel (``SPLIT_ADD``; each first checked against conv2d over three launches in a row, since
+the tiles' flags must be left at zero for the next) and cuDNN (benchmark mode), each launch
 after an L2 clear; then the sum pass again on the partials the conv just wrote (still in L2)
 with other (BLOCK, num_warps) ("split_k_sum_kernel #2"; the first is the shipped one, in the
 same rounds).  Prints median microseconds per kernel name:
@@ -70,6 +72,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="l23,vgg11c51,r18l4")
     ap.add_argument("--split", type=int, default=21, help="index into CONFIGS of the split-K config")
     ap.add_argument("--unsplit", type=int, default=5, help="index into CONFIGS of the unsplit config")
+    ap.add_argument("--add", default="", help="indices into CONFIGS of SPLIT_ADD configs, comma-separated")
     ap.add_argument("--rounds", type=int, default=30)
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True
@@ -81,10 +84,24 @@ def main() -> None:
         wc = w.contiguous(memory_format=torch.channels_last)
         fns = {"cudnn": lambda x=x, wc=wc, shape=shape: F.conv2d(x, wc, None, stride=shape.stride,
                                                                 padding=shape.padding)}
-        for label, idx in (("split", args.split), ("unsplit", args.unsplit)):
+        want = F.conv2d(x.float(), w.float(), None, stride=shape.stride, padding=shape.padding).permute(0, 2, 3, 1)
+        adds = [("add", int(i)) for i in args.add.split(",") if i]
+        for label, idx in (("split", args.split), ("unsplit", args.unsplit), *adds):
             cfg = CONFIGS[idx]
-            fns[f"{label} {cfg.label}"] = KERNEL.bind(ops, shape, cfg.tiles_dict, _binding(),
-                                                      LaunchConfig(cfg.num_warps, cfg.num_stages))[0]
+            try:
+                fn, out = KERNEL.bind(ops, shape, cfg.tiles_dict, _binding(), LaunchConfig(cfg.num_warps, cfg.num_stages))
+            except ValueError as exc:           # a split the layer's K steps cannot take
+                print(f"{shape.name} {label} {cfg.label}: refused: {exc}", flush=True)
+                continue
+            errs = []
+            for _ in range(3):
+                out.zero_()
+                fn()
+                torch.cuda.synchronize()
+                errs.append(float((out.float() - want).abs().max() / want.abs().max()))
+            print(f"{shape.name} {label} {cfg.label}: max rel err over 3 launches " + " ".join(f"{e:.1e}" for e in errs),
+                  flush=True)
+            fns[f"{label} {cfg.label}"] = fn
         cfg = CONFIGS[args.split]
         tiles, launch = KERNEL.check_tiles(cfg.tiles_dict), LaunchConfig(cfg.num_warps, cfg.num_stages)
         bound = KERNEL.prepare(ops, shape, tiles)

@@ -24,7 +24,7 @@ from harness.errors import USER_ERROR_EXIT
 from kernels import KERNELS
 from kernels.igemm_ws import (CONFIGS, GLUON_VERSIONS, HOPPER_SMEM_BYTES, box_pixels, check_gluon_version,
                               igemm_ws_space, packing, phase_grids, pick_box, smem_bytes, step_phases, step_taps,
-                              tiled_shape)
+                              split_len, tiled_shape)
 from kernels.igemm_fast import pack_weights
 from kernels.problem import ConvShape
 from kernels.tuning import DeviceTraits
@@ -74,7 +74,7 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
     box = pick_box(N, P, Q, bm)
     grid = KERNEL.tile_grid(shape, tiles)
     dh, ph, dw, pw, c0 = step_phases(shape, bk)
-    per_split = triton.cdiv(len(dh), split)
+    per_split = split_len(len(dh), split, tiles["SPLIT_ADD"])
     out = np.zeros((split, N, P, Q, Fo))
     writes = np.zeros((split, N, P, Q, Fo), dtype=int)
     for work in range(grid.num_pids * split):
@@ -83,7 +83,7 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
         n, p, q = (a[0] for a in box_pixels(t, box, np.array([pid_m])))
         f = pid_n * bn + np.arange(bn)
         acc = np.zeros((bm, bn))
-        for k in range(sp * per_split, min((sp + 1) * per_split, len(dh))):
+        for k in range(sp * per_split, len(dh) if sp == split - 1 else (sp + 1) * per_split):
             g = grids[ph[k] * u + pw[k]]         # N, rows of the phase, columns of the phase, C
             ih, iw, c = p + dh[k], q + dw[k], c0[k] + np.arange(bk)
             inside = (n < N) & (ih >= 0) & (ih < g.shape[1]) & (iw >= 0) & (iw < g.shape[2])
@@ -106,6 +106,9 @@ ORACLE_CASES = {
     "valid_3x3_split": (ConvShape("b", N=2, C=16, H=10, W=12, F=24, R=3, S=3, stride=1, padding=0),
                         {"BLOCK_M": 128, "SPLIT_K": 2}),
     "split4": (ConvShape("b", N=2, C=16, H=10, W=12, F=24, R=3, S=3, stride=1, padding=0), {"SPLIT_K": 4}),
+    # two splits that add in the kernel: 9 steps as 3 + 6 (SPLIT_ADD 2: the last 2 or 3 longer)
+    "split_add": (ConvShape("b", N=2, C=16, H=10, W=12, F=24, R=3, S=3, stride=1, padding=1),
+                  {"SPLIT_K": 2, "SPLIT_ADD": 2, "TMA_STORE": 0}),
     # 1x1 and a 5x5 with padding 2 (taps far outside the image), a wide image
     "one_by_one": (ConvShape("c", N=5, C=8, H=3, W=5, F=16, R=1, S=1, stride=1, padding=0), {"BLOCK_N": 16}),
     # pointwise 7 x 7 in 128-pixel runs over images (one row: 196 pixels, the last box past the end)
@@ -198,7 +201,7 @@ def test_configs_are_valid_tiles():
     for cfg in CONFIGS:
         assert KERNEL.check_tiles(cfg.tiles_dict) == cfg.tiles_dict
         assert cfg.num_warps in (4, 8) and cfg.num_stages >= 2
-    assert len(set(CONFIGS)) == len(CONFIGS) == 23
+    assert len(set(CONFIGS)) == len(CONFIGS) == 30
 
 
 @pytest.mark.parametrize("shape", STRIDE_1, ids=lambda s: s.name)
@@ -209,14 +212,16 @@ def test_space_fits_shared_memory(shape):
     for cfg in space:
         tiles = cfg.tiles_dict
         assert smem_bytes(tiles, cfg.num_stages) <= HOPPER_SMEM_BYTES, cfg.label
-        assert (tiles["SPLIT_K"] - 1) * triton.cdiv(steps, tiles["SPLIT_K"]) < steps, cfg.label
-    # All 23 fit (the largest: [8], 3 x 48 KB ring + a 64 KB output tile; [21], 5 x 32 KB + a
-    # 64 KB fp32 tile); only split-K configs
-    # go, where a split would get no K step (1x1 with C = 64: one step; 3x3 with C = 64: nine
-    # steps, no four slices of three).
+        per = split_len(steps, tiles["SPLIT_K"], tiles["SPLIT_ADD"])
+        assert per >= 1 and (tiles["SPLIT_K"] - 1) * per < steps, cfg.label
+    # All 30 fit (the largest: [8], 3 x 48 KB ring + a 64 KB output tile; [21], 5 x 32 KB + a
+    # 64 KB fp32 tile); only split-K configs go, where a split would get no K step (1x1 with
+    # C = 64: one step; 3x3 with C = 64: nine steps, no four slices of three; SPLIT_ADD 4 over
+    # 4 steps: none for the first).
     for cfg in CONFIGS:
-        split = cfg.tiles_dict["SPLIT_K"]
-        assert (cfg in space) == ((split - 1) * triton.cdiv(steps, split) < steps), cfg.label
+        split, add = cfg.tiles_dict["SPLIT_K"], cfg.tiles_dict["SPLIT_ADD"]
+        fits = (split - 1) * triton.cdiv(steps, split) < steps and (not add or steps - add >= 2)
+        assert (cfg in space) == fits, cfg.label
 
 
 def test_space_empty_where_the_family_cannot_run():
@@ -259,11 +264,15 @@ def test_refuses_other_targets(vendor, arch):
     (ConvShape("f70", N=2, C=64, H=8, W=8, F=70, R=3, S=3, stride=1, padding=1), "F=70 (the output's rows likewise; valid: F % 8 == 0)"),
     (ConvShape("one", N=2, C=64, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=2 over 1 K steps (a split with none; valid: SPLIT_K <= 1)"),
     (ConvShape("one", N=2, C=192, H=8, W=8, F=64, R=1, S=1), "SPLIT_K=4 over 3 K steps (a split with none; valid: SPLIT_K <= 2)"),
+    (ConvShape("one", N=2, C=256, H=8, W=8, F=64, R=1, S=1), "SPLIT_ADD=3 over 4 K steps (the first split would get "
+                                                              "none; valid: SPLIT_ADD <= 2)"),
 ])
 def test_refuses_layers_it_cannot_run(shape, words):
-    split = int(words[8]) if words.startswith("SPLIT_K=") else 1
+    split = int(words[8]) if words.startswith("SPLIT_K=") else 2 if words.startswith("SPLIT_ADD=") else 1
+    add = int(words[10]) if words.startswith("SPLIT_ADD=") else 0
     with pytest.raises(ValueError) as exc:
-        KERNEL.check_flags(shape, {**TILES, "SPLIT_K": split}, torch.device("meta"))
+        KERNEL.check_flags(shape, {**TILES, "SPLIT_K": split, "SPLIT_ADD": add, "TMA_STORE": int(not add)},
+                           torch.device("meta"))
     line = str(exc.value)
     assert line.startswith(f"kernel 'igemm_ws' cannot run layer {shape.name!r}: ") and words in line
     assert line.endswith("use kernel=igemm_fast") and "\n" not in line
@@ -299,6 +308,10 @@ def test_refuses_other_gluon_apis():
     ({"BLOCK_M": 256}, "tile BLOCK_M=256 must be 64 or 128"),
     ({"MAXNREG": 81}, "tile MAXNREG=81 must be 0 (off) or a multiple of 8 from 24 to 256"),
     ({"SPLIT_K": 2, "TMA_STORE": 0}, "SPLIT_K=2 needs TMA_STORE=1"),
+    ({"SPLIT_ADD": 9}, "tile SPLIT_ADD=9 must be 0 (off) or 1 to 8 (K steps)"),
+    ({"SPLIT_K": 4, "SPLIT_ADD": 2, "TMA_STORE": 0}, "SPLIT_ADD=2 needs SPLIT_K=2 and TMA_STORE=0 (got SPLIT_K=4, "
+                                                     "TMA_STORE=0)"),
+    ({"SPLIT_K": 2, "SPLIT_ADD": 2}, "SPLIT_ADD=2 needs SPLIT_K=2 and TMA_STORE=0 (got SPLIT_K=2, TMA_STORE=1)"),
 ])
 def test_refuses_bad_tiles(tiles, words):
     with pytest.raises(ValueError, match=re.escape(words)):
@@ -385,7 +398,8 @@ def test_every_config_compiles_with_every_swizzle(compiler, index):
         assert build.name == "igemm_ws_kernel" and build.spills == 0, (name, build)
         assert build.counts["mma"] > 0 and build.counts["tma_loads"] == 2, (name, build)
         assert build.counts["tma_stores"] == cfg.tiles_dict["TMA_STORE"], (name, build)
-        assert len(report.kernels) == (2 if cfg.tiles_dict["SPLIT_K"] > 1 else 1)
+        sum_pass = cfg.tiles_dict["SPLIT_K"] > 1 and not cfg.tiles_dict["SPLIT_ADD"]
+        assert len(report.kernels) == (2 if sum_pass else 1)
 
 
 @pytest.mark.skipif(not ON_TRITON_36, reason=f"igemm_ws is written against Triton 3.6's Gluon API; "

@@ -164,7 +164,8 @@ def _assign(item, x, sl, work, slots):
     slots.work[x, sl] = item
     slots.tile[x, sl] = work.table[item - split * num_tiles]
     slots.step[x, sl] = first
-    slots.stop[x, sl] = min(first + work.steps_per_split, work.num_steps)
+    slots.stop[x, sl] = work.num_steps if split == work.splits - 1 else min(first + work.steps_per_split,
+                                                                             work.num_steps)
 
 
 @jit
