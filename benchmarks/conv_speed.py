@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -256,13 +257,16 @@ def render(rows: list[dict], meta: dict, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def space_for(shape: ConvShape, space: list[Config], table: TunedTable | None, seeds: list[Config]) -> list[Config]:
+def space_for(shape: ConvShape, space: list[Config], table: TunedTable | None, seeds: list[Config],
+              canonical: Callable[[Config], Config]) -> list[Config]:
     """What to time on ``shape``: the table's choice (``--table``), the seed table's configs
     that are in the layer's own space (``--seeded-from``; the whole space if none is), or the
-    whole space."""
+    whole space.  Configs are compared as ``canonical`` completes them (a table may leave out
+    a tile that has a default)."""
+    known = {canonical(cfg) for cfg in space}
     if table is not None:
-        return [table.lookup(shape, accept=lambda cfg: cfg in space).config]
-    seeded = [cfg for cfg in seeds if cfg in space]
+        return [table.lookup(shape, accept=lambda cfg: canonical(cfg) in known).config]
+    seeded = [cfg for cfg in seeds if canonical(cfg) in known]
     return seeded or space
 
 
@@ -298,7 +302,7 @@ def main() -> None:
     print(json.dumps(meta), flush=True)
     table = TunedTable.load(Path(args.table)) if args.table else None
     seeds = TunedTable.load(Path(args.seeded_from)).configs() if args.seeded_from else []
-    spaces = {s.name: space_for(s, kernel.tune_space(s, traits), table, seeds) for s in shapes}
+    spaces = {s.name: space_for(s, kernel.tune_space(s, traits), table, seeds, kernel.canonical) for s in shapes}
     outside = [s.name for s in shapes if not spaces[s.name]]
     if outside:
         print(f"{args.kernel} cannot run {len(outside)} layers (empty space), skipped: {' '.join(outside)}", flush=True)

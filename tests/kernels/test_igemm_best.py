@@ -170,6 +170,18 @@ def test_h100_table_has_every_preset_layer_on_the_family_measured_faster(gluon_o
     assert "different processes on different nodes" in best.how
 
 
+def test_the_kernel_benchmark_launches_each_table_entry_not_its_fallback(gluon_ok):
+    """``conv_speed.py --table`` times each layer's own entry: an igemm_ws entry that leaves
+    out a tile with a default (SPLIT_ADD) is still in the layer's space, so the benchmark does
+    not quietly time the igemm_fast fallback instead."""
+    conv_speed = load("conv_speed.py")
+    best = load_table("igemm_best", "h100")
+    for s in _preset_layers():
+        entry = best.entries[shape_key(s)]
+        got = conv_speed.space_for(s, KERNEL.tune_space(s, H100), best, [], KERNEL.canonical)
+        assert got == [Config.from_dict(entry["config"])], s.name
+
+
 def test_an_igemm_ws_entry_falls_back_to_igemm_fast_s_where_refused():
     """E.g. on an H100 under a Triton whose Gluon API igemm_ws was not written for: the layer
     runs igemm_fast's own entry, not a failing launch (harness.tune.per_job.table_job's accept)."""
