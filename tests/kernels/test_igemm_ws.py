@@ -363,6 +363,37 @@ def test_launch_plans_split_and_persistent():
     assert KERNEL.launch_models(shape, TILES, 128)[0] is not None
 
 
+def test_launch_plans_split_add_is_one_launch_whose_last_split_is_longer():
+    """SPLIT_ADD: no sum pass and no workspace; the simulator's schedule gives split 0
+    (9 - 4) // 2 = 2 of the 9 K steps and the last split the other 7, as the kernel does."""
+    shape = ConvShape("e", N=2, C=64, H=16, W=16, F=64, R=3, S=3, stride=1, padding=1)
+    tiles = {**TILES, "SPLIT_K": 2, "SPLIT_ADD": 4, "TMA_STORE": 0}
+    plans = KERNEL.launch_plans(shape, tiles)
+    assert [p.name for p in plans] == ["conv"] and "ws" not in KERNEL.buffer_bases(shape, KERNEL.check_tiles(tiles))
+    schedule = plans[0].schedule
+    assert (schedule.split_steps(0), schedule.split_steps(1)) == (range(0, 2), range(2, 9))
+    assert KERNEL.launch_models(shape, tiles, 128)[0] is not None
+
+
+def test_simulated_split_add_reads_every_k_step_once():
+    """On the simulated H100 the conv's reads (hits, misses and merged requests) are the same
+    however its K steps are split: without split-K, in halves, and 2 + 7 with SPLIT_ADD."""
+    from omegaconf import OmegaConf
+
+    from harness.profilers.sim.job import Remap, simulate_job
+    from swizzles import resolve_swizzle
+    from tests.compile.test_build import CONF
+
+    target = OmegaConf.to_container(OmegaConf.load(CONF / "target" / "h100.yaml"))
+    shape = ConvShape("e", N=8, C=64, H=16, W=16, F=128, R=3, S=3, stride=1, padding=1)
+    reads = []
+    for extra in ({}, {"SPLIT_K": 2}, {"SPLIT_K": 2, "SPLIT_ADD": 4, "TMA_STORE": 0}):
+        r = simulate_job(KERNEL, shape, {**TILES, "BLOCK_M": 128, "BLOCK_N": 64, **extra},
+                         Remap(resolve_swizzle("identity", None), 8, 8), target)
+        reads.append(r.read_hits + r.read_misses + r.merged_reads)
+    assert reads[0] > 0 and reads == [reads[0]] * 3, reads
+
+
 # -----------------------------------------------------------
 # Compiled for sm_90 (Triton 3.6 only: the Gluon API it is written against).
 
