@@ -26,8 +26,8 @@ is the case BOX_N = 1).  At tap (r, s) of a stride-1 layer the tile's A operand 
 input block at the same corner shifted by ``(r - padding, s - padding)``: one TMA box of
 ``BOX_N x BOX_H x BOX_W`` pixels by BLOCK_K channels of the NHWC input.  Coordinates may be
 negative or run past the image: TMA fills zeros there, which *is* the conv's zero padding, and costs no memory
-traffic.  In shared memory the box is BLOCK_M rows of BLOCK_K channels, each row 128 bytes,
-128-byte swizzled: exactly the layout wgmma reads for a ``[BLOCK_M, BLOCK_K]`` operand, so
+traffic.  In shared memory the box is BLOCK_M rows of BLOCK_K channels, each row 128 (or 64)
+bytes, swizzled over its width: exactly the layout wgmma reads for a ``[BLOCK_M, BLOCK_K]`` operand, so
 the box's buffer is *reshaped* (a view, no copy) into the matrix.  The output leaves the same
 way, a 4-D box of the NHWC output whose pixels past the image the TMA unit drops.  The price
 is the rows of a box past the image, computed and dropped; the box is not a tile size but a
@@ -488,8 +488,8 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1, split_add: int = 0) -> Config:
-    return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "SPLIT_K": split_k, "PERSISTENT": persistent,
+         split_k: int = 1, split_add: int = 0, bk: int = 64) -> Config:
+    return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split_k, "PERSISTENT": persistent,
                         "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add}, warps, stages)
 
 
@@ -537,6 +537,11 @@ CONFIGS = (
     _cfg(128, 128, 6, 8, tma_store=0, split_k=2, split_add=6),
     _cfg(64, 128, 8, 8, tma_store=0, split_k=2, split_add=4),
     _cfg(128, 64, 4, 8, tma_store=0, maxnreg=80, split_k=2, split_add=4),
+    # 32-channel K steps (64-byte rows, 64-byte swizzle) for C an odd multiple of 32, where
+    # 64-channel steps read a half block of zeros: C = 96 or 288 (Inception), 24 padded to 32.
+    _cfg(128, 128, 8, 8, persistent=1, bk=32),
+    _cfg(128, 128, 8, 8, bk=32),
+    _cfg(128, 64, 8, 8, persistent=1, maxnreg=80, bk=32),
 )
 
 
@@ -589,12 +594,12 @@ class IgemmWsConv(ConvKernel):
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
-        16 to 256 (a wgmma's N), BLOCK_K 64 (128-byte rows: the box's swizzle is the
-        matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
+        16 to 256 (a wgmma's N), BLOCK_K 32 or 64 (64- or 128-byte rows: the box's swizzle is
+        the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
         SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
-                 "BLOCK_K": ((64,), "64 (128-byte rows of 2-byte elements)"), "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
+                 "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"), "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
                  "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
@@ -817,8 +822,8 @@ class IgemmWsConv(ConvKernel):
 
 @functools.cache
 def _smem_layout(block: tuple[int, ...], dtype: str):
-    """The shared layout of a TMA box of ``block`` elements of ``dtype``: 128-byte swizzle over
-    the innermost BLOCK_K (or BLOCK_N) elements, what wgmma and the TMA unit both read.
+    """The shared layout of a TMA box of ``block`` elements of ``dtype``: a swizzle over the
+    innermost BLOCK_K (or BLOCK_N) elements as wide as their row (128 or 64 bytes), what wgmma and the TMA unit both read.
     Cached: the timed launcher builds its descriptors on every launch."""
     return gl.NVMMASharedLayout.get_default_for(list(block), {**DTYPES, "float32": gl.float32}[dtype])
 

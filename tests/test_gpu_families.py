@@ -81,6 +81,10 @@ WS_VARIANTS = {
     "stride2_odd_pad": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
                          "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
                         ConvShape("odd", N=3, C=40, H=17, W=15, F=64, R=3, S=3, stride=2, padding=1)),
+    # 32-channel K steps (64-byte swizzle): C = 96 in three whole blocks, stride 2, odd sides
+    "bk32_stride2": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "SPLIT_K": 1, "PERSISTENT": 1,
+                      "TMA_STORE": 1, "MAXNREG": 0}, 8, 8,
+                     ConvShape("m6a96", N=4, C=96, H=35, W=35, F=136, R=3, S=3, stride=2, padding=0)),
     # split-K added in the kernel (SPLIT_ADD): on a persistent grid of two programs per SM with
     # more work items than programs (split 1 of a tile waits on a split 0 that another
     # program reaches first), and on a grid of one program per item, several waves deep
@@ -95,7 +99,7 @@ WS_VARIANTS = {
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
             + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1",
                                            "stride2_odd", "stride2_odd_pad", "split_add_persistent",
-                                           "split_add_waves")
+                                           "split_add_waves", "bk32_stride2")
                for name in ("identity", "xcd_grouped")])
 
 
