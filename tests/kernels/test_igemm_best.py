@@ -54,7 +54,7 @@ def test_tiles_are_ws_and_the_union_of_the_members():
     ({"WS": 2, **FAST_TILES}, r"tile WS=2 must be 0"),
     ({"WS": 0, **FAST_TILES, "MAXNREG": 80}, r"WS=0 runs igemm_fast, which has no tiles MAXNREG=80; leave them out"),
     ({"WS": 1, **WS_TILES, "PACK_K": 1}, r"WS=1 runs igemm_ws, which has no tiles PACK_K=1"),
-    ({"WS": 1, **WS_TILES, "BLOCK_K": 32}, r"\(WS=1: igemm_ws's tiles\): kernel 'igemm_ws': tile BLOCK_K=32 must be 64"),
+    ({"WS": 1, **WS_TILES, "BLOCK_K": 16}, r"\(WS=1: igemm_ws's tiles\): kernel 'igemm_ws': tile BLOCK_K=16 must be 32 or 64"),
     ({"WS": 0, **{k: v for k, v in FAST_TILES.items() if k != "PACK_K"}}, r"igemm_fast's tiles.*missing \['PACK_K'\]"),
     ({"WS": 0, **FAST_TILES, "NOPE": 1}, r"unknown tiles \['NOPE'\]"),
 ])
