@@ -335,9 +335,9 @@ class Schedule:
     swizzle maps the launch-order tile to the tile computed.  Split ``s`` runs the K steps
     ``s * steps_per_split`` up to the next split's first step, the last split up to
     ``num_steps``; possibly none.  ``split_len`` sets ``steps_per_split`` (0: ``ceil(num_steps
-    / splits)``; less makes the last split the longest).  A launch of ``P`` programs hands program ``p`` the items ``p, p + P, p + 2P, ...``
-    in that order (the kernel's ``for work in range(pid, num_work, num_programs)``); a
-    program that is not persistent gets exactly one.
+    / splits)``; less makes the last split the longest).  A launch of ``P`` programs hands
+    program ``p`` the items ``p, p + P, p + 2P, ...`` in that order (the kernel's ``for work in
+    range(pid, num_work, num_programs)``); a program that is not persistent gets exactly one.
     """
 
     num_tiles: int

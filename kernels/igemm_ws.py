@@ -528,7 +528,7 @@ CONFIGS = (
     _cfg(128, 128, 5, 8, split_k=2),
     # cuDNN's tile in two K slices with a deeper ring (ResNet-18's last stage at batch 16).
     _cfg(128, 64, 6, 8, split_k=2),
-    # Split-K without the sum launch (SPLIT_ADD: the last split 2 or 4 K steps longer, adding
+    # Split-K without the sum launch (SPLIT_ADD: the last split 2, 4 or 6 K steps longer, adding
     # to the first's output in L2); no output tile in shared memory, so deeper rings.
     _cfg(128, 128, 6, 8, tma_store=0, split_k=2, split_add=2),
     _cfg(128, 128, 6, 8, tma_store=0, split_k=2, split_add=4),
@@ -599,7 +599,8 @@ class IgemmWsConv(ConvKernel):
         SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
-                 "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"), "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
+                 "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"),
+                 "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
                  "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
@@ -723,8 +724,8 @@ class IgemmWsConv(ConvKernel):
         """The (x0, x1, x2, x3, w, y) TMA descriptors: the NHWC input's phase grids (stride 1: the
         input, four times over) in 4-D boxes ``[BOX_N, BOX_H, BOX_W, BLOCK_K]``, the packed
         weights in ``[BLOCK_N, BLOCK_K]`` tiles, ``y``, the output (or split-K's fp32 workspace
-        ``[SPLIT_K, N, P, Q, F]``) in boxes of the pixel box by BLOCK_N filters; each in the 128-byte-swizzled shared layout wgmma and TMA
-        both read.  Built on the host per launch (microseconds of CPU)."""
+        ``[SPLIT_K, N, P, Q, F]``) in boxes of the pixel box by BLOCK_N filters; each in the
+        swizzled shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
@@ -823,8 +824,8 @@ class IgemmWsConv(ConvKernel):
 @functools.cache
 def _smem_layout(block: tuple[int, ...], dtype: str):
     """The shared layout of a TMA box of ``block`` elements of ``dtype``: a swizzle over the
-    innermost BLOCK_K (or BLOCK_N) elements as wide as their row (128 or 64 bytes), what wgmma and the TMA unit both read.
-    Cached: the timed launcher builds its descriptors on every launch."""
+    innermost BLOCK_K (or BLOCK_N) elements as wide as their row (128 or 64 bytes), what wgmma
+    and the TMA unit both read.  Cached: the timed launcher builds its descriptors on every launch."""
     return gl.NVMMASharedLayout.get_default_for(list(block), {**DTYPES, "float32": gl.float32}[dtype])
 
 

@@ -61,7 +61,8 @@ def once(shapes, family: str, table: TunedTable) -> None:
     kernel, traits, runs = KERNELS[family], DeviceTraits.of("cuda"), []
     for shape in shapes:
         ops = make_operands(shape, False, 0, "cuda", "channels_last")
-        cfg: Config = table.lookup(shape, accept=lambda c: kernel.canonical(c) in map(kernel.canonical, kernel.tune_space(shape, traits))).config
+        space = {kernel.canonical(c) for c in kernel.tune_space(shape, traits)}
+        cfg: Config = table.lookup(shape, accept=lambda c: kernel.canonical(c) in space).config
         run, _ = kernel.bind(ops, shape, cfg.tiles_dict, IDENTITY, LaunchConfig(cfg.num_warps, cfg.num_stages))
         print(f"{shape.name}: ours {cfg.label}", flush=True)
         runs += [run, cudnn_call(shape, ops)]

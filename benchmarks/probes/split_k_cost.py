@@ -89,7 +89,8 @@ def main() -> None:
         for label, idx in (("split", args.split), ("unsplit", args.unsplit), *adds):
             cfg = CONFIGS[idx]
             try:
-                fn, out = KERNEL.bind(ops, shape, cfg.tiles_dict, _binding(), LaunchConfig(cfg.num_warps, cfg.num_stages))
+                fn, out = KERNEL.bind(ops, shape, cfg.tiles_dict, _binding(),
+                                      LaunchConfig(cfg.num_warps, cfg.num_stages))
             except ValueError as exc:           # a split the layer's K steps cannot take
                 print(f"{shape.name} {label} {cfg.label}: refused: {exc}", flush=True)
                 continue
@@ -99,8 +100,8 @@ def main() -> None:
                 fn()
                 torch.cuda.synchronize()
                 errs.append(float((out.float() - want).abs().max() / want.abs().max()))
-            print(f"{shape.name} {label} {cfg.label}: max rel err over 3 launches " + " ".join(f"{e:.1e}" for e in errs),
-                  flush=True)
+            print(f"{shape.name} {label} {cfg.label}: max rel err over 3 launches "
+                  + " ".join(f"{e:.1e}" for e in errs), flush=True)
             fns[f"{label} {cfg.label}"] = fn
         cfg = CONFIGS[args.split]
         tiles, launch = KERNEL.check_tiles(cfg.tiles_dict), LaunchConfig(cfg.num_warps, cfg.num_stages)

@@ -93,4 +93,5 @@ def test_igemm_ws_table_covers_every_preset_layer_it_can_run():
     for s in runnable:
         cfg = table.lookup(s).config
         kernel.check_tiles(cfg.tiles_dict)
-        assert kernel.canonical(cfg) in map(kernel.canonical, kernel.tune_space(s, hopper)), f"{s.name}: {cfg.label} is outside igemm_ws's space"
+        space = map(kernel.canonical, kernel.tune_space(s, hopper))
+        assert kernel.canonical(cfg) in space, f"{s.name}: {cfg.label} is outside igemm_ws's space"
