@@ -1063,3 +1063,26 @@ def test_step_phase_one_wave_bulk_mixes_only_launches_that_load_an_operand_in_bu
     assert counts(bulk_model, two) == counts(bulk_model, replace(two, step_phase="linear"))
     assert [two.phase_shift(n, bulk) for bulk in (False, True) for n in (2, 3)] == [0, 0, 16, 0]
     assert SimTarget.from_target({**H100, "sim_calibration": {"step_phase": "one_wave_bulk"}}).step_phase == "one_wave_bulk"
+
+
+def test_numba_cache_is_named_by_every_simulator_module(tmp_path):
+    """Numba checks a cached function against its own file only; the simulator's cache folder
+    is named by all its modules, so editing one that another's cached function calls
+    (dispatch.py from replay.py) compiles afresh instead of running the old code."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    import numba
+
+    from harness.profilers.sim import lru
+
+    if HAVE_NUMBA and "NUMBA_CACHE_DIR" not in os.environ:
+        assert numba.config.CACHE_DIR == str(lru.numba_cache_dir())
+    copy = tmp_path / "sim"
+    shutil.copytree(Path(lru.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = lru.numba_cache_dir(copy)
+    assert before.parent == copy / "__pycache__" and before == lru.numba_cache_dir(copy)
+    dispatch = copy / "dispatch.py"
+    dispatch.write_text(dispatch.read_text() + "\n# an edit\n")
+    assert lru.numba_cache_dir(copy) != before

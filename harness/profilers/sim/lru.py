@@ -20,13 +20,33 @@ identical results.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+
+def numba_cache_dir(package: Path = Path(__file__).parent) -> Path:
+    """Where numba caches the compiled functions of ``package`` (this simulator):
+    ``__pycache__/numba-<hash>`` beside it, the hash of all its modules' sources.  Numba checks
+    a cached function against its own file only, so a cached caller would go on running the
+    old code of a function it calls from another module (numba issue 1833), after an edit or
+    a ``git pull`` into an editable install; in a folder named by every source, a change to
+    any of them compiles afresh."""
+    digest = hashlib.sha256()
+    for path in sorted(package.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return package / "__pycache__" / f"numba-{digest.hexdigest()[:16]}"
+
+
 try:
+    import numba
     from numba import njit as _njit
 
+    if not os.environ.get("NUMBA_CACHE_DIR"):      # one the user chose is theirs to manage
+        numba.config.CACHE_DIR = str(numba_cache_dir())
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     _njit = None
