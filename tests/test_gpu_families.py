@@ -85,14 +85,6 @@ WS_VARIANTS = {
     "bk32_stride2": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "SPLIT_K": 1, "PERSISTENT": 1,
                       "TMA_STORE": 1, "MAXNREG": 0}, 8, 8,
                      ConvShape("m6a96", N=4, C=96, H=35, W=35, F=136, R=3, S=3, stride=2, padding=0)),
-    # two output tiles in shared memory used in turn (TMA_STORE=2): a pointwise layer on a
-    # persistent grid (programs walk several tiles), and split-K's fp32 partials
-    "two_out_tiles": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
-                       "TMA_STORE": 2, "MAXNREG": 0}, 8, 3,
-                      ConvShape("pw", N=16, C=136, H=28, W=28, F=264, R=1, S=1, stride=1, padding=0)),
-    "two_out_tiles_split": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2, "PERSISTENT": 1,
-                             "TMA_STORE": 2, "MAXNREG": 80}, 8, 3,
-                            ConvShape("l23ish", N=64, C=72, H=7, W=7, F=264, R=3, S=3, stride=1, padding=1)),
     # split-K added in the kernel (SPLIT_ADD): on a persistent grid of two programs per SM with
     # more work items than programs (split 1 of a tile waits on a split 0 that another
     # program reaches first), and on a grid of one program per item, several waves deep
@@ -107,8 +99,7 @@ WS_VARIANTS = {
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
             + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1",
                                            "stride2_odd", "stride2_odd_pad", "split_add_persistent",
-                                           "split_add_waves", "bk32_stride2", "two_out_tiles",
-                                           "two_out_tiles_split")
+                                           "split_add_waves", "bk32_stride2")
                for name in ("identity", "xcd_grouped")])
 
 
