@@ -87,6 +87,9 @@ class ConvKernel(ABC):
     #: the (M, N, K) tile names of the kernel's ``tl.dot``, None without one (its sizes are
     #: checked against the target's dot limits: harness.job.launch_limits)
     dot_tiles: ClassVar[tuple[str, str, str] | None] = None
+    #: tiles a config may leave out, and the value they then take (tables written before the
+    #: tile existed name fewer)
+    tile_defaults: ClassVar[Mapping[str, int]] = {}
     has_bias: ClassVar[bool] = False
 
     def family_for(self, tiles: Mapping[str, int]) -> "ConvKernel":
@@ -101,8 +104,9 @@ class ConvKernel(ABC):
         return self.family_for(tiles).jit_kernel
 
     def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
-        """The tiles as a dict, or raise naming the missing and unknown names."""
-        given = dict(tiles)
+        """The tiles as a dict (:attr:`tile_defaults` filled in), or raise naming the missing and
+        unknown names."""
+        given = {**self.tile_defaults, **dict(tiles)}
         missing = [t for t in self.tile_names if t not in given]
         unknown = [t for t in given if t not in self.tile_names]
         if missing or unknown:

@@ -517,13 +517,10 @@ class FastImplicitGemmConv(ImplicitGemmConv):
     name = "igemm_fast"
     jit_kernel = igemm_fast_kernel
     tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K") + FLAGS + OPTIONAL
+    tile_defaults = dict.fromkeys(OPTIONAL, 0)
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
         return igemm_fast_space(shape, traits)
-
-    def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
-        """As :meth:`ConvKernel.tile_entries`, with :data:`OPTIONAL` entries 0 when left out."""
-        return super().tile_entries({**dict.fromkeys(OPTIONAL, 0), **dict(tiles)})
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """Tile sizes: powers of two, >= 16 (the tensor-core minimum on every axis of

@@ -583,14 +583,11 @@ class IgemmWsConv(ConvKernel):
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
     tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD")
+    tile_defaults = {"SPLIT_ADD": 0}      # 0: split-K's sum launch, as before the tile existed
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
         return igemm_ws_space(shape, traits)
-
-    def tile_entries(self, tiles: Mapping[str, int]) -> dict[str, int]:
-        """As :meth:`ConvKernel.tile_entries`; ``SPLIT_ADD`` may be left out (0: the sum launch)."""
-        return super().tile_entries({"SPLIT_ADD": 0, **dict(tiles)})
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
