@@ -128,19 +128,27 @@ class CuptiRounds:
 # -----------------------------------------------------------
 # Tuning.
 
-def _compile_worker(task) -> list[str]:
-    """Launch every config of one shape once (Triton's disk cache then serves the trials)."""
+def _compile_worker(task) -> list[tuple[str, str, str]]:
+    """Launch every config of one shape once (Triton's disk cache then serves the trials);
+    ``(layer, config label, why)`` of each that failed, left out of the timing.  A CUDA error
+    (an illegal address) leaves the process's CUDA context unusable: the chunk's later configs
+    come back as not tried (the pool gives every task a fresh process)."""
     name, shape, configs = task
     kernel = KERNELS[name]
     ops = make_operands(shape, False, 0, "cuda", "channels_last")
     errors = []
-    for cfg in configs:
+    for i, cfg in enumerate(configs):
         try:
             run, _ = kernel.bind(ops, shape, cfg.tiles_dict, IDENTITY, LaunchConfig(cfg.num_warps, cfg.num_stages))
             run()
-        except Exception as exc:  # recorded; the trial of this config fails again and is skipped
-            errors.append(f"{shape.name} {cfg.label}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
-    torch.cuda.synchronize()
+            torch.cuda.synchronize()
+        except torch.AcceleratorError as exc:
+            errors.append((shape.name, cfg.label, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"))
+            errors += [(shape.name, c.label, f"not tried: the CUDA context died at {cfg.label}")
+                       for c in configs[i + 1:]]
+            break
+        except Exception as exc:  # noqa: BLE001 (recorded and left out of the timing)
+            errors.append((shape.name, cfg.label, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"))
     return errors
 
 
@@ -309,10 +317,15 @@ def main() -> None:
     shapes = [s for s in shapes if spaces[s.name]]
     t0 = started = time.perf_counter()
     tasks = [(args.kernel, s, spaces[s.name][i::8]) for s in shapes for i in range(8) if spaces[s.name][i::8]]
-    with mp.get_context("spawn").Pool(args.jobs) as pool:     # configs spread over every process
-        errors = [e for es in pool.imap_unordered(_compile_worker, tasks) for e in es]
+    with mp.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:   # configs over every process
+        failed = [e for es in pool.imap_unordered(_compile_worker, tasks) for e in es]
     print(f"compiled {sum(map(len, spaces.values()))} (layer, config) pairs in {time.perf_counter() - t0:.0f} s; "
-          f"{len(errors)} failed", flush=True)
+          f"{len(failed)} failed", flush=True)
+    errors = [f"{layer} {label}: {why}" for layer, label, why in failed]
+    for line in errors:
+        print(f"  left out: {line}", flush=True)
+    dropped = {(layer, label) for layer, label, _ in failed}
+    spaces = {n: [c for c in space if (n, c.label) not in dropped] for n, space in spaces.items()}
     timer, rows = CuptiRounds(), []
     merged = TunedTable.load(Path(args.merge_into)) if args.merge_into else None
     merged_how = merged.how if merged else ""
