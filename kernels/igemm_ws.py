@@ -60,8 +60,7 @@ holds ``C % BLOCK_K`` channels of the layer and zeros (TMA's fill past C; the pa
 padding).  The TMA copies are the same, zeros cost no memory traffic, but a full-width wgmma
 would spend tensor-core time on them: with C = 288 in 64-channel blocks, 1 step in 9 is half
 zeros.  So that block's wgmma reads only the first :func:`last_block_k` channels of the slot
-(a slice of the buffer; a power of two, at least 16, or 32 with one warpgroup): its tap costs
-4.5 blocks of work, not 5.
+(a slice of the buffer; a power of two, at least 16): its tap costs 4.5 blocks of work, not 5.
 
 **Partitions** (``gl.warp_specialize``):
 
@@ -478,16 +477,12 @@ def step_taps(shape: ConvShape, block_k: int) -> tuple[np.ndarray, np.ndarray, n
     return tap // shape.S, tap % shape.S, (steps % num_cb) * block_k
 
 
-def last_block_k(C: int, block_k: int, num_warps: int) -> int:
+def last_block_k(C: int, block_k: int) -> int:
     """Channels the wgmma reads of a tap's last channel block: the ``C - (num_cb - 1) *
     BLOCK_K`` that are the layer's, rounded up to a power of two (a Gluon shape) of at least
-    16 (a wgmma's K for 2-byte elements), or 32 with one wgmma warpgroup (``num_warps`` 4: its
-    wgmma over a 16-channel slice of a 128-byte-swizzled box faulted with an illegal address on
-    every such config and layer, H100, Triton 3.6: ``benchmarks/probes/config_check.py``);
-    BLOCK_K where C fills whole blocks.  E.g. C = 288 or 96 in 64-channel blocks: 32; C = 112:
-    64 (48 rounds up)."""
-    rest = C - (triton.cdiv(C, block_k) - 1) * block_k
-    return min(block_k, max(32 if num_warps == 4 else 16, triton.next_power_of_2(rest)))
+    16 (a wgmma's K for 2-byte elements); BLOCK_K where C fills whole blocks.  E.g. C = 288 or
+    96 in 64-channel blocks: 32; C = 112: 64 (48 rounds up)."""
+    return max(16, triton.next_power_of_2(C - (triton.cdiv(C, block_k) - 1) * block_k))
 
 
 def packing(tiles: Mapping[str, int]) -> dict[str, int]:
@@ -780,7 +775,7 @@ class IgemmWsConv(ConvKernel):
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            LAST_K=last_block_k(shape.C, tiles["BLOCK_K"], launch.num_warps), num_warps=launch.num_warps, **options)
+            LAST_K=last_block_k(shape.C, tiles["BLOCK_K"]), num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)

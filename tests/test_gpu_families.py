@@ -61,10 +61,6 @@ WS_VARIANTS = {
     "one_warpgroup": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
                        "TMA_STORE": 1, "MAXNREG": 0}, 4, 4,
                       ConvShape("pad8", N=3, C=40, H=17, W=15, F=72, R=3, S=3, stride=1, padding=1, dtype="bfloat16")),
-    # one warpgroup on C = 72 (64 + 8 channels: the narrow last block, kernels.igemm_ws.last_block_k)
-    "one_warpgroup_narrow": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
-                              "TMA_STORE": 1, "MAXNREG": 0}, 4, 4,
-                             ConvShape("c72", N=8, C=72, H=14, W=14, F=96, R=3, S=3, stride=1, padding=1)),
     # 64-row tiles (the two warpgroups side by side along N), plain stores, a 1x1 layer
     "rows64_stores": ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
                        "TMA_STORE": 0, "MAXNREG": 0}, 8, 4,
@@ -101,7 +97,7 @@ WS_VARIANTS = {
                                   dtype="bfloat16")),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
-            + [(variant, name) for variant in ("one_warpgroup", "one_warpgroup_narrow", "rows64_stores", "stride2", "stride2_1x1",
+            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1",
                                            "stride2_odd", "stride2_odd_pad", "split_add_persistent",
                                            "split_add_waves", "bk32_stride2")
                for name in ("identity", "xcd_grouped")])
