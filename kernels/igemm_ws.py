@@ -55,13 +55,6 @@ grid: one 4-D box ``[BOX_N, BOX_H, BOX_W, BLOCK_K]`` at ``[n0, p0 + dh, q0 + dw,
 (any H, W and C: a channel block past C reads zeros).  Stride 1 is the case ``u = 1``: one
 grid, the input itself, so one kernel runs both.
 
-**Narrow last blocks.**  Where C is not a multiple of BLOCK_K, each tap's last channel block
-holds ``C % BLOCK_K`` channels of the layer and zeros (TMA's fill past C; the packed weights'
-padding).  The TMA copies are the same, zeros cost no memory traffic, but a full-width wgmma
-would spend tensor-core time on them: with C = 288 in 64-channel blocks, 1 step in 9 is half
-zeros.  So that block's wgmma reads only the first :func:`last_block_k` channels of the slot
-(a slice of the buffer; a power of two, at least 16): its tap costs 4.5 blocks of work, not 5.
-
 **Partitions** (``gl.warp_specialize``):
 
 * the *load* partition, one warp (24 registers): for each K step, wait until a ring slot is
@@ -242,10 +235,10 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
 
 @gluon.jit
 def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem,
-                   num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, P, Q, F,
+                   num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   SPLIT_ADD: gl.constexpr, LAST_K: gl.constexpr):
+                   SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -270,17 +263,10 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
             slot = it % NUM_STAGES
             mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
             a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
-            b = b_bufs.index(slot)                                  # [BLOCK_N, BLOCK_K], K-major
-            # Issue the step's wgmma, then wait until at most one is in flight: the previous
-            # step's has then finished reading its slot.  A tap's last channel block reads only
-            # its first LAST_K channels, the layer's (module docstring, "Narrow last blocks").
-            if LAST_K < BLOCK_K and step % num_cb == num_cb - 1:
-                acc = warpgroup_mma(a.slice(0, LAST_K, 1), b.slice(0, LAST_K, 1).permute((1, 0)), acc,
-                                    is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
-            else:
-                acc = warpgroup_mma(a, b.permute((1, 0)), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+            b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            # At most one wgmma in flight: the previous step's has finished reading its slot.
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
             mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
             prev = slot
             it += 1
@@ -349,7 +335,7 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                    SPLIT_ADD: gl.constexpr, LAST_K: gl.constexpr):
+                    SPLIT_ADD: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -368,8 +354,8 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
         (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
-                          rects_h, rects_w, num_steps, split_len, num_cb, P, Q, F, SWIZZLE, NUM_XCDS,
-                          GROUP_SIZE, NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, LAST_K)),
+                          rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD)),
         (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
                            rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE,
                            NUM_STAGES, SPLIT_K, SPLIT_ADD)),
@@ -475,14 +461,6 @@ def step_taps(shape: ConvShape, block_k: int) -> tuple[np.ndarray, np.ndarray, n
     steps = np.arange(shape.R * shape.S * num_cb, dtype=np.int64)
     tap = steps // num_cb
     return tap // shape.S, tap % shape.S, (steps % num_cb) * block_k
-
-
-def last_block_k(C: int, block_k: int) -> int:
-    """Channels the wgmma reads of a tap's last channel block: the ``C - (num_cb - 1) *
-    BLOCK_K`` that are the layer's, rounded up to a power of two (a Gluon shape) of at least
-    16 (a wgmma's K for 2-byte elements); BLOCK_K where C fills whole blocks.  E.g. C = 288 or
-    96 in 64-channel blocks: 32; C = 112: 64 (48 rounds up)."""
-    return max(16, triton.next_power_of_2(C - (triton.cdiv(C, block_k) - 1) * block_k))
 
 
 def packing(tiles: Mapping[str, int]) -> dict[str, int]:
@@ -775,7 +753,7 @@ class IgemmWsConv(ConvKernel):
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            LAST_K=last_block_k(shape.C, tiles["BLOCK_K"]), num_warps=launch.num_warps, **options)
+            num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)
