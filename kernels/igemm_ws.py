@@ -468,11 +468,22 @@ def packing(tiles: Mapping[str, int]) -> dict[str, int]:
     return {"BLOCK_N": tiles["BLOCK_N"], "BLOCK_K": tiles["BLOCK_K"], "PACK_K": 0}
 
 
+#: Shared memory Triton 3.6 sets aside to convert a plain-store epilogue's tile between layouts:
+#: 32 KB for both 128 x 128 and 128 x 256 fp16 tiles (compiled for sm_90; it converts a larger
+#: tile in rounds), the tile itself where smaller.
+CONVERT_SCRATCH_BYTES = 32 * 1024
+
+
 def smem_bytes(tiles: Mapping[str, int], num_stages: int, eb: int = 2) -> int:
-    """Shared memory of one program: the ring (A box and weight tile per slot) and, with
-    ``TMA_STORE``, the output tile (fp32 partials with split-K); barriers not counted."""
+    """Shared memory of one program: the ring (A box and weight tile per slot) and the output:
+    with ``TMA_STORE`` the tile the TMA store reads (fp32 partials with split-K), else the
+    compiler's scratch for the epilogue's layout conversion (:func:`_direct`), at most
+    :data:`CONVERT_SCRATCH_BYTES`; barriers not counted."""
     bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
-    out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb) if tiles["TMA_STORE"] else 0
+    if tiles["TMA_STORE"]:
+        out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb)
+    else:
+        out = min(bm * bn * eb, CONVERT_SCRATCH_BYTES)
     return num_stages * (bm + bn) * bk * eb + out
 
 
@@ -542,6 +553,11 @@ CONFIGS = (
     _cfg(128, 128, 8, 8, persistent=1, bk=32),
     _cfg(128, 128, 8, 8, bk=32),
     _cfg(128, 64, 8, 8, persistent=1, maxnreg=80, bk=32),
+    # Deeper rings for the 128 x 128 tile without split-K (cuDNN's kernel on Inception's 35 x 35
+    # reduction keeps 231 KB of shared memory per CTA, about 7 slots, where [2] keeps 4 and
+    # its output tile): 6 slots and the output tile (7 do not fit beside either epilogue).
+    _cfg(128, 128, 6, 8, persistent=1),
+    _cfg(128, 128, 6, 8),
 )
 
 
