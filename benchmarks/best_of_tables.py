@@ -41,8 +41,8 @@ ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h100_rows.json.xz"
 #: kernel; ``igemm_ws_twoout_tune``: two output tiles in turn; ``igemm_ws_narrow_tune``: a narrow
 #: wgmma for a tap's last channel block; docs/benchmarks.md, "Kernel speed").
 WS_RUNS = ("igemm_ws_deep128_rest_tune", "igemm_ws_deep128_tune", "igemm_ws_bk32_tune", "igemm_ws_splitadd_tune",
-           "igemm_ws_phase_tune", "igemm_ws_deep_tune", "igemm_ws_wide_tune", "igemm_ws_splitk_tune", "igemm_ws_pointwise_tune", "igemm_ws_strided_tune",
-           "igemm_ws_full_tune")
+           "igemm_ws_phase_tune", "igemm_ws_deep_tune", "igemm_ws_wide_tune", "igemm_ws_splitk_tune",
+           "igemm_ws_pointwise_tune", "igemm_ws_strided_tune", "igemm_ws_full_tune")
 #: The runs that timed igemm_fast_h100.json's configs, newest first.
 FAST_RUNS = ("other_presets_full_tune", "resnet_and_unseen_table_run")
 FAMILIES = {0: "igemm_fast", 1: "igemm_ws"}
