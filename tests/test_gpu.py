@@ -136,3 +136,48 @@ def test_gpu_fast_variants(variant, swizzle):
         interpret_tiles=tiles, paired=PairedSettings(min_rounds=10, max_time_s=0.3, warmup_ms=5)))
     assert result.status == FINISHED, result.reason
     assert result.metrics["max_rel_err"] < 3e-2
+
+
+#: Run in a fresh process: a kernel that stores 4 TB past its buffer (an illegal address, which
+#: leaves that process's CUDA context unusable), then a harmless config, through
+#: ``conv_speed.py``'s compile worker.
+_FAULTING_WORKER = """
+import json, sys
+sys.path.insert(0, "benchmarks")
+import torch, triton, triton.language as tl
+import conv_speed
+from kernels import KERNELS
+from kernels.problem import ConvShape
+from kernels.tuning import Config
+
+@triton.jit
+def _store_far(ptr):
+    tl.store(ptr + (1 << 40), 1.0)
+
+class Faulting:
+    def bind(self, ops, shape, tiles, swizzle, launch):
+        buf = torch.empty(1, device="cuda")
+        return (lambda: _store_far[(1,)](buf)), buf
+
+KERNELS["faulting"] = Faulting()
+shape = ConvShape("tiny", N=1, C=8, H=4, W=4, F=8, R=1, S=1)
+configs = [Config.make({"BAD": 1}, 4, 2), Config.make({"BAD": 0}, 4, 2)]
+print(json.dumps(conv_speed._compile_worker(("faulting", shape, configs))))
+"""
+
+
+def test_the_kernel_benchmark_names_a_config_that_faults_and_the_ones_it_kept_from_running():
+    """``conv_speed.py``'s compile workers return a config whose launch faults with its reason,
+    and the later configs of its chunk as not tried, for the timing to leave out, rather than
+    the tune dying on the first illegal address (as it did on 2026-11-27)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", _FAULTING_WORKER], cwd=root, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (bad, skipped) = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert bad[:2] == ["tiny", "BAD1 w4 s2"] and "illegal memory access" in bad[2], bad
+    assert skipped == ["tiny", "BAD0 w4 s2", "not tried: the CUDA context died at BAD1 w4 s2"], skipped
