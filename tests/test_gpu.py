@@ -138,12 +138,12 @@ def test_gpu_fast_variants(variant, swizzle):
     assert result.metrics["max_rel_err"] < 3e-2
 
 
-#: Run in a fresh process: a kernel that stores 4 TB past its buffer (an illegal address, which
+#: Run in a fresh process, from a file (Triton compiles only functions defined in one): a kernel that stores 4 TB past its buffer (an illegal address, which
 #: leaves that process's CUDA context unusable), then a harmless config, through
 #: ``conv_speed.py``'s compile worker.
 _FAULTING_WORKER = """
 import json, sys
-sys.path.insert(0, "benchmarks")
+sys.path[:0] = [".", "benchmarks"]
 import torch, triton, triton.language as tl
 import conv_speed
 from kernels import KERNELS
@@ -166,7 +166,7 @@ print(json.dumps(conv_speed._compile_worker(("faulting", shape, configs))))
 """
 
 
-def test_the_kernel_benchmark_names_a_config_that_faults_and_the_ones_it_kept_from_running():
+def test_the_kernel_benchmark_names_a_config_that_faults_and_the_ones_it_kept_from_running(tmp_path):
     """``conv_speed.py``'s compile workers return a config whose launch faults with its reason,
     and the later configs of its chunk as not tried, for the timing to leave out, rather than
     the tune dying on the first illegal address (as it did on 2026-11-27)."""
@@ -175,8 +175,9 @@ def test_the_kernel_benchmark_names_a_config_that_faults_and_the_ones_it_kept_fr
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-c", _FAULTING_WORKER], cwd=root, capture_output=True, text=True,
-                          timeout=300)
+    script = tmp_path / "faulting_worker.py"
+    script.write_text(_FAULTING_WORKER)
+    proc = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (bad, skipped) = json.loads(proc.stdout.strip().splitlines()[-1])
     assert bad[:2] == ["tiny", "BAD1 w4 s2"] and "illegal memory access" in bad[2], bad
