@@ -2,8 +2,9 @@
 
 The simulator's jitted functions (``harness/profilers/sim``, ``@jit``: numba with
 ``cache=True``) are compiled on first call and saved beside their source, in
-``__pycache__/numba-<hash>`` (:func:`harness.profilers.sim.lru.numba_cache_dir`); a process that finds them there loads them in a fraction of a second
-instead of compiling for about 10 s of CPU.  On a fresh clone that cache is empty, so every
+``__pycache__/numba-<hash>`` (:func:`harness.profilers.sim.lru.numba_cache_dir`); a process
+that finds them there loads them in a fraction of a second instead of compiling for about 10 s
+of CPU.  On a fresh clone that cache is empty, so every
 process that simulates before one of them has saved it compiles its own copy: both test
 workers and the CLI runs they start at the same moment.  ``tests/conftest.py`` runs this
 module in a process of its own while the workers collect, and holds back the first test
