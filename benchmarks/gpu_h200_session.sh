@@ -52,3 +52,4 @@ wait
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv > "$OUT/nvidia_smi.csv"
 tar czf "$OUT/h200_session.tgz" -C "$OUT" --exclude h200_session.tgz $(cd "$OUT" && ls)
 cat "$OUT"/*/summary.txt
+for d in cal held indep tune_ws; do tail -n 30 "$OUT/$d/tune.log" 2>/dev/null; done
