@@ -4,13 +4,14 @@
 #        configs on six ResNet-50 layers x six orders), then held-out unseen3 layers;
 #   held_a, held_b: the pre-registered held-out cells (igemm_best on layers of other networks, x six orders);
 #   indep: the independent check cells (layers outside every preset: benchmarks/conf/shape/h200_indep.yaml);
-#   tune_ws: igemm_ws tuned on the H200 itself (conv_speed.py) on the PRESETS' layers (issue 52).
+#   ws_resnet, fast_resnet, ws_u1, ws_u2, fast_u1, fast_u2: igemm_ws / igemm_fast tuned on the H200
+#        itself (conv_speed.py, against cuDNN) on ResNet-50 / unseen..unseen5 / unseen6..unseen10 (issue 52).
 # Lanes 0-2 are ncu cells (8 ABBA pairs, lookup counters, no simulation on the node: the CPU
 # re-simulates them, benchmarks/sim_calibrate.py); the plan that seals lanes 1 and 2 until the fit
 # is fixed is benchmarks/results/sim_calibration/h200_ws/PLAN.md.  Everything comes back as
 # OUT/h200_session.tgz.
 #   . benchmarks/gpu_setup.sh && LANES="cal held_a held_b indep" bash benchmarks/gpu_h200_session.sh OUT
-#   LANES: one GPU each, in order (GPU 0 first); tune_ws takes PRESETS (default resnet) and TUNE_S (540).
+#   LANES: one GPU each, in order (GPU 0 first); a tuning lane stops at TUNE_S seconds (540).
 set -uo pipefail
 OUT=${1:?OUT dir}; mkdir -p "$OUT"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,18 +43,23 @@ heldout_b() {
 independent() {
   run indep 520 "$SW" "$SP" shape=h200_indep "${R8[@]}"
 }
-tune_ws() {
+tune() {   # kernel family, presets: the family tuned on the H200 on every layer of the presets
   cd "$REPO"
-  timeout "${TUNE_S:-540}" python3 benchmarks/conv_speed.py --kernel igemm_ws --out "$OUT/tune" --presets "${PRESETS:-resnet}" \
+  timeout "${TUNE_S:-540}" python3 benchmarks/conv_speed.py --kernel "$1" --out "$OUT/tune" --presets "$2" \
     --finalists 4 --rounds 4 --jobs 12 --deadline-s "$(( ${TUNE_S:-540} - 40 ))" > "$OUT/tune.log" 2>&1
   tail -n 40 "$OUT/tune.log"
 }
+U1=unseen,unseen2,unseen3,unseen4,unseen5
+U2=unseen6,unseen7,unseen8,unseen9,unseen10
 gpu=0
 for l in ${LANES:-cal held_a held_b indep}; do
   case $l in
     cal) lane "$gpu" cal calibration ;; held_a) lane "$gpu" held_a heldout_a ;; held_b) lane "$gpu" held_b heldout_b ;;
-    indep) lane "$gpu" indep independent ;; tune_ws) lane "$gpu" tune_ws tune_ws ;;
-    *) echo "unknown lane $l (cal, held_a, held_b, indep, tune_ws)" >&2; exit 2 ;;
+    indep) lane "$gpu" indep independent ;;
+    ws_resnet) lane "$gpu" ws_resnet tune igemm_ws resnet ;; fast_resnet) lane "$gpu" fast_resnet tune igemm_fast resnet ;;
+    ws_u1) lane "$gpu" ws_u1 tune igemm_ws "$U1" ;; ws_u2) lane "$gpu" ws_u2 tune igemm_ws "$U2" ;;
+    fast_u1) lane "$gpu" fast_u1 tune igemm_fast "$U1" ;; fast_u2) lane "$gpu" fast_u2 tune igemm_fast "$U2" ;;
+    *) echo "unknown lane $l (cal held_a held_b indep ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
   esac
   gpu=$((gpu + 1))
 done
@@ -61,4 +67,4 @@ wait
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv > "$OUT/nvidia_smi.csv"
 tar czf "$OUT/h200_session.tgz" -C "$OUT" --exclude h200_session.tgz $(cd "$OUT" && ls)
 cat "$OUT"/*/summary.txt
-tail -n 30 "$OUT/tune_ws/tune.log" 2>/dev/null
+for f in "$OUT"/*/tune.log; do tail -n 32 "$f"; done 2>/dev/null
