@@ -17,6 +17,7 @@ the job's :class:`~harness.job.result.Comparison` (role, same order) is logged a
 from __future__ import annotations
 
 import json
+import math
 from typing import Callable
 
 import numpy as np
@@ -132,9 +133,11 @@ def record_l2(result: JobResult, candidate: list[float], baseline: list[float], 
     ``len(candidate)`` pairs read from ``source`` (``ncu``, ``rocprofv3``, ``sim``), with its
     verdict (``higher`` / ``lower`` / no difference; for a job that launches its baseline's
     tile order, :data:`SAME_ORDER_L2_VERDICT` and the word after it).  ``deterministic``: the
-    source has no noise (the simulator), so the difference is exact as a prediction of the
-    model; ``error``: the model's measured error of such a difference
-    against hardware (% points), which then bounds the interval the verdict is taken on."""
+    source has no noise (the simulator), so one pair is the model's prediction; ``error``: the
+    model's measured error of such a difference against hardware (% points, its band), which
+    is then the interval the verdict is taken on.  A deterministic difference without an
+    ``error`` has no interval: no ``l2_delta_ci_lo/hi``, and the verdict
+    ``predicted, not validated (...)`` (:func:`~harness.measure.stats.unvalidated_l2_verdict`)."""
     delta = _difference(candidate, baseline, deterministic, error)
     result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
                                    "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
@@ -151,7 +154,8 @@ def record_read_l2(result: JobResult, pairs: list[tuple[float, float]], determin
                    error: float | None = None) -> PairedEstimate | None:
     """Log the paired difference of the read-only hit rates (candidate - baseline, % points;
     ncu's tex read lookups, the simulator's loads) as ``l2_read_delta_pts`` with its CI and
-    ``baseline_l2_read_hit_rate``; ``deterministic`` and ``error`` as in :func:`record_l2`.
+    ``baseline_l2_read_hit_rate``; ``deterministic`` and ``error`` as in :func:`record_l2` (no
+    ``l2_read_delta_ci_lo/hi`` for a prediction without a read-delta band).
     The verdict stays the all-traffic one's; None without pairs."""
     if not pairs:
         return None
@@ -165,14 +169,16 @@ def record_read_l2(result: JobResult, pairs: list[tuple[float, float]], determin
 
 def _difference(candidate, baseline, deterministic: bool, error: float | None) -> PairedEstimate:
     """The paired difference candidate - baseline (% points); from a noiseless source
-    (``deterministic``) its interval is the source's measured ``error`` around it."""
+    (``deterministic``) its interval is the source's measured ``error`` around it, and
+    without one it has none (NaN bounds: a prediction with no band)."""
     delta = paired_difference(np.asarray(candidate), np.asarray(baseline))
     if deterministic:
-        half = float(error) if error is not None else 0.0
+        half = float(error) if error is not None else math.nan
         delta = PairedEstimate(delta.estimate, delta.estimate - half, delta.estimate + half, delta.n)
     return delta
 
 
 def _finite(values: dict[str, float]) -> dict[str, float]:
-    """Drop infinite bounds (a CI from one pair): MLflow stores finite numbers only."""
+    """Drop infinite bounds (a CI from one pair) and absent ones (NaN: a prediction with no
+    band): MLflow stores finite numbers only, and an absent interval is no metric at all."""
     return {k: v for k, v in values.items() if np.isfinite(v)}

@@ -16,7 +16,9 @@ alike and cancels in the per-pair difference.
 A verdict needs *both* statistical and practical significance: the CI excludes "no
 effect" **and** the estimate is at least ``min_effect`` away from it.  Anything else is
 ``no difference detected (CI [lo, hi])``: the interval is the detection limit the
-user can read.
+user can read.  A difference with no interval at all (a simulated one on a target whose
+model was never validated on hardware: no band) claims no effect either way: its verdict
+is ``predicted, not validated (+3.70 pts)`` (:func:`unvalidated_l2_verdict`).
 """
 from __future__ import annotations
 
@@ -32,17 +34,26 @@ METHODS = ("t", "bootstrap")
 FASTER, SLOWER = "faster", "slower"
 HIGHER, LOWER = "higher", "lower"
 NO_DIFFERENCE = "no difference detected"
+#: The L2 verdict's words for a prediction with no validated band: no effect is claimed.
+PREDICTED_NOT_VALIDATED = "predicted, not validated"
 
 
 @dataclass(frozen=True)
 class PairedEstimate:
     """A paired effect: ``estimate`` with its CI ``[ci_lo, ci_hi]`` over ``n`` pairs.
-    For time it is a ratio (speedup, no unit); for L2 a difference in % points."""
+    For time it is a ratio (speedup, no unit); for L2 a difference in % points.  NaN bounds:
+    the effect has no interval (:attr:`has_interval`)."""
 
     estimate: float
     ci_lo: float
     ci_hi: float
     n: int
+
+    @property
+    def has_interval(self) -> bool:
+        """False for a prediction with no measured error (NaN bounds): no interval, and no
+        verdict beyond :data:`PREDICTED_NOT_VALIDATED` can be taken on it."""
+        return not (math.isnan(self.ci_lo) or math.isnan(self.ci_hi))
 
     @property
     def half_width(self) -> float:
@@ -138,14 +149,21 @@ def time_verdict(speedup: PairedEstimate, min_effect: float) -> str:
 
 def l2_verdict(delta: PairedEstimate, min_delta: float) -> str:
     """``higher`` / ``lower`` when the CI of the hit-rate difference excludes 0 and the
-    difference is at least ``min_delta`` % points; else ``no difference detected``."""
+    difference is at least ``min_delta`` % points; else ``no difference detected``; a
+    difference with no interval (a prediction with no band): :func:`unvalidated_l2_verdict`."""
+    if not delta.has_interval:
+        return unvalidated_l2_verdict(delta.estimate)
     if delta.ci_lo > 0.0 and delta.estimate >= min_delta:
         return HIGHER
     if delta.ci_hi < 0.0 and -delta.estimate >= min_delta:
         return LOWER
-    if delta.ci_lo == delta.ci_hi:   # a noiseless source (the simulator): the difference is exact
-        return f"{NO_DIFFERENCE} (exact: {delta.estimate:+.2f} pts)"
     return f"{NO_DIFFERENCE} (CI [{_fmt(delta.ci_lo, '+.2f')}, {_fmt(delta.ci_hi, '+.2f')}] pts)"
+
+
+def unvalidated_l2_verdict(estimate: float) -> str:
+    """``predicted, not validated (+3.70 pts)``: the verdict on a predicted hit-rate difference
+    (``estimate``, % points) that has no validated band: its number, and no effect claimed."""
+    return f"{PREDICTED_NOT_VALIDATED} ({estimate:+.2f} pts)"
 
 
 def _fmt(value: float, spec: str) -> str:

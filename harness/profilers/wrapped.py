@@ -55,7 +55,7 @@ class Profiler(ABC):
     """A source of L2 readings for verified jobs."""
 
     name: str
-    #: True when a reading has no noise (the simulator): a paired difference is then exact.
+    #: True when a reading has no noise (the simulator): one pair is then the whole difference.
     deterministic: bool = False
 
     @abstractmethod

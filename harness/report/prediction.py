@@ -12,26 +12,32 @@ its ``sim_validation`` tag).  Columns it adds to the comparison table (points of
 * ``l2_delta_band_pts``: the half-width of a simulated delta's band (its interval
   ``l2_delta_lo/hi`` is prediction ± band), NaN when the model was not validated.
 
-A zero-width interval (a noiseless source without a band) is no interval: its bounds become NaN.
+A zero-width interval (a noiseless source without a band, as older runs logged it) is no
+interval: its bounds become NaN.  A simulated delta without a band claims no effect: its L2
+verdict is ``predicted, not validated`` whatever an older run's tag said (``higher``,
+``lower``, ``no difference detected (exact: ...)``) or its identity run's noise band gave.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from harness.measure.stats import unvalidated_l2_verdict
+from harness.report.verdicts import L2_HIGHER, L2_LOWER, L2_PREDICTED, NO_DIFFERENCE, NOISE
+
 #: The label of a simulated figure wherever it is shown.
 PREDICTION = "prediction"
 #: The tag a simulated run carries (harness.profilers.sim.profiler): the model's validation.
 VALIDATION_TAG = "sim_validation"
-#: What a simulated L2 verdict tag adds that the report does not show: the model's exact
-#: difference (the delta column shows it, with its band).
-_EXACT = " (exact:"
+#: The L2 verdicts that say something of the effect, which a prediction without a band cannot.
+_L2_CLAIMS = (L2_HIGHER, L2_LOWER, NO_DIFFERENCE, NOISE)
 
 
 def mark_simulated(table: pd.DataFrame) -> None:
     """Add ``simulated``, ``l2_validation`` and ``l2_delta_band_pts`` to ``table`` (in place),
-    clear the meaningless spread of a simulated hit rate (no repeats: std 0), and drop every
-    zero-width interval's bounds."""
+    clear the meaningless spread of a simulated hit rate (no repeats: std 0), drop every
+    zero-width interval's bounds, and give a simulated delta without a band the verdict
+    ``predicted, not validated``."""
     validation = table["sim_validation"] if "sim_validation" in table else pd.Series("", index=table.index)
     simulated = (table["l2_source"] == "sim") | (validation != "")
     table["simulated"] = simulated
@@ -42,9 +48,10 @@ def mark_simulated(table: pd.DataFrame) -> None:
     for lo, hi in (("l2_delta_lo", "l2_delta_hi"), ("speedup_lo", "speedup_hi")):
         zero = table[lo] == table[hi]
         table.loc[zero, [lo, hi]] = np.nan
-    for column in ("l2_verdict_detail",):
-        if column in table:
-            table[column] = table[column].where(~simulated, table[column].str.split(_EXACT, regex=False).str[0])
+    unbanded = (simulated & table["l2_delta_band_pts"].isna() & table["l2_delta_pts"].notna()
+                & table["l2_verdict"].isin(_L2_CLAIMS))
+    table.loc[unbanded, "l2_verdict"] = L2_PREDICTED
+    table.loc[unbanded, "l2_verdict_detail"] = [unvalidated_l2_verdict(d) for d in table.loc[unbanded, "l2_delta_pts"]]
 
 
 def band_text(r: dict) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.measure.stats import PREDICTED_NOT_VALIDATED
+
 IDENTITY = "identity"
 
 # Verdicts on time.  Paired runs: the first words of their ``verdict`` tag (harness.measure.stats);
@@ -26,12 +28,14 @@ NO_VERDICT, OTHER = "no verdict recorded", "unrecognised verdict"
 SAME_ORDER = "same order as baseline"
 # Verdicts on the L2 hit rate.
 L2_HIGHER, L2_LOWER, NOT_PROFILED = "higher", "lower", "not profiled"
+#: A simulated L2 change with no validated band: a prediction, no effect claimed.
+L2_PREDICTED = PREDICTED_NOT_VALIDATED
 
 #: The words a paired ``verdict`` / ``l2_verdict`` tag starts with.
 TIME_VERDICT_WORDS = (FASTER, SLOWER, NO_DIFFERENCE, SAME_ORDER, NOT_TIMED, NO_COMPARISON)
-L2_VERDICT_WORDS = (L2_HIGHER, L2_LOWER, NO_DIFFERENCE, SAME_ORDER, NOT_PROFILED)
+L2_VERDICT_WORDS = (L2_HIGHER, L2_LOWER, NO_DIFFERENCE, L2_PREDICTED, SAME_ORDER, NOT_PROFILED)
 #: Order of the words in verdict counts.
-COUNT_ORDER = (FASTER, L2_HIGHER, SLOWER, L2_LOWER, NO_DIFFERENCE, NOISE, SAME_ORDER, NO_COMPARISON,
+COUNT_ORDER = (FASTER, L2_HIGHER, SLOWER, L2_LOWER, NO_DIFFERENCE, NOISE, L2_PREDICTED, SAME_ORDER, NO_COMPARISON,
                NO_BASELINE, NOT_TIMED, NOT_PROFILED, NO_VERDICT, OTHER)
 
 # Paired runs (tag ``compare.role``, param ``compare.baseline``).

@@ -6,6 +6,7 @@ from harness.errors import full_error_requested
 from harness.quiet import verbose
 from harness.tune.best_vs_best import comparison_head
 from harness.job.result import FINISHED, JobResult
+from harness.measure.stats import PREDICTED_NOT_VALIDATED
 from harness.storage.run_fields import run_tags
 
 #: Characters the run name is padded to (the columns of the lines that follow it line up).
@@ -26,7 +27,8 @@ def verdict_legend(min_effect: float, min_l2_delta: float) -> str:
             f"{100 * min_effect:g} % (compare.min_effect); L2 higher / lower when the hit-rate change is at least "
             f"{min_l2_delta:g} pts (compare.min_l2_delta) and its CI, or a simulation's band, excludes 0; "
             f"else 'no difference detected'. Simulated (sim) figures are predictions of the L2 model, with the "
-            f"band it held on hardware or 'not validated on <target>'; 'order-blind grid': every tile order reads "
+            f"band it held on hardware or 'not validated on <target>', whose change claims no effect "
+            f"('{PREDICTED_NOT_VALIDATED}'); 'order-blind grid': every tile order reads "
             f"the same blocks in the model, which then predicts no difference. 'not timed': no GPU, verified under "
             f"the Triton interpreter.")
 
@@ -37,13 +39,15 @@ SIM_SAME_ORDER = "same tile order"
 
 
 def _l2_verdict(tags: dict[str, str]) -> str:
-    """The L2 verdict as the line shows it: a simulation's exact difference is the number
-    the line already prints, so its ``(exact: ...)`` is left out, and a simulated job in its
-    baseline's tile order says just that."""
+    """The L2 verdict as the line shows it: a prediction with no band says
+    :data:`~harness.measure.stats.PREDICTED_NOT_VALIDATED` after the number the line already
+    prints, and a simulated job in its baseline's tile order says just that."""
     verdict = tags.get("l2_verdict", "")
     if tags.get("l2_source") != "sim":
         return verdict
-    return SIM_SAME_ORDER if verdict.startswith(SIM_SAME_ORDER) else verdict.split(" (exact:")[0]
+    if verdict.startswith(SIM_SAME_ORDER):
+        return SIM_SAME_ORDER
+    return PREDICTED_NOT_VALIDATED if verdict.startswith(PREDICTED_NOT_VALIDATED) else verdict
 
 
 def progress_line(position: str, result: JobResult) -> str:

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from harness.measure.stats import (FASTER, HIGHER, LOWER, NO_DIFFERENCE, SLOWER, PairedEstimate, l2_verdict,
-                           paired_difference, paired_ratio, time_verdict)
+from harness.measure.stats import (FASTER, HIGHER, LOWER, NO_DIFFERENCE, PREDICTED_NOT_VALIDATED, SLOWER,
+                                   PairedEstimate, l2_verdict, paired_difference, paired_ratio, time_verdict)
 
 
 def _rounds(rng, n, shift=0.0, drift=True):
@@ -66,9 +66,18 @@ def test_l2_difference_verdicts():
     assert l2_verdict(paired_difference(base + 2 + rng.normal(0, 1, 20), base), 0.5) == HIGHER
     same = l2_verdict(paired_difference(base + rng.normal(0, 1, 20), base), 0.5)
     assert same.startswith(NO_DIFFERENCE) and "pts" in same
-    # a noiseless (simulated) difference below the bar is exact, not "CI [-inf, inf]"
-    assert l2_verdict(PairedEstimate(0.2, 0.2, 0.2, 1), 0.5) == f"{NO_DIFFERENCE} (exact: +0.20 pts)"
-    assert l2_verdict(PairedEstimate(-3.0, -3.0, -3.0, 1), 0.5) == LOWER
+    # a noiseless (simulated) difference is judged on its band, the interval around it
+    assert l2_verdict(PairedEstimate(-3.0, -4.0, -2.0, 1), 0.5) == LOWER
+    assert l2_verdict(PairedEstimate(3.0, -1.5, 7.5, 1), 0.5) == f"{NO_DIFFERENCE} (CI [-1.50, +7.50] pts)"
+
+
+def test_a_prediction_without_a_band_claims_no_effect():
+    # no interval at all (NaN bounds): the number, said to be an unvalidated prediction, however large
+    for estimate in (-3.0, 0.2, 12.0):
+        unbanded = PairedEstimate(estimate, math.nan, math.nan, 1)
+        assert not unbanded.has_interval
+        assert l2_verdict(unbanded, 0.5) == f"{PREDICTED_NOT_VALIDATED} ({estimate:+.2f} pts)"
+    assert PairedEstimate(0.2, 0.2, 0.2, 1).has_interval and paired_difference([91.0], [90.0]).has_interval
 
 
 def test_one_pair_has_no_interval_and_no_verdict():

@@ -127,3 +127,64 @@ def test_an_order_blind_grid_says_so_and_takes_the_band_of_such_grids(tmp_path):
     assert f"± {blind.delta:.1f} pts" in line
     (page,) = (tmp_path / "reports" / "sim-blind").glob("*/index.html")
     assert ORDER_BLIND_NOTE in page.read_text()
+
+
+#: A layer whose column-major order changes the simulated L2 on both targets (16-wide tiles:
+#: a 32 x 4 grid), cheap to verify under the interpreter.
+ORDERED = ["kernel=igemm", "swizzle=colmajor", "shape=tiny", "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16",
+           "kernel.tiles.BLOCK_K=16", "shape.shapes=[{name:s1,N:2,C:16,H:16,W:16,F:64,R:3,S:3,stride:1,padding:1}]"]
+CI_METRICS = ("l2_delta_ci_lo", "l2_delta_ci_hi", "l2_read_delta_ci_lo", "l2_read_delta_ci_hi")
+
+
+def _ordered_job(tmp_path, target: str):
+    """The colmajor job of ORDERED on ``target`` through the CLI: (its job line, its MLflow run,
+    every run of the sweep)."""
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["-m", *ORDERED, f"target={target}", f"tracking.uri={uri}", "experiment=bands",
+                     f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("[job")]
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("bands").experiment_id])
+    (job,) = [r for r in runs if r.data.tags.get("swizzlebench.kind") == "job"]
+    assert job.info.status == "FINISHED", job.data.tags.get("status_reason")
+    return line, job, runs
+
+
+def test_a_prediction_without_a_band_claims_no_effect(tmp_path):
+    # mi300x has no validated band: the predicted change is said as such, with no interval
+    # (absent, not zero-width) and no higher / lower, in MLflow, the job line and the report
+    from harness.measure.stats import PREDICTED_NOT_VALIDATED, unvalidated_l2_verdict
+
+    line, job, runs = _ordered_job(tmp_path, "mi300x")
+    m, tags = job.data.metrics, job.data.tags
+    assert tags["sim_validation"] == "not validated on mi300x hardware"
+    delta = m["l2_delta_pts"]
+    assert abs(delta) >= 0.5 and "l2_read_delta_pts" in m   # a change a band would have been asked to judge
+    assert not set(CI_METRICS) & set(m), m
+    assert tags["l2_verdict"] == unvalidated_l2_verdict(delta) == f"{PREDICTED_NOT_VALIDATED} ({delta:+.2f} pts)"
+    assert f"| vs identity: L2 {delta:+.2f} pts {PREDICTED_NOT_VALIDATED}" in line and "±" not in line, line
+    for run in runs:   # nothing the store holds says "exact"
+        fields = {**run.data.tags, **run.data.params}
+        assert not [k for k, v in fields.items() if "exact" in f"{k} {v}".lower()], fields
+    (page,) = (tmp_path / "reports" / "bands").glob("*/index.html")
+    text = page.read_text()
+    assert unvalidated_l2_verdict(delta) in text and "exact" not in text.lower()
+    assert "L2: 0 higher, 0 lower, 1 predicted, not validated" in text
+
+
+def test_a_prediction_with_a_band_keeps_its_interval(tmp_path):
+    # h100 is validated: the same change carries its band as the interval its verdict is taken on
+    import yaml
+    from pathlib import Path
+
+    from harness.profilers.sim.bands import prediction_error
+
+    line, job, _ = _ordered_job(tmp_path, "h100")
+    m, tags = job.data.metrics, job.data.tags
+    target = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/target/h100.yaml").read_text())
+    band = prediction_error(target, "igemm", tags["sim_layer_class"]).delta
+    assert band and m["l2_delta_ci_lo"] == pytest.approx(m["l2_delta_pts"] - band)
+    assert m["l2_delta_ci_hi"] == pytest.approx(m["l2_delta_pts"] + band)
+    assert tags["l2_verdict"].split(" (")[0] in ("higher", "lower", "no difference detected")
+    assert f"L2 {m['l2_delta_pts']:+.2f} ± {band:.1f} pts " in line, line

@@ -12,6 +12,7 @@ import yaml
 from harness.job.result import FINISHED, JobResult
 from harness.job.spec import JobSpec
 from harness.profilers.sim.bands import prediction_error
+from harness.measure.stats import unvalidated_l2_verdict
 from harness.profilers.sim.profiler import SimProfiler
 from harness.profilers.worker import ProfileRequest
 from harness.run.l2 import _record_outcome, _simulate_alongside
@@ -52,6 +53,16 @@ def test_every_simulated_figure_carries_a_band_or_not_validated(path, tmp_path):
     for figure, band in (("l2_read_hit_rate", "l2_read_hit_rate_err"), ("l2_delta_pts", "l2_delta_ci_hi")):
         if figure in m:
             assert _carries_band_or_not_validated(m, tags, figure, band, "sim_validation"), (figure, m, tags)
+    # a delta is judged on its band; without one it has no interval (absent, not zero-width)
+    # and its verdict claims no effect
+    for delta, error in (("l2_delta", outcome.delta_error), ("l2_read_delta", outcome.read_delta_error)):
+        assert f"{delta}_pts" in m
+        if error is None:
+            assert f"{delta}_ci_lo" not in m and f"{delta}_ci_hi" not in m, m
+        else:
+            assert m[f"{delta}_ci_hi"] - m[f"{delta}_ci_lo"] == pytest.approx(2 * error) and error > 0
+    unbanded = tags["l2_verdict"] == unvalidated_l2_verdict(m["l2_delta_pts"])
+    assert unbanded == (outcome.delta_error is None), tags["l2_verdict"]
     # the job line: the simulated hit rate is followed by its ± or by "not validated"
     line = progress_line("[job 1 | 1/1]", result)
     l2 = line[line.index("L2 hit "):]

@@ -73,7 +73,7 @@ class SimProfiler(Profiler):
             if err.coverage is not None:   # the ± are bands that held this share of unfitted cells (%)
                 outcome.metrics["l2_err_coverage"] = 100.0 * err.coverage
             outcome.delta_error, outcome.read_delta_error = err.delta, err.read_delta
-            if baseline is not None:   # deterministic: one pair is the exact difference
+            if baseline is not None:   # deterministic: one pair is the model's whole difference
                 outcome.baseline_reading = baseline.as_reading()
                 outcome.pairs = [(outcome.reading.l2_hit_rate, outcome.baseline_reading.l2_hit_rate)]
                 outcome.read_pairs = [(result.read_hit_rate, baseline.read_hit_rate)]

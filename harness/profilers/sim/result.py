@@ -79,7 +79,7 @@ class SimResult:
         return None if self.mall_hits is None else rate(self.mall_hits, self.mall_misses)
 
     def as_reading(self) -> L2Reading:
-        """The result as a profiler reading: one exact sample, no spread.  The hit rate is
+        """The result as a profiler reading: one noiseless sample, no spread.  The hit rate is
         over all lookups, stores included, as ncu's all-traffic lookup counters and
         rocprofv3's TCC_HIT / (TCC_HIT + TCC_MISS) count them."""
         return L2Reading(l2_hit_rate=self.hit_rate, l2_hit_rate_std=0.0, l2_hits=float(self.hits),
