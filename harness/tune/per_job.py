@@ -93,19 +93,21 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
         result.params.update(launched.spec.as_params())
         result.launched = launched.spec.to_dict()
         result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
-    if theirs is not None and theirs.config != launched.candidate.config:
+    if theirs is not None:
         _predict_for_target(launched, theirs, f"{name}{borrowed}", refusal(theirs.config) or "", result)
     return launched
 
 
 def _predict_for_target(plan: PlannedJob, theirs: TableChoice, table: str, why: str, result: JobResult) -> None:
-    """The simulated L2 of a job launched on ``plan`` here predicts for ``theirs`` instead, the
+    """The simulated L2 of a job launched on ``plan`` here predicts for ``theirs``, the
     config the target launches on this layer (from ``table``; ``why``: why this machine cannot
     build it): :attr:`JobResult.target_launch` carries its spec to the L2 stage; params
     ``sim.config`` (its label) and ``sim.family`` (the family whose code it runs, whose error
     bands the prediction takes) and the tag ``sim_config`` say so, beside the launched config's
-    ``tile.*`` and ``tune.chosen``."""
+    ``tile.*`` and ``tune.chosen``.  Nothing where ``theirs`` is the launched config."""
     target = plan.with_configs(theirs.config)
+    if (target.candidate.tiles, target.candidate.launch) == (plan.candidate.tiles, plan.candidate.launch):
+        return
     family = plan.kernel.family_for(target.candidate.tiles).name
     here = plan.kernel.family_for(plan.candidate.tiles).name
     result.target_launch = target.spec.to_dict()
