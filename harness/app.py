@@ -121,7 +121,7 @@ class _Sweep:
     """What every shape of the job shares: the typed config, the runner, the store and the
     sweep's run id, the tags every run carries, the composed config's YAML, the pipeline's
     options, the profiler's spec key and the profiler, and the verified runs waiting for it
-    (``pending``: (run id, launched spec, result, progress position))."""
+    (``pending``: (run id, profiled spec, result, progress position))."""
 
     job: Config
     runner: object
@@ -163,12 +163,19 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
     if profiler is None and spec is not None and compared(spec, result):
         result.tags["l2_verdict"] = "not profiled (profiler=none)"
     if profiler is not None and result.status == FINISHED:
-        launched = JobSpec.from_dict(result.launched) if result.launched else spec   # tune mode's choice
-        sweep.pending.append((run_id, launched, result, position))  # logged once profiled
+        sweep.pending.append((run_id, _profiled_spec(spec, result), result, position))  # logged once profiled
         return result
     tracker.finish_job(run_id, result)
     print(progress_line(position, result), flush=True)
     return result
+
+
+def _profiled_spec(spec: JobSpec, result: JobResult) -> JobSpec:
+    """The spec whose L2 the profiler reports: the config the target launches where this machine
+    launched another (:attr:`JobResult.target_launch`: only off the target's GPU, where the L2
+    is simulated), else the launched one (tune mode's choice), else ``spec``."""
+    chosen = result.target_launch or result.launched
+    return JobSpec.from_dict(chosen) if chosen else spec
 
 
 def _failed_entry(job: Config, entry, params: dict[str, str], reason: str, gate: str) -> JobResult:

@@ -19,6 +19,13 @@ from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 
 
+class ToolchainError(ValueError):
+    """A config the target runs that this machine's Triton cannot build (igemm_ws's Gluon under
+    a Triton whose Gluon API it was not written for): :meth:`ConvKernel.check_target` raises it
+    only after every rule of the target and the layer passed, so the target's own GPU nodes,
+    on the Triton the kernel was written for, launch the config."""
+
+
 @dataclass(frozen=True)
 class TileGrid:
     """The kernel's grid as the swizzle sees it: row-major ``num_pid_m x num_pid_n`` tiles."""
@@ -135,7 +142,9 @@ class ConvKernel(ABC):
         """Raise a one-line ValueError when the config needs something the compile target
         (``vendor`` "amd" or "nvidia", ``arch`` e.g. "gfx942", "sm_90") does not have, before
         the compiler is asked (``shape`` None: the rules that hold for every shape, checked
-        once per sweep).  Default: the compiler alone decides."""
+        once per sweep); :class:`ToolchainError` when only this machine's Triton is the obstacle
+        (raised last, after the target's and the layer's rules).  Default: the compiler alone
+        decides."""
 
     @abstractmethod
     def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:

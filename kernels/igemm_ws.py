@@ -126,7 +126,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 from kernels.access import LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs, place_tensors
-from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid
+from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid, ToolchainError
 from kernels.igemm import input_runs, nhwc
 from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, k_pad, pack_weights, packed_weight_runs,
                                  split_k_sum_kernel, sum_pass_plan)
@@ -635,14 +635,14 @@ class IgemmWsConv(ConvKernel):
 
     def check_target(self, shape: ConvShape | None, tiles: Mapping[str, int], vendor: str, arch: str) -> None:
         """Hopper only: NVIDIA sm_90 (TMA boxes, wgmma and ``setmaxnreg`` are sm_90a
-        instructions; Blackwell's tensor cores are another API), under a Triton whose Gluon
-        API is 3.6's; then the layer's own rules (:meth:`check_flags`)."""
+        instructions; Blackwell's tensor cores are another API); the layer's own rules
+        (:meth:`check_flags`); last, a Triton whose Gluon API is 3.6's (a ToolchainError)."""
         if vendor != "nvidia" or arch not in ("sm_90", "sm_90a"):
             raise ValueError(f"kernel {self.name!r} is a Gluon kernel for Hopper (sm_90); on {arch} ({vendor}) "
                              "use kernel=igemm_fast")
-        check_gluon_version()
         if shape is not None:
             self.check_flags(shape, tiles, torch.device("meta"))
+        check_gluon_version()
 
     def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
         """What the layer and the device must be: a Hopper GPU (or an ahead-of-time compile,
@@ -843,11 +843,12 @@ def _smem_layout(block: tuple[int, ...], dtype: str):
 
 
 def check_gluon_version(version: str | None = None) -> None:
-    """Raise a one-line ValueError unless Triton's (major, minor) is in :data:`GLUON_VERSIONS`."""
+    """Raise a one-line :class:`~kernels.base.ToolchainError` (a ValueError) unless Triton's
+    (major, minor) is in :data:`GLUON_VERSIONS`."""
     version = version or triton.__version__
     major_minor = tuple(int(v) for v in version.split(".")[:2])
     if major_minor not in GLUON_VERSIONS:
         checked = ", ".join(f"{a}.{b}" for a, b in GLUON_VERSIONS)
-        raise ValueError(f"kernel 'igemm_ws' is written against the Gluon API of Triton {checked}; "
+        raise ToolchainError(f"kernel 'igemm_ws' is written against the Gluon API of Triton {checked}; "
                          f"Triton {version} is installed (3.9 removed tma.async_copy_shared_to_global): "
                          f"install triton=={checked}.* or use kernel=igemm_fast")

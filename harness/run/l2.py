@@ -45,14 +45,17 @@ def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig
 def _compiled(result: JobResult, metric: str) -> int | None:
     """A figure of the job's kernel as compiled for its target, for the simulated L2: metric
     ``compile.<metric>`` (``programs_per_cu``: its residency; ``spill_bytes_per_program``: the
-    bytes one program spills, which it stores); None without a compile stage."""
+    bytes one program spills, which it stores); None without a compile stage, and where the
+    prediction is for the config the target launches, which this machine did not build."""
+    if result.target_launch is not None:
+        return None
     value = result.metrics.get(f"compile.{metric}")
     return int(value) if value else None
 
 
 def profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig, pending: list, tracker: Tracker,
                        min_l2_delta: float, workdir: Path) -> None:
-    """Profile the verified jobs (``pending``: (run id, launched spec, result, progress
+    """Profile the verified jobs (``pending``: (run id, profiled spec, result, progress
     position) each) in ``workdir`` and log them.  A profiling failure fails the run with its
     reason but keeps its timing metrics."""
     requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=settings.repeats,

@@ -71,6 +71,9 @@ def progress_line(position: str, result: JobResult) -> str:
     if "l2_hit_rate" in m:
         spread = f" ± {m['l2_hit_rate_std']:.2f}" if m.get("l2_samples", 1) > 1 and m.get("l2_hit_rate_std", 0) > 0 else ""
         source = result.tags.get("profiler", "?")
+        if "sim.config" in result.params:   # the target's config, not the one launched here (harness.tune.per_job)
+            config = result.params["sim.config"] if verbose() else "config"
+            source += f" of the target's {result.params['sim.family']} {config}"
         if "sim_validation" in result.tags:   # a prediction: its measured error, and against what
             spread = f" ± {m['l2_hit_rate_err']:.1f}" if "l2_hit_rate_err" in m else ""
             validation = result.tags["sim_validation"]

@@ -220,6 +220,7 @@ def _verify_arms(plan: PlannedJob, candidate: _Permuted, baseline: _Permuted | N
     else:
         shape, tiles = downscale(spec.shape), kernel.check_tiles(options.interpret_tiles)
         result.params["verified_shape"] = f"N{shape.N} C{shape.C} H{shape.H} W{shape.W} F{shape.F}"
+        result.params["verified_config"] = Config.make(options.interpret_tiles, spec.num_warps, spec.num_stages).label
     base_tiles = None
     if baseline is not None:   # on its own config in best-vs-best mode (harness.tune.best_vs_best)
         base_tiles = tiles if device.mode != GPU else baseline.arm.tiles

@@ -32,8 +32,8 @@ from harness.measure.timing import PairedSettings, load_standin_timer, time_inte
 from harness.tune.search import TABLE, TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
 from kernels.tuning import Config
 from harness.tune.ties import Remeasured
-from kernels.base import SwizzleBinding
-from kernels.tuned import load_table, table_path
+from kernels.base import SwizzleBinding, ToolchainError
+from kernels.tuned import TableChoice, load_table, table_path
 
 #: The prefix of the baseline's tuning record in best-vs-best mode (params, tags, artifacts).
 BASELINE_PREFIX = "baseline."
@@ -44,44 +44,77 @@ BASELINE_PREFIX = "baseline."
 TABLE_FALLBACK = {"h200": "h100"}
 
 
-def table_job(plan: PlannedJob, arch: str | None, result: JobResult) -> PlannedJob:
+def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target: bool = False) -> PlannedJob:
     """``tune=table``: the config of this layer in the kernel's committed table for the target
     (:mod:`kernels.tuned`; a layer outside it takes its nearest entry's config), on every
-    device and with no timing; the configured config where the kernel has no table there."""
+    device and with no timing; the configured config where the kernel has no table there.
+    ``off_target``: this machine is not the target's GPU (the CPU); where the table config the
+    target launches is one this machine's Triton cannot build (:class:`kernels.base.ToolchainError`),
+    the job launches the config it can, and the simulated L2 predicts for the target's
+    (:func:`_predict_for_target`)."""
     spec, kernel, target = plan.requested, plan.kernel, plan.target
     table = load_table(kernel.name, target)
+    borrowed = ""
     if table is None and target in TABLE_FALLBACK:
         target = TABLE_FALLBACK[target]
         table = load_table(kernel.name, target)
+        borrowed = f" ({plan.target} has no table of its own: {target}'s)"
     vendor = "amd" if (arch or "").startswith("gfx") else "nvidia"
 
-    def refusal(cfg: Config) -> str | None:
-        """Why the target cannot run ``cfg`` on this layer; None: it can."""
+    def refusal(cfg: Config, here: bool = True) -> str | None:
+        """Why ``cfg`` cannot run on this layer: on the target, or (``here``) built by this
+        machine's Triton; None: it can."""
         try:
             kernel.check_target(spec.shape, kernel.check_tiles(cfg.tiles_dict), vendor, arch or "sm_90")
             return None
+        except ToolchainError as exc:
+            return str(exc) if here else None
         except ValueError as exc:
             return str(exc)
 
     choice = table.lookup(spec.shape, lambda cfg: refusal(cfg) is None) if table is not None else None
+    theirs = (table.lookup(spec.shape, lambda cfg: refusal(cfg, here=False) is None)
+              if table is not None and off_target else None)
+    name = table_path(kernel.name, target).name
+    launched = plan
     if choice is None:
         why = "no table" if table is None else "no entry of this kind of layer"
         result.tags["tune"] = f"table: {why} for {kernel.name} on {plan.target}; the configured config runs"
-        return plan
-    name = table_path(kernel.name, target).name
-    result.params.update({"tune.table": name, "tune.table_entry": choice.source,
-                          "tune.configured": plan.candidate.config.label, "tune.chosen": choice.config.label})
-    how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
-    refused = ""
-    if choice.refused is not None:
-        how = "its own entry's fallback config"
-        refused = f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
-    result.tags["tune"] = f"table {name}: {how} ({table.how.split(':')[0]}, not timed here){refused}"
-    launched = plan.with_configs(choice.config)
-    result.params.update(launched.spec.as_params())
-    result.launched = launched.spec.to_dict()
-    result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
+    else:
+        result.params.update({"tune.table": name, "tune.table_entry": choice.source,
+                              "tune.configured": plan.candidate.config.label, "tune.chosen": choice.config.label})
+        how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
+        refused = ""
+        if choice.refused is not None:
+            how = "its own entry's fallback config"
+            refused = f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
+        result.tags["tune"] = f"table {name}{borrowed}: {how} ({table.how.split(':')[0]}, not timed here){refused}"
+        launched = plan.with_configs(choice.config)
+        result.params.update(launched.spec.as_params())
+        result.launched = launched.spec.to_dict()
+        result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
+    if theirs is not None:
+        _predict_for_target(launched, theirs, f"{name}{borrowed}", refusal(theirs.config) or "", result)
     return launched
+
+
+def _predict_for_target(plan: PlannedJob, theirs: TableChoice, table: str, why: str, result: JobResult) -> None:
+    """The simulated L2 of a job launched on ``plan`` here predicts for ``theirs``, the
+    config the target launches on this layer (from ``table``; ``why``: why this machine cannot
+    build it): :attr:`JobResult.target_launch` carries its spec to the L2 stage; params
+    ``sim.config`` (its label) and ``sim.family`` (the family whose code it runs, whose error
+    bands the prediction takes) and the tag ``sim_config`` say so, beside the launched config's
+    ``tile.*`` and ``tune.chosen``.  Nothing where ``theirs`` is the launched config."""
+    target = plan.with_configs(theirs.config)
+    if (target.candidate.tiles, target.candidate.launch) == (plan.candidate.tiles, plan.candidate.launch):
+        return
+    family = plan.kernel.family_for(target.candidate.tiles).name
+    here = plan.kernel.family_for(plan.candidate.tiles).name
+    result.target_launch = target.spec.to_dict()
+    result.params.update({"sim.config": theirs.config.label, "sim.family": family})
+    result.tags["sim_config"] = (f"predicted for {family} {theirs.config.label}, the config {plan.target} launches "
+                                 f"on this layer ({table}: {theirs.source}); this machine launches {here} "
+                                 f"{plan.candidate.config.label} instead, as it cannot build that one: {why}")
 
 
 def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: JobResult,
@@ -94,7 +127,7 @@ def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: Jo
     then times the trials.  ``tune=table``: :func:`table_job` (for the target's ``arch``).
     Raises TuneError."""
     if topt.mode == TABLE:
-        return table_job(plan, arch, result)
+        return table_job(plan, arch, result, off_target=device.mode != GPU)
     spec, kernel = plan.requested, plan.kernel
     if device.mode != GPU and not topt.on_cpu:
         result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \

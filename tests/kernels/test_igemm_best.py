@@ -198,6 +198,42 @@ def test_an_igemm_ws_entry_falls_back_to_igemm_fast_s_where_refused():
     assert refused.config.tiles_dict == {"WS": 0, **fast.tiles_dict}
 
 
+@pytest.mark.parametrize("target, arch", [("h100", "sm_90"), ("h200", "sm_90"), ("mi300x", "gfx942")])
+def test_off_the_target_the_simulated_l2_is_for_the_config_the_target_launches(monkeypatch, target, arch):
+    """table_job off the target's GPU: every preset layer whose entry this Triton cannot build
+    (every igemm_ws entry under 3.9) launches its fallback here and carries the entry's own
+    config for the simulated L2; every other layer (all of the MI300X's) carries none."""
+    import triton
+
+    from harness.job.plan import plan_job
+    from harness.job.result import JobResult
+    from harness.job.spec import JobSpec
+    from harness.tune.per_job import TABLE_FALLBACK, table_job
+
+    monkeypatch.setattr(triton, "__version__", "3.9.0")
+    table = load_table("igemm_best", target) or load_table("igemm_best", TABLE_FALLBACK[target])
+    predicted = 0
+    for s in _preset_layers():
+        own = Config.from_dict(table.entries[shape_key(s)]["config"])
+        spec = JobSpec(kernel="igemm_best", tiles=tuple(KERNEL.check_tiles({"WS": 0, **FAST_TILES}).items()),
+                       swizzle="identity", num_xcds=1, group_size=8, shape=s, shape_preset="p", num_warps=4,
+                       num_stages=3, target=target, seed=0)
+        result = JobResult("t")
+        launched = table_job(plan_job(spec), arch, result, off_target=True)
+        assert launched.candidate.tiles["WS"] == 0, s.name
+        if own.tiles_dict["WS"] == 1:
+            predicted += 1
+            assert KERNEL.check_tiles(JobSpec.from_dict(result.target_launch).tiles_dict) == KERNEL.check_tiles(
+                own.tiles_dict), s.name
+            assert result.params["sim.config"] == own.label and result.params["sim.family"] == "igemm_ws"
+        else:
+            assert result.target_launch is None and "sim.config" not in result.params, s.name
+        on_gpu = JobResult("t")
+        table_job(plan_job(spec), arch, on_gpu)   # on the target's GPU: what runs is what is predicted
+        assert on_gpu.target_launch is None
+    assert (predicted > 0) == (arch == "sm_90")
+
+
 def test_h100_table_is_what_the_script_builds_from_the_measurements():
     script = load("best_of_tables.py")
     runs = script.load_runs()

@@ -309,6 +309,23 @@ def test_refuses_other_gluon_apis():
             check_gluon_version(version)
 
 
+def test_only_this_triton_is_a_toolchain_refusal_and_it_comes_last(monkeypatch):
+    """check_target raises ToolchainError (this machine's Triton, not the target) only once
+    the target's and the layer's rules passed: a caller may then take the config as one the
+    target launches (harness.tune.per_job.table_job)."""
+    from kernels.base import ToolchainError
+
+    monkeypatch.setattr(triton, "__version__", "3.9.0")
+    tiles = KERNEL.check_tiles(TILES)
+    with pytest.raises(ToolchainError, match=r"Triton 3\.9\.0 is installed"):
+        KERNEL.check_target(L17, tiles, "nvidia", "sm_90")
+    bad_layer = ConvShape("c3", N=2, C=3, H=8, W=8, F=64, R=3, S=3, stride=1, padding=1)
+    for shape, arch in ((bad_layer, "sm_90"), (L17, "gfx942")):
+        with pytest.raises(ValueError) as exc:
+            KERNEL.check_target(shape, tiles, "amd" if arch.startswith("gfx") else "nvidia", arch)
+        assert not isinstance(exc.value, ToolchainError), exc.value
+
+
 @pytest.mark.parametrize("tiles, words", [
     ({"BLOCK_K": 16}, "tile BLOCK_K=16 must be 32 or 64"),
     ({"BLOCK_M": 256}, "tile BLOCK_M=256 must be 64 or 128"),

@@ -188,3 +188,64 @@ def test_a_prediction_with_a_band_keeps_its_interval(tmp_path):
     assert m["l2_delta_ci_hi"] == pytest.approx(m["l2_delta_pts"] + band)
     assert tags["l2_verdict"].split(" (")[0] in ("higher", "lower", "no difference detected")
     assert f"L2 {m['l2_delta_pts']:+.2f} ± {band:.1f} pts " in line, line
+
+
+def test_a_cpu_prediction_is_for_the_config_the_target_launches(tmp_path):
+    """The default kernel on the CPU, for the H100 and the H200 (which takes the H100's table):
+    a layer whose table entry is igemm_ws's, which this Triton cannot build, launches and
+    compiles the entry's igemm_fast fallback, but its simulated L2 is that of the igemm_ws config
+    the target launches (the run's params name it), with the band of igemm_ws's family, and
+    equals a simulation of that config made directly."""
+    import yaml
+    from pathlib import Path
+
+    from harness.profilers.sim.bands import prediction_error
+    from harness.profilers.sim.job import Remap, simulate_job
+    from harness.tune.per_job import TABLE_FALLBACK
+    from kernels import KERNELS
+    from kernels.problem import ConvShape
+    from kernels.tuned import load_table, shape_key
+    from kernels.tuning import Config
+    from swizzles import resolve_swizzle
+
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["-m", "target=h100,h200", "swizzle=scatter", "shape=unseen9", "shape.select=[dn121k]",
+                     f"tracking.uri={uri}", "experiment=target-config", f"hydra.sweep.dir={tmp_path}/multirun"],
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("target-config")
+    jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
+    assert sorted(r.data.tags["target"] for r in jobs) == ["h100", "h200"]
+    kernel = KERNELS["igemm_best"]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[job")]
+    for r in jobs:
+        p, t, m = r.data.params, r.data.tags, r.data.metrics
+        assert r.info.status == "FINISHED", t.get("status_reason")
+        name = t["target"]
+        table = load_table("igemm_best", name) or load_table("igemm_best", TABLE_FALLBACK[name])
+        dims = {k: v for k, v in p.items() if k.startswith("shape.")}
+        shape = ConvShape("dn121k", **{k: int(dims[f"shape.{k}"]) for k in ("N", "C", "H", "W", "F", "R", "S",
+                                                                              "stride", "padding")})
+        own = Config.from_dict(table.entries[shape_key(shape)]["config"])   # what the target launches
+        if p["tune.chosen"] != own.label:   # this machine launched another: the run names both
+            assert p["sim.config"] == own.label and p["sim.family"] == kernel.family_for(own.tiles_dict).name
+            assert f"predicted for {p['sim.family']} {own.label}, the config {name} launches" in t["sim_config"]
+            assert p["tile.WS"] == "0" and p["compile.kernel"] == "igemm_fast_kernel"   # the fallback, built here
+            assert (f"({name} has no table of its own: h100's)" in t["sim_config"]) == (name in TABLE_FALLBACK)
+        else:   # under the Triton igemm_ws was written for, the target's config is launched here too
+            assert "sim.config" not in p
+        assert p["verified_config"].startswith("WS0 M16 N16 K16 ")   # the interpreter's tiles, gated
+        target = yaml.safe_load((Path(__file__).resolve().parents[2] / f"conf/target/{name}.yaml").read_text())
+        direct = {sw: simulate_job(kernel, shape, own.tiles_dict, Remap(resolve_swizzle(sw, None), 1, 8), target)
+                  for sw in ("scatter", "identity")}
+        assert m["l2_hit_rate"] == pytest.approx(direct["scatter"].hit_rate, abs=1e-9)
+        assert m["baseline_l2_hit_rate"] == pytest.approx(direct["identity"].hit_rate, abs=1e-9)
+        family = kernel.family_for(own.tiles_dict).name
+        err = prediction_error(target, family, t["sim_layer_class"])
+        said = f"(sim of the target's {family} config, " if "sim.config" in p else "(sim, "
+        assert any(said + err.validated.removesuffix(" hardware") in line for line in lines), lines
+        assert ("l2_hit_rate_err" in m) == err.banded and t["sim_validation"] == err.validated
+        if err.banded:   # the predicted family's band, not the launched family's
+            assert m["l2_hit_rate_err"] == err.hit_rate
+            assert err.hit_rate != prediction_error(target, "igemm_fast", t["sim_layer_class"]).hit_rate
