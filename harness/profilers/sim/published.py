@@ -144,7 +144,7 @@ class Gemm:
         t = np.arange(npm * npn, dtype=np.int64)
         return LoadPlan(steps, FP16, (OperandLoads("x", npm, t // npn, bm, a_runs),
                                       OperandLoads("w", npn, t % npn, bn if self.b_layout == "nk" else bk, b_runs),
-                                      OperandLoads("y", npm * npn, t, bm, c_runs)))
+                                      OperandLoads("y", npm * npn, t, bm, c_runs, store=True)))
 
     def table(self, order: str) -> np.ndarray:
         """Launch pid -> tile number under one of the published orders."""
@@ -243,7 +243,7 @@ class SeedDirectConv:
         _, pf, _, _ = decode(t)
         return LoadPlan(R * S, FP16, (OperandLoads("x", len(t), t, b * b * b, x_runs),
                                       OperandLoads("w", nf, pf, b, w_runs),
-                                      OperandLoads("y", len(t), t, b * b * b, y_runs)))
+                                      OperandLoads("y", len(t), t, b * b * b, y_runs, store=True)))
 
     def table(self, order: str) -> np.ndarray:
         n = int(np.prod(self.dims))
@@ -375,7 +375,7 @@ def replay(cell: PublishedCell, target: dict, occupancy: int) -> SimResult:
 
     problem = PROBLEMS[cell.problem]()
     sim = SimTarget.from_target(target, occupancy)
-    model = problem.plan().access_model(sim.line_bytes)
+    model = problem.plan().access_model(sim.line_bytes, store_request_bytes=sim.store_request_bytes)
     return simulate_l2(model, problem.table(cell.order), sim)
 
 
@@ -421,7 +421,8 @@ def main() -> None:
     print("| --- | --- | ---: | ---: | ---: | --- |")
     for cell, r in rows:
         kind = "iteration" if cell.repo == REPO else "scenario"
-        print(f"| {cell.name} | [{cell.source} {cell.run[1].rsplit('/', 1)[-1]}/{cell.log}, {kind} {cell.iteration}]({cell.url}) "
+        name = cell.name if cell.device == "MI300X" else f"{cell.name}, {cell.device}"
+        print(f"| {name} | [{cell.source} {cell.run[1].rsplit('/', 1)[-1]}/{cell.log}, {kind} {cell.iteration}]({cell.url}) "
               f"| {cell.measured:g} | {r.hit_rate:.2f} | {r.hit_rate - cell.measured:+.2f} | {cell.split} |")
     for split in ("fit", "held-out"):
         errs = [abs(r.hit_rate - c.measured) for c, r in rows if c.split == split]
