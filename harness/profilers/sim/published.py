@@ -110,7 +110,8 @@ class Gemm:
         """Step k reads A's rows of the tile, columns k*bk.. (bk*2 B runs) and B's rows
         k*bk.. of the tile's columns (bn*2 B runs; with ``b_layout`` nk the tile's bn rows of
         B, columns k*bk.., bk*2 B runs); the last step also writes C's tile (the store is a
-        lookup that allocates, like a read: ``l2_writes: allocate``)."""
+        lookup that allocates, like a read: ``l2_writes: allocate``; each store request one
+        with ``l2_store_request_bytes``)."""
         M, N, K, bm, bn, bk = self.M, self.N, self.K, self.bm, self.bn, self.bk
         steps = K // bk
         npm, npn = self.grid
