@@ -234,8 +234,9 @@ def _operand_lines(op: OperandLoads, num_steps: int, line_bytes: int, per_run: b
     distinct ``piece_bytes``-byte piece of it the (row, step) touches, each piece one L2
     request (the MI300X's store requests: docs/simulator.md).  Rows are processed in chunks
     that keep the scratch arrays bounded (a run spans one or two lines in the common cases:
-    hence the 2)."""
-    width = 2 * op.runs_per_step * num_steps
+    hence the 2; a line is several pieces)."""
+    pieces_per_line = line_bytes // piece_bytes if 0 < piece_bytes < line_bytes else 1
+    width = 2 * op.runs_per_step * num_steps * pieces_per_line
     chunk = max(1, _CHUNK_ELEMENTS // max(1, width))
     counts, lines = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     heads = [np.zeros(0, dtype=np.bool_)]
