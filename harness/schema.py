@@ -214,6 +214,7 @@ class TargetConfig:
     l2_partitions: Optional[int] = None       # simulator: partitions of each L2 domain (NVIDIA: 2)
     l2_set_hash: Optional[bool] = None        # simulator: a line's set is a hash of its block (NVIDIA)
     l2_request_bytes: Optional[int] = None    # simulator: the L1's request size, bytes (NVIDIA: 128)
+    l2_store_request_bytes: Optional[int] = None  # simulator: a store's L2 request size, bytes (MI300X: 32)
     clusters: Optional[int] = None            # simulator: CU clusters the coalescer merges within (GPCs)
     partition_run: Optional[int] = None       # simulator: CUs in a row per L2 partition (0/None: the cluster's)
     sm_partition: List[int] = field(default_factory=list)  # simulator: the L2 partition of each SM (measured)

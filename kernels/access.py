@@ -120,6 +120,10 @@ class OperandLoads:
     #: L2 merges such requests more (measured on an H100: docs/simulator.md), and the simulator can
     #: give them their own merge window.
     bulk: bool = False
+    #: Written, not read (an output tile the address model lists among its steps' accesses, as
+    #: the published MI300X problems do): with a store request size its lookups are counted per
+    #: request (:func:`_operand_lines`' ``piece_bytes``).
+    store: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,16 +147,18 @@ class LoadPlan:
         return [np.unique(np.concatenate([steps[k] for steps in per_operand]))
                 for k in range(self.num_steps)]
 
-    def access_model(self, line_bytes: int, request_bytes: int = 0) -> "AccessModel":
+    def access_model(self, line_bytes: int, request_bytes: int = 0, store_request_bytes: int = 0) -> "AccessModel":
         """The distinct ``line_bytes`` cache lines of every (operand row, step), packed; with
         ``request_bytes`` (> ``line_bytes``), which of them open a run's second request
-        (:attr:`AccessModel.split_heads`)."""
+        (:attr:`AccessModel.split_heads`); with ``store_request_bytes`` (< ``line_bytes``), a
+        ``store`` operand's line once per distinct request-sized piece of it the step writes."""
         counts, lines, heads, first_row = [], [], [], []
         next_row = 0
         for op in self.operands:
             first_row.append(next_row)
             next_row += op.num_rows
-            c, l, h = _operand_lines(op, self.num_steps, line_bytes, request_bytes=request_bytes)
+            c, l, h = _operand_lines(op, self.num_steps, line_bytes, request_bytes=request_bytes,
+                                     piece_bytes=store_request_bytes if op.store else 0)
             counts.append(c)
             lines.append(l)
             heads.append(h)
@@ -220,20 +226,28 @@ class AccessModel:
 
 
 def _operand_lines(op: OperandLoads, num_steps: int, line_bytes: int, per_run: bool = False,
-                   request_bytes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+                   request_bytes: int = 0, piece_bytes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Distinct lines of every (row, step) of one operand table: counts ``(num_rows *
     num_steps,)``, the lines, row-major, and with ``request_bytes`` each line's split-head
-    flag (:func:`_split_heads`; else None).  ``per_run``: see :func:`_distinct_lines`.  Rows
-    are processed in chunks that keep the scratch arrays bounded (a run spans one or two
-    lines in the common cases: hence the 2)."""
-    width = 2 * op.runs_per_step * num_steps
+    flag (:func:`_split_heads`; else None).  ``per_run``: see :func:`_distinct_lines`.
+    ``piece_bytes`` (a divisor of ``line_bytes`` below it; 0: off): a line is listed once per
+    distinct ``piece_bytes``-byte piece of it the (row, step) touches, each piece one L2
+    request (the MI300X's store requests: docs/simulator.md).  Rows are processed in chunks
+    that keep the scratch arrays bounded (a run spans one or two lines in the common cases:
+    hence the 2; a line is several pieces)."""
+    pieces_per_line = line_bytes // piece_bytes if 0 < piece_bytes < line_bytes else 1
+    width = 2 * op.runs_per_step * num_steps * pieces_per_line
     chunk = max(1, _CHUNK_ELEMENTS // max(1, width))
     counts, lines = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     heads = [np.zeros(0, dtype=np.bool_)]
     for lo in range(0, op.num_rows, chunk):
         rows = np.arange(lo, min(op.num_rows, lo + chunk), dtype=np.int64)
         start, length = op.runs(rows)
-        c, l = _distinct_lines(start, length, line_bytes, per_run)
+        if 0 < piece_bytes < line_bytes:
+            c, pieces = _distinct_lines(start, length, piece_bytes, per_run)
+            l = pieces // (line_bytes // piece_bytes)           # sorted pieces: a line's stay together
+        else:
+            c, l = _distinct_lines(start, length, line_bytes, per_run)
         counts.append(c)
         lines.append(l)
         if request_bytes > line_bytes:
@@ -391,13 +405,16 @@ class Epilogue:
             out.append((write, np.unique(_run_elements(start[0], length[0], elem_bytes)[0])))
         return out
 
-    def access_list(self, line_bytes: int, row_stores: bool = False) -> "AccessList":
+    def access_list(self, line_bytes: int, row_stores: bool = False, store_request_bytes: int = 0) -> "AccessList":
         """The distinct lines of every key's parts, in part order (each part's sorted).
         ``row_stores``: a writing part's lines are distinct per run (an output row) only,
-        each row's store its own request (:func:`_distinct_lines`)."""
+        each row's store its own request (:func:`_distinct_lines`).  ``store_request_bytes``
+        (< ``line_bytes``; 0: off): a writing part's line is listed once per distinct piece of
+        that size it writes (:func:`_operand_lines`' ``piece_bytes``)."""
         keys, lines, writes = [], [], []
         for op, write in self.parts:
-            counts, part_lines, _ = _operand_lines(op, 1, line_bytes, per_run=row_stores and write)
+            counts, part_lines, _ = _operand_lines(op, 1, line_bytes, per_run=row_stores and write,
+                                                   piece_bytes=store_request_bytes if write else 0)
             row_offsets = np.zeros(op.num_rows + 1, dtype=np.int64)
             np.cumsum(counts, out=row_offsets[1:])
             rows = np.asarray(op.row_of_tile, dtype=np.int64)
@@ -458,17 +475,19 @@ class LaunchPlan:
     swizzled: bool = True
     profiled: bool = True
 
-    def access_model(self, line_bytes: int, request_bytes: int = 0) -> "LaunchModel":
+    def access_model(self, line_bytes: int, request_bytes: int = 0, store_request_bytes: int = 0) -> "LaunchModel":
         """The plan in ``line_bytes`` lines.  ``request_bytes`` (NVIDIA: 128): the L1's request
         size, which marks the loads' split heads (:attr:`AccessModel.split_heads`) and makes
-        every output row's store its own request (:meth:`Epilogue.access_list`)."""
+        every output row's store its own request (:meth:`Epilogue.access_list`).
+        ``store_request_bytes`` (MI300X: 32): the size of a store's L2 requests, each a lookup
+        (:meth:`Epilogue.access_list`)."""
         s = self.schedule
         rows = request_bytes > 0
         return LaunchModel(
-            name=self.name, schedule=s, loads=self.loads.access_model(line_bytes, request_bytes),
-            epilogue=(self.epilogue.access_list(line_bytes, rows) if self.epilogue is not None
+            name=self.name, schedule=s, loads=self.loads.access_model(line_bytes, request_bytes, store_request_bytes),
+            epilogue=(self.epilogue.access_list(line_bytes, rows, store_request_bytes) if self.epilogue is not None
                       else AccessList.empty(s.num_work)),
-            last=(self.last.access_list(line_bytes, rows) if self.last is not None
+            last=(self.last.access_list(line_bytes, rows, store_request_bytes) if self.last is not None
                   else AccessList.empty(s.num_tiles)),
             swizzled=self.swizzled, profiled=self.profiled)
 

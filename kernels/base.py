@@ -238,7 +238,8 @@ class ConvKernel(ABC):
                            epilogue=self.store_plan(shape, tiles, elem_bytes)),)
 
     def launch_models(self, shape: ConvShape, tiles: Mapping[str, int], line_bytes: int,
-                      request_bytes: int = 0) -> tuple[LaunchModel, ...]:
+                      request_bytes: int = 0, store_request_bytes: int = 0) -> tuple[LaunchModel, ...]:
         """:meth:`launch_plans` in ``line_bytes``-byte cache lines: what ``profiler=sim`` replays
-        (``request_bytes``: see :meth:`kernels.access.LaunchPlan.access_model`)."""
-        return tuple(plan.access_model(line_bytes, request_bytes) for plan in self.launch_plans(shape, tiles))
+        (``request_bytes``, ``store_request_bytes``: see :meth:`kernels.access.LaunchPlan.access_model`)."""
+        return tuple(plan.access_model(line_bytes, request_bytes, store_request_bytes)
+                     for plan in self.launch_plans(shape, tiles))

@@ -151,8 +151,10 @@ def read_rocprofv3_output(outdir: Path) -> list[DispatchCounters]:
 
 # The columns a counter row and a trace row can be joined on, best first.  Dispatch ids
 # number the dispatches; correlation ids number API calls and, in some older files,
-# differ from the dispatch id of the same row, so the two are never mixed.
-_ID_COLUMNS = ("Dispatch_Id", "Correlation_Id")
+# differ from the dispatch id of the same row, so the two are never mixed.  ``Dispatch_ID``
+# is rocprof-compute's name for the dispatch id in its long extract of a rocpd database
+# (``pmc_perf.csv`` of a workload profiled with ``--format-rocprof-output rocpd``).
+_ID_COLUMNS = ("Dispatch_Id", "Dispatch_ID", "Correlation_Id")
 _Durations = dict[str, dict[int, float]]     # {id column: {id: duration in ns}}
 
 

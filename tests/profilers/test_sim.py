@@ -986,6 +986,28 @@ def test_each_output_rows_store_is_its_own_request():
     assert (per_row.read_hits, per_row.read_misses) == (distinct.read_hits, distinct.read_misses)
 
 
+def test_a_store_is_one_lookup_per_request_the_first_of_a_line_a_miss():
+    # MI300X (l2_store_request_bytes: 32): F = 64 fp16 output rows of 128 B, one line each; a
+    # row's store is four 32 B requests: the first misses and allocates the line, three hit.
+    shape = ConvShape("f64", N=1, C=16, H=4, W=4, F=64, R=1, S=1, stride=1, padding=0)
+    tiles = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 16}
+    per_line = simulate_job("igemm", shape, tiles, Remap(SWIZZLES["identity"], 8, 8), MI300X, occupancy=1)
+    pieces = simulate_job("igemm", shape, tiles, Remap(SWIZZLES["identity"], 8, 8),
+                          {**MI300X, "l2_store_request_bytes": 32}, occupancy=1)
+    rows = 16
+    assert (per_line.write_hits, per_line.write_misses) == (0, rows)
+    assert (pieces.write_hits, pieces.write_misses) == (3 * rows, rows)
+    assert (pieces.read_hits, pieces.read_misses) == (per_line.read_hits, per_line.read_misses)
+    # a line no larger than a request is one lookup anyway (line_bytes=32 counts sectors)
+    assert SimTarget.from_target({**MI300X, "l2_store_request_bytes": 32}, 1, 32).store_request_bytes == 0
+
+
+@pytest.mark.parametrize("size", [48, 128, 256, -32])
+def test_a_store_request_must_divide_the_line(size):
+    with pytest.raises(ValueError, match=f"l2_store_request_bytes={size} must divide the 128 B line"):
+        SimTarget.from_target({**MI300X, "l2_store_request_bytes": size}, 1)
+
+
 # -----------------------------------------------------------
 # Register spills: stores to local memory that reach the L2 (NVIDIA).
 

@@ -9,8 +9,8 @@ own identity (91.8 % -> 96.3 %).  The same kernel and shape measured 88.9 and 91
 What the simulator says, on two different problems:
 
 * the seed kernel *as published* (channels 0..15 only, 16 weights per tap, 16^4 tiles, its
-  w-h-f-n tile order), replayed by ``harness.profilers.sim.published``: 85.01 % and +5.61
-  (run 2 measured 91.8 % and +4.5; the level is 7 points low in every order, the table says why);
+  w-h-f-n tile order), replayed by ``harness.profilers.sim.published``: 87.93 % and +4.52
+  (run 2 measured 91.8 % and +4.5; the level is 4-7 points low in every order, the table says what was tested);
 * this project's *correct* direct conv (``kernel=direct``, all 32 channels, its own tiles and
   order) on the seed shape (``shape=seed``: N32 C32 32x32 F64 3x3): 96.26 % and +3.21, pinned
   below.  It is a different kernel from the one measured, so it pins the model and validates

@@ -33,6 +33,9 @@ What it models (MI300X by default; NVIDIA as one L2 domain):
   across a 128 B boundary is two requests (ncu counts one more read hit for the second when its
   line misses); each output row's store is its own request; a kernel that spills stores the
   spilled lines once per work item, all hits (:func:`.replay.spill_lookups`).
+* **Store requests of 32 B** (MI300X: ``l2_store_request_bytes``).  A store reaches the L2 in
+  requests of that size, each a lookup: a written line is looked up once per distinct piece
+  written (the first, to an absent line, a miss that allocates it).
 * **Timed run** (:mod:`.job`).  A job's run can be several launches (igemm_fast: the fold pass,
   the conv, the split-K sum pass).  The reading is the conv's, from cold caches, as ncu
   (``--cache-control all``) measures it; the whole run, caches carried from launch to launch,

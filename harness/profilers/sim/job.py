@@ -63,15 +63,16 @@ def simulate_run(models, table: np.ndarray, target: SimTarget, spill_bytes: int 
 
 @functools.lru_cache(maxsize=4)
 def _cached_models(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes: int,
-                   request_bytes: int = 0) -> tuple[LaunchModel, ...]:
+                   request_bytes: int = 0, store_request_bytes: int = 0) -> tuple[LaunchModel, ...]:
     # A sweep simulates the same (kernel, shape, tiles) under several swizzles.
-    return kernel.launch_models(shape, dict(tiles), line_bytes, request_bytes)
+    return kernel.launch_models(shape, dict(tiles), line_bytes, request_bytes, store_request_bytes)
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_blind(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes: int, request_bytes: int = 0) -> bool:
+def _cached_blind(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes: int, request_bytes: int = 0,
+                  store_request_bytes: int = 0) -> bool:
     # ... and asks once per (kernel, shape, tiles) whether its grid is order-blind.
-    models = _cached_models(kernel, shape, tiles, line_bytes, request_bytes)
+    models = _cached_models(kernel, shape, tiles, line_bytes, request_bytes, store_request_bytes)
     return order_blind(next(m for m in models if m.profiled).loads)
 
 
@@ -99,11 +100,12 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], remap: Remap, target: 
     if not verdict.ok:
         raise ValueError(f"cannot simulate: the remap is {verdict.reason}")
     key = tuple(sorted(tiles.items()))
-    models = _cached_models(kernel, shape, key, sim_target.line_bytes, sim_target.request_bytes)
+    requests = (sim_target.line_bytes, sim_target.request_bytes, sim_target.store_request_bytes)
+    models = _cached_models(kernel, shape, key, *requests)
     result = simulate_run(models, table, sim_target, spill_bytes)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds
     num_work = next(m for m in models if m.profiled).schedule.num_work
-    blind = _cached_blind(kernel, shape, key, sim_target.line_bytes, sim_target.request_bytes)
+    blind = _cached_blind(kernel, shape, key, *requests)
     return replace(result, layer_class=layer_class(shape, sim_target.line_bytes, num_work, resident),
                    order_blind=blind)
 

@@ -135,6 +135,11 @@ class SimTarget:
     #: lookup counters count one more hit for the second when its first line misses; a store of
     #: each output row is its own request, so a sector two rows share is looked up twice.
     request_bytes: int = 0
+    #: The size of a store's L2 requests, bytes (MI300X: 32, target key ``l2_store_request_bytes``;
+    #: 0: one lookup per line): each distinct piece of that size a work item writes is a lookup,
+    #: so a written line is looked up once per piece (the first, to an absent line, a miss that
+    #: allocates; the others hits).  A divisor of the line below it.
+    store_request_bytes: int = 0
     #: Partitions of each L2 domain (NVIDIA H100 / H200: 2, joined by a fabric): ``l2`` is one
     #: partition's geometry.  A line's home partition is a hash of its address; a program reads
     #: through the partition of its cluster (GPC), and a miss there of a line homed in the other is
@@ -193,6 +198,10 @@ class SimTarget:
         if not isinstance(self.partition_run, int) or isinstance(self.partition_run, bool) or self.partition_run < 0:
             raise ValueError(f"simulated target: partition_run={self.partition_run!r} must be a whole number >= 0 "
                              "(0: each cluster's partition)")
+        if self.store_request_bytes and (self.store_request_bytes < 0 or self.store_request_bytes >= self.line_bytes
+                                         or self.line_bytes % self.store_request_bytes):
+            raise ValueError(f"simulated target: l2_store_request_bytes={self.store_request_bytes!r} must divide the "
+                             f"{self.line_bytes} B line and be below it (e.g. 32 or 64), or 0 (one lookup per line)")
         if self.l2_domains > self.num_xcds:
             raise ValueError(f"simulated target: l2_domains={self.l2_domains} > num_xcds={self.num_xcds}; "
                              "each L2 domain serves one or more whole XCDs")
@@ -311,7 +320,8 @@ class SimTarget:
         Uses ``num_xcds``, ``compute_units`` (total over the device), ``l2_bytes`` (per
         domain), ``l2_ways``, ``l2_line_bytes``, ``l2_domains`` (default: ``num_xcds``),
         ``mall_bytes`` (0 or missing: no MALL), ``mall_ways`` (default 16),
-        ``l2_partitions`` (default 1; ``l2_bytes`` is split between them), ``clusters``
+        ``l2_partitions`` (default 1; ``l2_bytes`` is split between them), ``l2_store_request_bytes``
+        (default 0: a store is one lookup per line), ``clusters``
         (NVIDIA: GPCs; default 1) and ``occupancy`` (default :data:`DEFAULT_OCCUPANCY`);
         ``l2_writes: hit`` (NVIDIA) makes stores hits; the calibration record's
         ``coalesce_window`` turns on the request coalescer and its ``cluster_run`` sets which
@@ -344,6 +354,7 @@ class SimTarget:
             slot_partitions=_slot_partitions(target, partitions),
             set_hash=bool(target.get("l2_set_hash", False)),
             request_bytes=int(target.get("l2_request_bytes") or 0),
+            store_request_bytes=_store_request_bytes(target, line),
             **_calibrated(target),
         )
 
@@ -397,6 +408,18 @@ def _slot_partitions(target: Mapping[str, Any], partitions: int) -> tuple[tuple[
                              f"0..{len(sm_partition) - 1}")
         out.append((size, tuple(sm_partition[int(sm)] for sm in sms)))
     return tuple(out)
+
+
+def _store_request_bytes(target: Mapping[str, Any], line_bytes: int) -> int:
+    """``l2_store_request_bytes`` of a target record, checked against its ``l2_line_bytes``, for
+    simulated lines of ``line_bytes`` (0 when unset, or when those lines are no larger than a
+    request: each is then one lookup anyway)."""
+    size = int(target.get("l2_store_request_bytes") or 0)
+    line = int(target.get("l2_line_bytes") or line_bytes)
+    if size and not (0 < size < line and line % size == 0):
+        raise ValueError(f"target {target.get('name', '?')!r}: l2_store_request_bytes={size} must divide the "
+                         f"{line} B line and be below it (e.g. 32 or 64), or 0 (one lookup per line)")
+    return size if size < line_bytes else 0
 
 
 def _write_policy(target: Mapping[str, Any]) -> str:
