@@ -14,6 +14,10 @@ nothing timed here.
   timed an older table's config on some layers).  Each entry keeps both ratios under ``measured``, and an
   igemm_ws entry igemm_fast's config as its ``fallback`` (run where igemm_ws is refused:
   :meth:`kernels.tuned.TunedTable.lookup`).
+* ``kernels/tuned/igemm_{fast,ws,best}_h200.json``: each member's entries tuned and timed on an
+  NVIDIA H200 (the rows of ``h200_rows.json.xz``: :data:`H200_RUNS`), the layers no H200 run
+  tuned keep the H100's entry (``"tuned_on": "H100"``); igemm_best per layer the member with the
+  higher cuDNN / ours ratio, each ratio from the H200 where it was timed there, else the H100's.
 * ``kernels/tuned/igemm_best_mi300x.json``: ``igemm_fast_mi300x.json``'s entries as ``WS=0``
   configs (igemm_ws runs on sm_90 only).
 
@@ -46,6 +50,11 @@ WS_RUNS = ("igemm_ws_deep128_rest_tune", "igemm_ws_deep128_tune", "igemm_ws_bk32
 #: The runs that timed igemm_fast_h100.json's configs, newest first.
 FAST_RUNS = ("other_presets_full_tune", "resnet_and_unseen_table_run")
 FAMILIES = {0: "igemm_fast", 1: "igemm_ws"}
+H200_ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h200_rows.json.xz"
+#: The H200's runs of h200_rows.json.xz per family, newest first (benchmarks/gpu_h200_session.sh's
+#: tuning lanes: conv_speed.py on the H200 against cuDNN, four lanes of one host side by side).
+H200_RUNS = {"igemm_fast": ("h200_fast_resnet_tune",),
+             "igemm_ws": ("h200_ws_resnet_tune", "h200_ws_unseen1to5_tune", "h200_ws_unseen6to10_tune")}
 
 
 def row_key(dims: str, dtype: str) -> str:
@@ -130,6 +139,53 @@ def build_h100(runs: dict) -> TunedTable:
     return TunedTable(fast.device, entries, how)
 
 
+def _h200_member(family: str, runs: dict, h100: TunedTable) -> tuple[TunedTable, dict[str, float]]:
+    """``family``'s H200 table: the config each H200 run tuned for a layer (the newest run
+    first), the H100's entry, marked ``tuned_on: H100``, for layers no H200 run tuned; and the
+    cuDNN / ours ratio per key as the H200 measured it (the H100's where it did not)."""
+    h100_ratio = measured_ratio(family, h100, load_runs(), FAST_RUNS if family == "igemm_fast" else WS_RUNS)
+    entries, ratios = {}, {}
+    for name in reversed(H200_RUNS[family]):   # newest last, so it wins
+        for row in runs[name]["rows"]:
+            key = row_key(row["dims"], "float16")
+            dims = h100.entries[key]["shape"] if key in h100.entries else None
+            if dims is None:
+                raise SystemExit(f"{family}: H200 run {name} tuned {row['shape']}, which the H100 table lacks")
+            entries[key] = {"shape": dims, "config": row["config"]}
+            ratios[key] = row["ratio"]
+    for key, entry in h100.entries.items():
+        if key not in entries:
+            entries[key] = {**entry, "tuned_on": "H100"}
+            ratios[key] = h100_ratio[key]
+    tuned = sum("tuned_on" not in e for e in entries.values())
+    how = (f"tuned on an NVIDIA H200 on {tuned} of {len(entries)} layers (the rest the H100's): "
+           "benchmarks/gpu_h200_session.sh, docs/benchmarks.md")
+    return TunedTable("NVIDIA H200", entries, how), ratios
+
+
+def build_h200(runs: dict) -> dict[str, TunedTable]:
+    """The H200's member tables and igemm_best's from them (module doc)."""
+    members = {f: _h200_member(f, runs, load_table(f, "h100")) for f in ("igemm_fast", "igemm_ws")}
+    (fast, fast_ratio), (ws, ws_ratio) = members["igemm_fast"], members["igemm_ws"]
+    entries = {}
+    for key, entry in fast.entries.items():
+        w = ws_ratio.get(key)
+        pick = 1 if w is not None and w > fast_ratio[key] else 0
+        chosen = (ws if pick else fast).entries[key]
+        entries[key] = {"shape": entry["shape"], "config": _with_ws(pick, chosen["config"]),
+                        "measured": {"igemm_fast": fast_ratio[key], "igemm_ws": w},
+                        "timed_on": {"igemm_fast": fast.entries[key].get("tuned_on", "H200"),
+                                     "igemm_ws": ws.entries[key].get("tuned_on", "H200") if key in ws.entries else None}}
+        if "tuned_on" in chosen:
+            entries[key]["tuned_on"] = chosen["tuned_on"]
+        if pick:
+            entries[key]["fallback"] = _with_ws(0, entry["config"])
+    wins = sum(e["config"]["tiles"]["WS"] for e in entries.values())
+    how = (f"the faster member per layer by cuDNN / ours, timed on an H200 where it was, else on an H100; igemm_ws on "
+           f"{wins} of {len(entries)}: benchmarks/best_of_tables.py")
+    return {"igemm_fast": fast, "igemm_ws": ws, "igemm_best": TunedTable("NVIDIA H200", entries, how)}
+
+
 def build_mi300x() -> TunedTable:
     fast = load_table("igemm_fast", "mi300x")
     entries = {key: {**entry, "config": _with_ws(0, entry["config"])} for key, entry in fast.entries.items()}
@@ -147,16 +203,19 @@ def main() -> int:
     if args.add_run:
         add_run(args.add_run[0], Path(args.add_run[1]))
     stale = []
-    for target, table in (("h100", build_h100(load_runs())), ("mi300x", build_mi300x())):
-        path = table_path("igemm_best", target)
+    h200 = build_h200(load_runs(H200_ROWS))
+    tables = [("igemm_best", "h100", build_h100(load_runs())), ("igemm_best", "mi300x", build_mi300x()),
+              *((family, "h200", table) for family, table in h200.items())]
+    for kernel, target, table in tables:
+        path = table_path(kernel, target)
         if args.check:
             committed = TunedTable.load(path) if path.exists() else None
             if committed is None or (committed.entries, committed.how) != (table.entries, table.how):
                 stale.append(path.name)
             continue
         table.save(path)
-        picks = [e["config"]["tiles"]["WS"] for e in table.entries.values()]
-        print(f"{path.relative_to(ROOT)}: {len(picks)} layers, igemm_ws on {sum(picks)}")
+        ws = sum(bool(e["config"]["tiles"].get("WS")) for e in table.entries.values())
+        print(f"{path.relative_to(ROOT)}: {len(table.entries)} layers" + (f", igemm_ws on {ws}" if kernel == "igemm_best" else ""))
     if stale:
         print(f"out of date: {', '.join(stale)} (run python benchmarks/best_of_tables.py)")
     return 1 if stale else 0

@@ -81,9 +81,11 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
         why = "no table" if table is None else "no entry of this kind of layer"
         result.tags["tune"] = f"table: {why} for {kernel.name} on {plan.target}; the configured config runs"
     else:
-        result.params.update({"tune.table": name, "tune.table_entry": choice.source,
+        result.params.update({"tune.table": name, "tune.table_target": target, "tune.table_entry": choice.source,
                               "tune.configured": plan.candidate.config.label, "tune.chosen": choice.config.label})
         how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
+        if choice.tuned_on:
+            how += f", tuned on an {choice.tuned_on}"
         refused = ""
         if choice.refused is not None:
             how = "its own entry's fallback config"

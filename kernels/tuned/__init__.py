@@ -3,15 +3,18 @@ tuning happens at run time (``tune=table``, the main command's default).
 
 One JSON file per (kernel, target) beside this module, ``<kernel>_<target>.json``:
 ``{"device": ..., "how": ..., "entries": {shape key: {"shape": {...}, "config": {...}}}}``.
-Each table's ``how`` says how it was made: the H100's by timing on an H100, the MI300X's by
-compiling for gfx942 only (no MI300X was timed); the commands are in docs/benchmarks.md,
-"Kernel speed".
+Each table's ``how`` says how it was made: the H100's and the H200's by timing on that GPU
+(an H200 entry the H200 did not tune keeps the H100's, marked ``"tuned_on": "H100"``), the
+MI300X's by compiling for gfx942 only (no MI300X was timed); the commands are in
+docs/benchmarks.md, "Kernel speed".
 
 A layer outside the table gets the config of its *nearest* entry (:meth:`TunedTable.lookup`):
 among the entries with the same filter size, stride and padding, the one closest in
 log C, log F and log(output pixels), whose config the caller accepts for this layer (its
 flags must make sense there: a 1x1-only or fold-only config is never carried to another
-kind of layer); none: the kernel's configured default.  An entry may also hold a ``fallback``
+kind of layer); where no entry has the layer's kind (a 1x7 filter, say), the nearest kind's
+nearest entry whose config the caller accepts, and the choice says so; none: the kernel's
+configured default.  An entry may also hold a ``fallback``
 config, which the layer runs where its own config is refused (igemm_best's igemm_ws entries
 fall back to igemm_fast's config, e.g. under a Triton whose Gluon API igemm_ws was not written
 for).
@@ -47,6 +50,9 @@ class TableChoice:
     exact: bool
     source: str
     refused: Config | None = None
+    #: The GPU the entry was tuned on where it is not the table's own (an H200 table keeps the
+    #: H100's entry for a layer no H200 run tuned); None: the table's own device.
+    tuned_on: str | None = None
 
 
 @dataclass
@@ -77,28 +83,35 @@ class TunedTable:
 
     def lookup(self, shape: ConvShape, accept: Callable[[Config], bool] = lambda cfg: True) -> TableChoice | None:
         """``shape``'s own entry (its ``fallback`` config where the caller refuses its config and
-        accepts that one), else the nearest accepted entry of its kind (module doc), else None."""
+        accepts that one), else the nearest accepted entry of its kind (module doc), else of the
+        nearest kind (:func:`_kind_distance`; its ``source`` says so), else None."""
         own = self.entries.get(shape_key(shape))
         if own is not None:
             source = f"{own['shape']['name']} ({shape_key(shape)})"
             config = Config.from_dict(own["config"])
             fallback = Config.from_dict(own["fallback"]) if "fallback" in own else None
             if fallback is not None and not accept(config) and accept(fallback):
-                return TableChoice(fallback, True, f"{source}, its fallback config", config)
-            return TableChoice(config, True, source)
-        kind = (shape.R, shape.S, shape.stride, shape.padding > 0, shape.dtype)
+                return TableChoice(fallback, True, f"{source}, its fallback config", config, own.get("tuned_on"))
+            return TableChoice(config, True, source, tuned_on=own.get("tuned_on"))
         near = []
         for key, e in self.entries.items():
             s = e["shape"]
-            if (s["R"], s["S"], s["stride"], s["padding"] > 0, s["dtype"]) != kind:
-                continue
             cfg = Config.from_dict(e["config"])
-            if accept(cfg):
-                near.append((_distance(shape, s), key, s["name"], cfg))
+            if s["dtype"] == shape.dtype and accept(cfg):
+                near.append((_kind_distance(shape, s), _distance(shape, s), key, s["name"], cfg, e.get("tuned_on")))
         if not near:
             return None
-        _, key, name, cfg = min(near)
-        return TableChoice(cfg, False, f"{name} ({key})")
+        kind_gap, _, key, name, cfg, tuned_on = min(near)
+        other_kind = ", the nearest kind's (no entry of this kind)" if kind_gap else ""
+        return TableChoice(cfg, False, f"{name} ({key}){other_kind}", tuned_on=tuned_on)
+
+
+def _kind_distance(shape: ConvShape, dims: dict) -> float:
+    """How far a layer's kind (filter R x S, stride, padded or not) lies from an entry's: 0 for
+    the same kind; else log filter-size ratios plus one per differing stride or padding, so a
+    1x7 layer takes a 1x1 or 3x3 entry before a 7x7 stride-2 one."""
+    return (abs(math.log(shape.R / dims["R"])) + abs(math.log(shape.S / dims["S"]))
+            + (shape.stride != dims["stride"]) + ((shape.padding > 0) != (dims["padding"] > 0)))
 
 
 def _distance(shape: ConvShape, dims: dict) -> float:

@@ -35,7 +35,16 @@ def test_own_entry_then_nearest_of_the_same_kind():
     bigger = ConvShape("x", N=64, C=64, H=56, W=56, F=64, R=3, S=3, stride=1, padding=1)
     near = table.lookup(bigger)
     assert not near.exact and near.config == A      # a 3x3 s1 layer: the 3x3 entry, never the 1x1 one
-    assert table.lookup(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1)) is None
+
+
+def test_a_layer_of_no_kind_in_the_table_takes_the_nearest_kind_and_says_so():
+    table = _table((L03, A), (L02, B))
+    s2 = table.lookup(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1))
+    assert s2.config == A and "nearest kind" in s2.source       # 3x3 stride 2: the 3x3 entry
+    one_by_seven = table.lookup(ConvShape("i17", N=32, C=64, H=17, W=17, F=64, R=1, S=7))
+    assert one_by_seven.config == B and "nearest kind" in one_by_seven.source   # 1x7: nearer 1x1 than 3x3
+    assert table.lookup(s2_shape := ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1),
+                        accept=lambda cfg: cfg != A).config == B, s2_shape   # the next kind where refused
 
 
 def test_nearest_is_closest_in_log_dims_and_accepted():
@@ -64,7 +73,7 @@ def _preset_layers() -> list[ConvShape]:
     return out
 
 
-@pytest.mark.parametrize("target", ["h100"])
+@pytest.mark.parametrize("target", ["h100", "h200"])
 def test_committed_table_covers_every_preset_layer_with_a_valid_config(target):
     table = load_table("igemm_fast", target)
     kernel = KERNELS["igemm_fast"]
@@ -78,20 +87,61 @@ def test_committed_table_covers_every_preset_layer_with_a_valid_config(target):
         kernel.check_flags(s, tiles, torch.device("meta"))
         kernel.check_target(s, tiles, "nvidia", "sm_90")
         assert cfg in kernel.tune_space(s, hopper), f"{s.name}: {cfg.label} is outside the kernel's space"
-    assert table.how.startswith("timed on an NVIDIA H100")
+    assert table.how.startswith({"h100": "timed on an NVIDIA H100", "h200": "tuned on an NVIDIA H200"}[target])
 
 
-def test_igemm_ws_table_covers_every_preset_layer_it_can_run():
+@pytest.mark.parametrize("target", ["h100", "h200"])
+def test_igemm_ws_table_covers_every_preset_layer_it_can_run(target):
     """kernel=igemm_ws with tune=table on an H100/H200 launches its own timed entry on every
     shipped layer the family runs (stride 1, C and F multiples of 8)."""
-    table, kernel = load_table("igemm_ws", "h100"), KERNELS["igemm_ws"]
+    table, kernel = load_table("igemm_ws", target), KERNELS["igemm_ws"]
     hopper = DeviceTraits("NVIDIA H100 80GB HBM3", 132, True)
     runnable = [s for s in _preset_layers() if kernel.tune_space(s, hopper)]
     assert len(runnable) >= 80
     missing = [s.name for s in runnable if shape_key(s) not in table.entries]
-    assert not missing, f"layers igemm_ws runs without an entry in its h100 table: {missing}"
+    assert not missing, f"layers igemm_ws runs without an entry in its {target} table: {missing}"
     for s in runnable:
         cfg = table.lookup(s).config
         kernel.check_tiles(cfg.tiles_dict)
         space = map(kernel.canonical, kernel.tune_space(s, hopper))
         assert kernel.canonical(cfg) in space, f"{s.name}: {cfg.label} is outside igemm_ws's space"
+
+
+def test_the_h200_tables_are_the_h200s_own_where_it_tuned_and_say_where_it_did_not():
+    """Every ResNet-50 layer of the H200's igemm_best table was timed on an H200 in both
+    members; an entry the H200 did not tune names the GPU it was (``tuned_on``)."""
+    best = load_table("igemm_best", "h200")
+    assert best.device == "NVIDIA H200" and len(best.how) <= 200 and "\n" not in best.how
+    keys = {shape_key(s) for s in _preset_layers() if s.name.startswith("resnet/")}
+    resnet = [best.entries[k] for k in keys]
+    assert len(resnet) == 23
+    assert all(e["timed_on"]["igemm_fast"] == "H200" and "tuned_on" not in e for e in resnet)
+    for e in best.entries.values():
+        member = "igemm_ws" if e["config"]["tiles"]["WS"] else "igemm_fast"
+        assert e.get("tuned_on", "H200") == e["timed_on"][member]
+        other = e["measured"]["igemm_fast" if member == "igemm_ws" else "igemm_ws"]
+        assert other is None or e["measured"][member] >= other   # the faster member, as measured
+
+
+@pytest.mark.parametrize("target", ["h100", "h200"])
+@pytest.mark.parametrize("dims", [dict(R=1, S=7, padding=0), dict(R=7, S=1, padding=0), dict(R=3, S=3, stride=3, padding=1),
+                                  dict(R=5, S=5, padding=2), dict(R=3, S=3, padding=1, C=36, F=52),
+                                  dict(R=1, S=3, padding=0, stride=2)])
+def test_every_layer_kind_gets_a_tuned_entry_the_kernel_accepts(target, dims):
+    """A layer of a kind no preset has (1xN, Nx1, odd strides, C or F not multiples of 8) takes
+    the nearest kind's nearest entry the default kernel runs there, never the untuned default."""
+    shape = ConvShape("kind", **{"N": 32, "C": 128, "H": 17, "W": 17, "F": 128, "stride": 1, **dims})
+    kernel, table = KERNELS["igemm_best"], load_table("igemm_best", target)
+
+    def runs(cfg: Config) -> bool:
+        try:
+            kernel.check_target(shape, kernel.check_tiles(cfg.tiles_dict), "nvidia", "sm_90")
+            return True
+        except ValueError:
+            return False
+
+    choice = table.lookup(shape, runs)
+    assert choice is not None and runs(choice.config)
+    same_kind = any((e["shape"]["R"], e["shape"]["S"], e["shape"]["stride"], e["shape"]["padding"] > 0)
+                    == (shape.R, shape.S, shape.stride, shape.padding > 0) for e in table.entries.values())
+    assert same_kind or "nearest kind" in choice.source
