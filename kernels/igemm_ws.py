@@ -125,7 +125,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from kernels.access import LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs, place_tensors
+from kernels.access import (Epilogue, LaunchPlan, LoadPlan, OperandLoads, Schedule, element_bytes, launched_programs,
+                            place_tensors)
 from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid, ToolchainError
 from kernels.igemm import input_runs, nhwc
 from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, k_pad, pack_weights, packed_weight_runs,
@@ -816,18 +817,47 @@ class IgemmWsConv(ConvKernel):
             sizes["ws"] = tiles["SPLIT_K"] * M * shape.F * 4
         return place_tensors(sizes)
 
+    def store_plan(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> Epilogue:
+        """What work item ``tile * SPLIT_K + split`` writes after its last step: one run of
+        ``min(BLOCK_N, F - f0)`` elements per pixel of its box inside the images, at the NHWC
+        output (``SPLIT_K`` 1, or ``SPLIT_ADD``: split 0 stores, the others add in L2, each an
+        access of the same lines) or, split-K into a workspace, at this split's fp32 slice of it.
+        A TMA store writes the box's rows as the L1 would (one request per row); rows past the
+        images are clipped by the descriptor and write nothing."""
+        tiles = self.check_tiles(tiles)
+        eb = elem_bytes or element_bytes(shape)
+        bases = self.buffer_bases(shape, tiles, eb)
+        box, t, grid = self.box(shape, tiles), tiled_shape(shape), self.tile_grid(shape, tiles)
+        splits, bn = tiles["SPLIT_K"], tiles["BLOCK_N"]
+        to_ws = splits > 1 and not tiles["SPLIT_ADD"]
+        out_eb, base = (4, bases["ws"]) if to_ws else (eb, bases["y"])
+        slice_bytes = t.N * t.P * t.Q * shape.F * out_eb if to_ws else 0
+
+        def runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            tile, split = keys // splits, keys % splits
+            n, p, q = box_pixels(t, box, tile // grid.num_pid_n)                   # (keys, BLOCK_M)
+            valid = (n < t.N) & (p < t.P) & (q < t.Q)
+            f0 = (tile % grid.num_pid_n) * bn
+            start = base + (split * slice_bytes)[:, None] + (((n * t.P + p) * t.Q + q) * shape.F + f0[:, None]) * out_eb
+            length = np.broadcast_to((np.minimum(bn, shape.F - f0) * out_eb)[:, None], start.shape)
+            return np.where(valid, start, 0)[:, None, :], np.where(valid, length, 0)[:, None, :]
+
+        keys = np.arange(grid.num_pids * splits, dtype=np.int64)
+        return Epilogue(((OperandLoads("y", len(keys), keys, box[0] * box[1] * box[2], runs), True),))
+
     def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
                      elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
-        """The conv (its loads under the persistent / split-K schedule; stores not modelled)
-        and, with SPLIT_K > 1 without SPLIT_ADD, igemm_fast's sum pass.  A persistent grid is modelled with one
-        program per SM also where ``MAXNREG`` sizes it for two."""
+        """The conv (its loads under the persistent / split-K schedule, then each work item's
+        stores: :meth:`store_plan`) and, with SPLIT_K > 1 without SPLIT_ADD, igemm_fast's sum
+        pass.  A persistent grid is modelled with one program per SM also where ``MAXNREG``
+        sizes it for two."""
         tiles = self.check_tiles(tiles)
         eb = elem_bytes or element_bytes(shape)
         loads = self.load_plan(shape, tiles, eb)
         split, add = tiles["SPLIT_K"], tiles["SPLIT_ADD"]
         schedule = Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"]),
                             split_len(loads.num_steps, split, add))
-        plans = [LaunchPlan("conv", schedule, loads)]
+        plans = [LaunchPlan("conv", schedule, loads, epilogue=self.store_plan(shape, tiles, eb))]
         if split > 1 and not add:
             plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split,
                                        self.buffer_bases(shape, tiles, eb), eb))
