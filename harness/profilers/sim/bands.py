@@ -106,7 +106,8 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
     kernel family's layers of that class (``class_bands["<kernel>/<class>"]``), of the class
     (``class_bands[class]``), of the kernel family, of all cells; the bands (``*_band`` of the
     target's ``sim_calibration``, with ``band_coverage``) where the record has them, else the
-    mean absolute errors (``*_mae``); all None for a target never validated.  ``blind``: the
+    mean absolute errors (``*_mae``); all None for a target never validated, or whose record
+    has figures for other families only (the H200's: igemm_ws).  ``blind``: the
     job's grid is :func:`order_blind`, and its two delta bands are those of such grids
     (``class_bands["order-blind"]``) where the record has them."""
     cal = calibration(target)
@@ -130,6 +131,10 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
             value = table.get(kernel, table.get("all"))
         return None if value is None or not math.isfinite(float(value)) else float(value)
 
+    if pick("hit_rate") is None and pick("delta") is None:   # a record that validates other families only
+        return PredictionError(None, None, None, None,
+                               f"not validated on {target.get('name', '?')} hardware for {kernel}",
+                               published=str(target.get("sim_published") or ""))
     validated = f"validated on {cal.get('validated_on', '?')}"
     if kind == "band":
         whose = f" of {kernel}'s {layer} layers" if own else f" of {layer} layers" if by_class else ""
