@@ -191,7 +191,7 @@ def test_a_prediction_with_a_band_keeps_its_interval(tmp_path):
 
 
 def test_a_cpu_prediction_is_for_the_config_the_target_launches(tmp_path):
-    """The default kernel on the CPU, for the H100 and the H200 (which takes the H100's table):
+    """The default kernel on the CPU, for the H100 and the H200 (each with its own table):
     a layer whose table entry is igemm_ws's, which this Triton cannot build, launches and
     compiles the entry's igemm_fast fallback, but its simulated L2 is that of the igemm_ws config
     the target launches (the run's params name it), with the band of igemm_ws's family, and
@@ -232,7 +232,7 @@ def test_a_cpu_prediction_is_for_the_config_the_target_launches(tmp_path):
             assert p["sim.config"] == own.label and p["sim.family"] == kernel.family_for(own.tiles_dict).name
             assert f"predicted for {p['sim.family']} {own.label}, the config {name} launches" in t["sim_config"]
             assert p["tile.WS"] == "0" and p["compile.kernel"] == "igemm_fast_kernel"   # the fallback, built here
-            assert (f"({name} has no table of its own: h100's)" in t["sim_config"]) == (name in TABLE_FALLBACK)
+            assert (f"({name} has no table of its own: h100's)" in t["sim_config"]) == (load_table("igemm_best", name) is None)
         else:   # under the Triton igemm_ws was written for, the target's config is launched here too
             assert "sim.config" not in p
         assert p["verified_config"].startswith("WS0 M16 N16 K16 ")   # the interpreter's tiles, gated
