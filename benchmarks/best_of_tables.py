@@ -129,13 +129,8 @@ def build_h100(runs: dict) -> TunedTable:
         if pick:
             entries[key]["fallback"] = _with_ws(0, entry["config"])
     wins = sum(e["config"]["tiles"]["WS"] for e in entries.values())
-    how = ("per layer the faster of igemm_fast and igemm_ws, each timed on an NVIDIA H100 80GB HBM3: the entry of "
-           "igemm_fast_h100.json or igemm_ws_h100.json with the higher cuDNN time / ours (entry 'measured'), each "
-           "family timed by CUPTI kernel durations against cuDNN in its own process, the two in different processes "
-           "on different nodes a day apart, so a close call is an estimate; igemm_ws on "
-           f"{wins} of the {len(entries)} layers (benchmarks/best_of_tables.py from "
-           f"benchmarks/results/kernel_speed/h100_rows.json.xz: {', '.join(WS_RUNS + FAST_RUNS)}). igemm_fast: "
-           f"{fast.how}. igemm_ws: {ws.how}")
+    how = (f"per layer the faster of igemm_fast and igemm_ws, each timed on an {fast.device}: igemm_ws on {wins} of "
+           f"{len(entries)} layers, the two timed on different nodes (best_of_tables.py; docs/benchmarks.md)")
     return TunedTable(fast.device, entries, how)
 
 
@@ -189,9 +184,9 @@ def build_h200(runs: dict) -> dict[str, TunedTable]:
 def build_mi300x() -> TunedTable:
     fast = load_table("igemm_fast", "mi300x")
     entries = {key: {**entry, "config": _with_ws(0, entry["config"])} for key, entry in fast.entries.items()}
-    head, rule = fast.how.split(":", 1)      # the head is what a job's tune tag quotes
-    return TunedTable(fast.device, entries, f"{head}, igemm_fast_mi300x.json's entries as WS=0 configs (igemm_ws "
-                                            f"runs on sm_90 only):{rule}")
+    head = fast.how.split(":", 1)[0]      # what a job's tune tag quotes
+    return TunedTable(fast.device, entries, f"{head}: igemm_fast_mi300x.json's entries as WS=0 configs (igemm_ws "
+                                            "runs on sm_90 only)")
 
 
 def main() -> int:
