@@ -3,6 +3,7 @@ nothing timed here.
 
     python benchmarks/best_of_tables.py [--check]
     python benchmarks/best_of_tables.py --add-run NAME OUT/results.json   # keep a conv_speed run's rows
+    python benchmarks/best_of_tables.py --runs    # each stored run's command and versions
 
 * ``kernels/tuned/igemm_best_h100.json``: every entry of ``igemm_fast_h100.json``; where
   ``igemm_ws_h100.json`` has the layer too and igemm_ws was measured faster against cuDNN, its
@@ -23,7 +24,8 @@ nothing timed here.
 
 ``--check``: write nothing; exit 1 when a committed table differs from what this builds.
 ``--add-run NAME RESULTS``: store ``conv_speed.py``'s ``results.json`` in the rows file as run
-NAME (replacing a run of that name), then build.
+NAME (replacing a run of that name), then build.  ``--runs``: print each stored run, one line
+each (name, the command that made it, device and versions), and build nothing.
 """
 from __future__ import annotations
 
@@ -107,6 +109,13 @@ def add_run(name: str, results: Path, path: Path = ROWS) -> None:
     runs = load_runs(path)
     runs[name] = {k: run.get(k, []) for k in ("meta", "command", "rows", "compile_errors")}
     path.write_bytes(lzma.compress(json.dumps(runs).encode()))
+
+
+def run_lines(runs: dict) -> list[str]:
+    """One line per stored run: its name, the ``conv_speed.py`` command that made it, the
+    device and the versions it ran with."""
+    return [f"{name}: {run['command']} ({run['meta']['nvidia_smi']}; torch {run['meta']['torch']}, "
+            f"Triton {run['meta']['triton']}, cuDNN {run['meta']['cudnn']})" for name, run in runs.items()]
 
 
 def _with_ws(ws: int, config: dict) -> dict:
@@ -194,7 +203,11 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 where a committed table differs; write nothing")
     ap.add_argument("--add-run", nargs=2, metavar=("NAME", "RESULTS_JSON"),
                     help="first store this conv_speed.py results.json as run NAME of the rows file")
+    ap.add_argument("--runs", action="store_true", help="print each stored run's command and versions; build nothing")
     args = ap.parse_args()
+    if args.runs:
+        print("\n".join(run_lines(load_runs())))
+        return 0
     if args.add_run:
         add_run(args.add_run[0], Path(args.add_run[1]))
     stale = []
