@@ -45,7 +45,7 @@ ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h100_rows.json.xz"
 #: The runs of h100_rows.json.xz that timed igemm_ws_h100.json's configs, newest first.  Not
 #: here: runs of a kernel since changed back (``igemm_ws_splitsum_tune``: split-K summed in the
 #: kernel; ``igemm_ws_twoout_tune``: two output tiles in turn; ``igemm_ws_narrow_tune``: a narrow
-#: wgmma for a tap's last channel block; docs/benchmarks.md, "Kernel speed").
+#: wgmma for a tap's last channel block; benchmarks/kernel_notes.md).
 WS_RUNS = ("igemm_ws_deep128_rest_tune", "igemm_ws_deep128_tune", "igemm_ws_bk32_tune", "igemm_ws_splitadd_tune",
            "igemm_ws_phase_tune", "igemm_ws_deep_tune", "igemm_ws_wide_tune", "igemm_ws_splitk_tune",
            "igemm_ws_pointwise_tune", "igemm_ws_strided_tune", "igemm_ws_full_tune")
