@@ -24,8 +24,8 @@ nothing timed here.
 
 ``--check``: write nothing; exit 1 when a committed table differs from what this builds.
 ``--add-run NAME RESULTS``: store ``conv_speed.py``'s ``results.json`` in the rows file as run
-NAME (replacing a run of that name), then build.  ``--runs``: print each stored run, one line
-each (name, the command that made it, device and versions), and build nothing.
+NAME (replacing a run of that name), then build.  ``--runs``: print each stored run of both rows
+files, one line each (name, the command that made it, device and versions), and build nothing.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def add_run(name: str, results: Path, path: Path = ROWS) -> None:
 def run_lines(runs: dict) -> list[str]:
     """One line per stored run: its name, the ``conv_speed.py`` command that made it, the
     device and the versions it ran with."""
-    return [f"{name}: {run['command']} ({run['meta']['nvidia_smi']}; torch {run['meta']['torch']}, "
+    return [f"{name}: {run['command']} ({run['meta']['nvidia_smi'].splitlines()[0]}; torch {run['meta']['torch']}, "
             f"Triton {run['meta']['triton']}, cuDNN {run['meta']['cudnn']})" for name, run in runs.items()]
 
 
@@ -206,7 +206,7 @@ def main() -> int:
     ap.add_argument("--runs", action="store_true", help="print each stored run's command and versions; build nothing")
     args = ap.parse_args()
     if args.runs:
-        print("\n".join(run_lines(load_runs())))
+        print("\n".join(line for path in (ROWS, H200_ROWS) for line in run_lines(load_runs(path))))
         return 0
     if args.add_run:
         add_run(args.add_run[0], Path(args.add_run[1]))
