@@ -11,7 +11,7 @@ the kernel's AMD candidate space (``tune_space`` with the traits of ``mi300x``, 
 CUs) is compiled for gfx942 by the harness's compile stage (:mod:`harness.compile.build`,
 through the report cache of :mod:`harness.compile.client`; Triton's own cache
 serves the binaries that several layers share: the kernel takes most shape sizes as
-run-time arguments).  The layer's config is then chosen by :data:`RULE` (:func:`rank`):
+run-time arguments).  The layer's config is then chosen by this rule (:func:`rank`; docs/compile.md):
 
 1. it compiled, with no VGPR spills and no scratch memory, in every kernel of its launch;
 2. its LDS fits the CU's 64 KB;
@@ -63,9 +63,6 @@ LDS_BYTES = arch_limits(ARCH).shared_per_cu
 #: two waves let one hide the other's memory latency; beyond that, a larger tile reuses each
 #: load more (the most-waves-first rule picked 64x64 tiles on 83 of 91 layers).
 MIN_WAVES = 2
-RULE = ("no spills or scratch; LDS within the CU's 64 KB; then at least 2 waves per SIMD; then the largest "
-        "BLOCK_M x BLOCK_N; then the most waves per SIMD; then the simplest config (fewest AMD knobs, stages, "
-        "kernels per launch; no split-K, not persistent); then the deeper BLOCK_K")
 CANDIDATES_CSV = ROOT / "benchmarks" / "results" / "amd_table" / "candidates.csv.xz"
 
 
@@ -214,7 +211,7 @@ def main() -> None:
     start = time.perf_counter()
     shapes = layer_order(preset_shapes(args.presets.split(",")))
     how = (f"compiled for gfx942 with Triton {triton.__version__} and not timed on an MI300X "
-           f"(amd_table.py), chosen by the compile report: {RULE}")
+           "(amd_table.py), chosen by the compile report: the rule in docs/compile.md")
     table = TunedTable(f"AMD Instinct MI300X ({ARCH}, {CUS} CUs): compiled only", {}, how)
     args.candidates.parent.mkdir(parents=True, exist_ok=True)
     left_out, binaries, total = [], set(), 0

@@ -3,6 +3,7 @@ nothing timed here.
 
     python benchmarks/best_of_tables.py [--check]
     python benchmarks/best_of_tables.py --add-run NAME OUT/results.json   # keep a conv_speed run's rows
+    python benchmarks/best_of_tables.py --runs    # each stored run's command and versions
 
 * ``kernels/tuned/igemm_best_h100.json``: every entry of ``igemm_fast_h100.json``; where
   ``igemm_ws_h100.json`` has the layer too and igemm_ws was measured faster against cuDNN, its
@@ -23,7 +24,8 @@ nothing timed here.
 
 ``--check``: write nothing; exit 1 when a committed table differs from what this builds.
 ``--add-run NAME RESULTS``: store ``conv_speed.py``'s ``results.json`` in the rows file as run
-NAME (replacing a run of that name), then build.
+NAME (replacing a run of that name), then build.  ``--runs``: print each stored run of both rows
+files, one line each (name, the command that made it, device and versions), and build nothing.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h100_rows.json.xz"
 #: The runs of h100_rows.json.xz that timed igemm_ws_h100.json's configs, newest first.  Not
 #: here: runs of a kernel since changed back (``igemm_ws_splitsum_tune``: split-K summed in the
 #: kernel; ``igemm_ws_twoout_tune``: two output tiles in turn; ``igemm_ws_narrow_tune``: a narrow
-#: wgmma for a tap's last channel block; docs/benchmarks.md, "Kernel speed").
+#: wgmma for a tap's last channel block; benchmarks/kernel_notes.md).
 WS_RUNS = ("igemm_ws_deep128_rest_tune", "igemm_ws_deep128_tune", "igemm_ws_bk32_tune", "igemm_ws_splitadd_tune",
            "igemm_ws_phase_tune", "igemm_ws_deep_tune", "igemm_ws_wide_tune", "igemm_ws_splitk_tune",
            "igemm_ws_pointwise_tune", "igemm_ws_strided_tune", "igemm_ws_full_tune")
@@ -109,6 +111,13 @@ def add_run(name: str, results: Path, path: Path = ROWS) -> None:
     path.write_bytes(lzma.compress(json.dumps(runs).encode()))
 
 
+def run_lines(runs: dict) -> list[str]:
+    """One line per stored run: its name, the ``conv_speed.py`` command that made it, the
+    device and the versions it ran with."""
+    return [f"{name}: {run['command']} ({run['meta']['nvidia_smi'].splitlines()[0]}; torch {run['meta']['torch']}, "
+            f"Triton {run['meta']['triton']}, cuDNN {run['meta']['cudnn']})" for name, run in runs.items()]
+
+
 def _with_ws(ws: int, config: dict) -> dict:
     """A member's config as igemm_best's: tile WS first, then the member's tiles."""
     return {**config, "tiles": {"WS": ws, **config["tiles"]}}
@@ -129,13 +138,8 @@ def build_h100(runs: dict) -> TunedTable:
         if pick:
             entries[key]["fallback"] = _with_ws(0, entry["config"])
     wins = sum(e["config"]["tiles"]["WS"] for e in entries.values())
-    how = ("per layer the faster of igemm_fast and igemm_ws, each timed on an NVIDIA H100 80GB HBM3: the entry of "
-           "igemm_fast_h100.json or igemm_ws_h100.json with the higher cuDNN time / ours (entry 'measured'), each "
-           "family timed by CUPTI kernel durations against cuDNN in its own process, the two in different processes "
-           "on different nodes a day apart, so a close call is an estimate; igemm_ws on "
-           f"{wins} of the {len(entries)} layers (benchmarks/best_of_tables.py from "
-           f"benchmarks/results/kernel_speed/h100_rows.json.xz: {', '.join(WS_RUNS + FAST_RUNS)}). igemm_fast: "
-           f"{fast.how}. igemm_ws: {ws.how}")
+    how = (f"per layer the faster of igemm_fast and igemm_ws, each timed on an {fast.device}: igemm_ws on {wins} of "
+           f"{len(entries)} layers, the two timed on different nodes (best_of_tables.py; docs/benchmarks.md)")
     return TunedTable(fast.device, entries, how)
 
 
@@ -189,9 +193,9 @@ def build_h200(runs: dict) -> dict[str, TunedTable]:
 def build_mi300x() -> TunedTable:
     fast = load_table("igemm_fast", "mi300x")
     entries = {key: {**entry, "config": _with_ws(0, entry["config"])} for key, entry in fast.entries.items()}
-    head, rule = fast.how.split(":", 1)      # the head is what a job's tune tag quotes
-    return TunedTable(fast.device, entries, f"{head}, igemm_fast_mi300x.json's entries as WS=0 configs (igemm_ws "
-                                            f"runs on sm_90 only):{rule}")
+    head = fast.how.split(":", 1)[0]      # what a job's tune tag quotes
+    return TunedTable(fast.device, entries, f"{head}: igemm_fast_mi300x.json's entries as WS=0 configs (igemm_ws "
+                                            "runs on sm_90 only)")
 
 
 def main() -> int:
@@ -199,7 +203,11 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 where a committed table differs; write nothing")
     ap.add_argument("--add-run", nargs=2, metavar=("NAME", "RESULTS_JSON"),
                     help="first store this conv_speed.py results.json as run NAME of the rows file")
+    ap.add_argument("--runs", action="store_true", help="print each stored run's command and versions; build nothing")
     args = ap.parse_args()
+    if args.runs:
+        print("\n".join(line for path in (ROWS, H200_ROWS) for line in run_lines(load_runs(path))))
+        return 0
     if args.add_run:
         add_run(args.add_run[0], Path(args.add_run[1]))
     stale = []

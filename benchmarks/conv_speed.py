@@ -76,6 +76,14 @@ def preset_shapes(names: list[str]) -> list[ConvShape]:
     return out
 
 
+def table_how(device: str) -> str:
+    """The ``how`` of a table this script writes or merges into: one line, the same for every
+    run on ``device`` (each run's command and versions are in its ``results.json``; the
+    commands behind the committed tables are in docs/benchmarks.md, "Kernel speed")."""
+    return (f"timed on an {device}: per layer, by CUPTI kernel durations against cuDNN "
+            "(benchmarks/conv_speed.py; commands and versions: docs/benchmarks.md)")
+
+
 def versions() -> dict:
     import triton
 
@@ -327,9 +335,7 @@ def main() -> None:
     spaces = {n: [c for c in space if (n, c.label) not in dropped] for n, space in spaces.items()}
     timer, rows = CuptiRounds(), []
     merged = TunedTable.load(Path(args.merge_into)) if args.merge_into else None
-    merged_how = merged.how if merged else ""
-    tuned = TunedTable(meta["device"], {}, how=f"timed: {command} ({meta['nvidia_smi']}, torch {meta['torch']}, "
-                                                 f"Triton {meta['triton']})")
+    tuned = TunedTable(meta["device"], {}, how=table_how(meta["device"]))
     for shape in shapes:
         if args.deadline_s and time.perf_counter() - started > args.deadline_s:
             print(f"deadline: {shape.name} and later layers not run", flush=True)
@@ -343,7 +349,7 @@ def main() -> None:
         tuned.save(out / f"{args.kernel}_{meta['device'].split()[1].lower()}.json")
         if merged is not None:
             merged.entries.update(tuned.entries)
-            merged.how = f"{merged_how}; re-tuned {len(tuned.entries)} layers: {tuned.how}"
+            merged.how = tuned.how
             merged.save(out / "merged.json")
     if args.inductor:
         for row in rows:

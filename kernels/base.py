@@ -183,9 +183,9 @@ class ConvKernel(ABC):
 
         ``share``: launch on the operand and output buffers of an earlier binding (see
         :meth:`prepare`).  Two swizzles compared in one process must run on the *same*
-        buffers: measured on an H100, the very same kernel ran a steady 1.7 % slower on one of
-        two equal copies of its operands (other addresses, other DRAM channels), an effect
-        as large as the swizzles being compared."""
+        buffers: the very same kernel can run steadily slower on one of two equal copies of
+        its operands (other addresses, other DRAM channels), by as much as the swizzles being
+        compared differ (docs/concepts.md)."""
         tiles = self.check_tiles(tiles)
         bound = share if share is not None else self.prepare(ops, shape, tiles)
         bound.out.fill_(math.nan)

@@ -8,7 +8,7 @@ The product is the same as igemm's, never materialised:
 * columns   F             filters,
 * depth   K               filter taps (r, s) times input channels c.
 
-What changes, and why (measured on an H100: docs/benchmarks.md, "Kernel speed"):
+What changes, and why (what each change measured: benchmarks/kernel_notes.md):
 
 1. **One flat loop over K steps.**  igemm nests ``for r: for s: for c0``; Triton
    software-pipelines the innermost loop only, so where C = BLOCK_K (the 64-channel 3x3
@@ -33,8 +33,9 @@ What changes, and why (measured on an H100: docs/benchmarks.md, "Kernel speed"):
    partial sums, and they are added in split order (deterministic) either by a second small
    kernel (``SPLIT_SUM=0``) or, with ``SPLIT_SUM=1``, by whichever of a tile's splits
    finishes last (a per-tile arrival counter): no second launch, and the partials it reads
-   were written moments before, so they come from L2.  Measured on an H100, the second
-   kernel is still the faster on ResNet's split layers; the tuner tries both.
+   were written moments before, so they come from L2, but the sum then runs in series at
+   the end of the last split; which way is faster depends on the layer, so the tuner tries
+   both.
 5. **Persistent grid** (``PERSISTENT=1``): one program per SM walks the work items
    ``pid, pid + num_programs, ...``.  The swizzle maps each item's launch-order tile index
    exactly as it maps a program id in the one-tile-per-program launch, so the permutation
@@ -49,9 +50,9 @@ What changes, and why (measured on an H100: docs/benchmarks.md, "Kernel speed"):
 8. **TMA store** (``TMA_STORE=1``): the output tile leaves through a tensor descriptor (one
    bulk copy from shared memory, rows past M clipped by the hardware) instead of masked
    stores from the accumulator's registers.  Most ResNet layers write more than they read
-   (l04: 51 MB out, 13 MB in), so the epilogue is a large part of their time; measured on an
-   H100, though, the tile's trip through shared memory costs more than it saves on most
-   layers (chosen on 3 of 27).
+   (l04: 51 MB out, 13 MB in), so the epilogue is a large part of their time; the tile's
+   trip through shared memory costs shared memory and a wait of its own, so the tuner
+   decides per layer.
 9. **Stride folding** (``FOLD=1``, strided layers with few channels: the stem): a stride-s
    conv is a stride-1 conv over the *space-to-depth* input, whose pixel (h', w') holds the
    s x s input pixels it covers as s*s*C channels, with ceil(R/s) x ceil(S/s) taps (weights
@@ -1045,7 +1046,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         if tma and heavy and conv.stride == 1 and conv.C % 8 == 0 and warps == 4 and not fold_on:
                             # Pixel rectangles with the input as TMA boxes, one warpgroup only: with
                             # two, Triton 3.6 computed wrong outputs from the reshaped box on an H100
-                            # (docs/benchmarks.md, "Kernel speed"); the gate would refuse them anyway.
+                            # (benchmarks/kernel_notes.md); the gate would refuse them anyway.
                             for bw in box_widths(conv, bm):
                                 for stages in stages_here[:2]:
                                     add({**base, "BOX_W": bw}, warps, stages)

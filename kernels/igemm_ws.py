@@ -6,10 +6,10 @@ Why a second fast family.  cuDNN's fastest kernel on ResNet-50's compute-bound 3
 (``sm90_xmma_fprop_implicit_gemm_..._tilesize128x64x64``) runs 384 threads: one *producer*
 warpgroup that only issues bulk tensor copies (TMA) and two *consumer* warpgroups that only
 issue tensor-core instructions (wgmma).  :mod:`kernels.igemm_fast` runs one warpgroup that
-does both, software-pipelined by the compiler (on l23 it keeps 17 % of the issue slots busy),
-and Triton 3.6 does not compile ``tl.range(..., warp_specialize=True)`` for it.  This family
-writes the producer/consumer split by hand.  Its speed against cuDNN, layer by layer and
-idea by idea: docs/benchmarks.md, "Kernel speed".
+does both, software-pipelined by the compiler, and Triton 3.6 does not compile
+``tl.range(..., warp_specialize=True)`` for it.  This family writes the producer/consumer
+split by hand.  Its speed against cuDNN: docs/benchmarks.md, "Kernel speed"; what each idea
+below measured: benchmarks/kernel_notes.md.
 
 The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 convs:
 
@@ -78,8 +78,8 @@ the space (:func:`igemm_ws_space`): BLOCK_N = 64 (cuDNN's tile) with registers c
 (``MAXNREG``, Triton's ``maxnreg``) so that two programs fit on an SM; 64-row tiles, where the
 two wgmma warpgroups sit side by side along N; and split-K, each work item reducing a slice
 of the K steps into an fp32 workspace (a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``),
-summed in split order by igemm_fast's ``split_k_sum_kernel``.  That second launch costs
-2-2.5 us on a 7 x 7 layer whose conv takes 17 (docs/benchmarks.md, "Kernel speed"), so two
+summed in split order by igemm_fast's ``split_k_sum_kernel``.  That second launch is a
+launch and a pass over the partials on top of a small layer's short conv, so two
 splits can also add in the kernel (``SPLIT_ADD``): split 0 stores its partial sums *as the
 output* (fp16 or bf16, plain stores), then sets its tile's flag (a release at GPU scope);
 the last split takes the flag (an acquire, resetting it for the next launch) and adds its
@@ -495,9 +495,8 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 
 
 # -----------------------------------------------------------
-# The config space: the configs of the probe that preceded this family, each checked correct
-# on an H100 on 7 layers, then the ones tried since (docs/benchmarks.md, "Kernel speed");
-# kept where shared memory holds them.
+# The config space: the configs of the probe that preceded this family, then the ones tried
+# since (benchmarks/kernel_notes.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
          split_k: int = 1, split_add: int = 0, bk: int = 64) -> Config:
@@ -509,8 +508,8 @@ def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persiste
 CONFIGS = (
     _cfg(128, 128, 4, 8),                                    # [0] two consumer warpgroups, 64 x 128 each
     _cfg(128, 128, 3, 8),
-    _cfg(128, 128, 4, 8, persistent=1),                      # [2] best on l11, vgg3, big
-    _cfg(128, 128, 4, 8, tma_store=0),                       # [3] best on l17
+    _cfg(128, 128, 4, 8, persistent=1),                      # [2]
+    _cfg(128, 128, 4, 8, tma_store=0),                       # [3]
     _cfg(128, 128, 4, 4),                                    # one consumer warpgroup, 128 x 128
     _cfg(128, 64, 4, 8),                                     # cuDNN's tile: 64 x 64 per warpgroup
     _cfg(128, 64, 6, 8, persistent=1),
@@ -519,12 +518,12 @@ CONFIGS = (
     # Two programs per SM: registers capped so that 2 x 384 threads fit (the load warp's
     # warpgroup gives its registers back to the wgmma warpgroups).
     _cfg(128, 64, 4, 8, maxnreg=80),
-    _cfg(128, 64, 4, 8, persistent=1, maxnreg=80),           # [10] best on l03, l08
+    _cfg(128, 64, 4, 8, persistent=1, maxnreg=80),           # [10]
     # Small grids (7 x 7 and 14 x 14 layers): 64-row tiles, the two warpgroups side by side.
     _cfg(64, 128, 4, 8),
     _cfg(64, 128, 4, 8, maxnreg=80),
     # ... or split-K: twice the work items, each half of K.
-    _cfg(128, 128, 4, 8, split_k=2),                         # [13] best on l23
+    _cfg(128, 128, 4, 8, split_k=2),                         # [13]
     _cfg(128, 64, 4, 8, split_k=2),
     # ... both: on l23, 224 work items in one wave of two programs per SM.
     _cfg(128, 64, 3, 8, maxnreg=80, split_k=2),

@@ -3,10 +3,12 @@ tuning happens at run time (``tune=table``, the main command's default).
 
 One JSON file per (kernel, target) beside this module, ``<kernel>_<target>.json``:
 ``{"device": ..., "how": ..., "entries": {shape key: {"shape": {...}, "config": {...}}}}``.
-Each table's ``how`` says how it was made: the H100's and the H200's by timing on that GPU
-(an H200 entry the H200 did not tune keeps the H100's, marked ``"tuned_on": "H100"``), the
-MI300X's by compiling for gfx942 only (no MI300X was timed); the commands are in
-docs/benchmarks.md, "Kernel speed".
+Each table's ``how`` says how it was made, in one line of at most :data:`HOW_MAX_CHARS`
+characters: the H100's and the H200's by timing on that GPU (an H200 entry the H200 did not
+tune keeps the H100's, marked ``"tuned_on": "H100"``), the MI300X's by compiling for gfx942
+only (no MI300X was timed).  Its head, the text before the first ``:``, is what a job's
+``tune`` tag quotes.  The commands that made each table are in docs/benchmarks.md, "Kernel
+speed".
 
 A layer outside the table gets the config of its *nearest* entry (:meth:`TunedTable.lookup`):
 among the entries with the same filter size, stride and padding, the one closest in
@@ -31,6 +33,8 @@ from kernels.problem import ConvShape
 from kernels.tuning import Config
 
 HERE = Path(__file__).resolve().parent
+#: The longest ``how`` a table may carry (characters, one line): a summary, not a log.
+HOW_MAX_CHARS = 200
 _DIMS = ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")
 
 
@@ -69,6 +73,12 @@ class TunedTable:
         return cls(data["device"], data["entries"], data.get("how", ""))
 
     def save(self, path: Path) -> None:
+        """Write the table to ``path``; refuses a ``how`` that is not one line of at most
+        :data:`HOW_MAX_CHARS` characters."""
+        if "\n" in self.how or len(self.how) > HOW_MAX_CHARS:
+            raise ValueError(f"{Path(path).name}: its how must be one line of at most {HOW_MAX_CHARS} characters "
+                             f"(got {len(self.how)} characters, {self.how.count(chr(10)) + 1} lines); put the "
+                             "commands in docs/benchmarks.md")
         Path(path).write_text(json.dumps({"device": self.device, "how": self.how,
                                           "entries": dict(sorted(self.entries.items()))}, indent=1) + "\n")
 

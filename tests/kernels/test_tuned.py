@@ -10,7 +10,7 @@ import yaml
 
 from kernels import KERNELS
 from kernels.problem import ConvShape
-from kernels.tuned import TunedTable, load_table, shape_key
+from kernels.tuned import HERE, HOW_MAX_CHARS, TunedTable, load_table, shape_key
 from kernels.tuning import Config, DeviceTraits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +60,32 @@ def test_save_and_load_round_trip(tmp_path):
     table.save(tmp_path / "t.json")
     again = TunedTable.load(tmp_path / "t.json")
     assert again.entries == table.entries and again.how == "made by a test" and again.configs() == [A]
+
+
+def test_save_refuses_a_how_that_is_a_log(tmp_path):
+    """A table's ``how`` is a one-line summary: a writer that appends each run's command to it
+    (as re-tuning once did) is stopped at save, with the limit named, and nothing is written."""
+    table = _table((L03, A))
+    for how in ("x" * (HOW_MAX_CHARS + 1), "timed on a GPU:\nsecond line"):
+        table.how = how
+        with pytest.raises(ValueError, match=f"t.json: its how must be one line of at most {HOW_MAX_CHARS}"):
+            table.save(tmp_path / "t.json")
+        assert not (tmp_path / "t.json").exists()
+    table.how = "x" * HOW_MAX_CHARS
+    table.save(tmp_path / "t.json")
+    assert TunedTable.load(tmp_path / "t.json").how == table.how
+
+
+def test_every_committed_table_says_how_in_one_short_line():
+    """Every ``kernels/tuned/*.json`` (tables added later included): ``how`` is one line of at
+    most HOW_MAX_CHARS characters with a head before its first ':' (what a job's tune tag
+    quotes); the commands live in docs/benchmarks.md."""
+    paths = sorted(HERE.glob("*.json"))
+    assert paths
+    for path in paths:
+        how = TunedTable.load(path).how
+        assert how and "\n" not in how and len(how) <= HOW_MAX_CHARS, (path.name, len(how), how[:300])
+        assert ":" in how and how.split(":")[0].strip(), (path.name, how)
 
 
 def _preset_layers() -> list[ConvShape]:

@@ -68,3 +68,10 @@ def test_readme_opens_with_the_two_set_up_commands_ci_and_the_docs_run():
     assert "pip install -q torch==2.13.0 -e '.[dev]'" in ci and ci[-1] == "python -m pytest"
     assert first in _code_blocks((ROOT / "docs" / "index.md").read_text())
     assert len(README.read_text()) <= 8000, "README is the front door: keep it short, move reference text to docs/"
+
+
+def test_the_benchmark_page_keeps_current_figures_only():
+    """benchmarks/README.md, which the docs' Benchmarks page includes, holds the current figures
+    and how to reproduce them; history goes to git and benchmarks/kernel_notes.md."""
+    lines = (ROOT / "benchmarks" / "README.md").read_text().splitlines()
+    assert len(lines) <= 400, f"benchmarks/README.md has {len(lines)} lines (at most 400): move history out"
