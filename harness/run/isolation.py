@@ -89,7 +89,7 @@ class IsolatedRunner:
         self._proc = None
         self._conn = None
         self._stderr: _WorkerStderr | None = None
-        self._busy = False   # a job sent, its result not received
+        self._idle = False   # the worker is waiting for a job (started, and any job's result received)
 
     def run(self, spec: JobSpec, options: JobOptions) -> JobResult:
         result = self._run(spec, options)
@@ -104,7 +104,7 @@ class IsolatedRunner:
             if problem:
                 return _failed(spec, f"isolation: {problem}", "startup")
         start = time.monotonic()
-        self._busy = True
+        self._idle = False
         self._conn.send((spec, dataclasses.replace(options, isolated=True)))
         if not self._conn.poll(self.timeout_s):
             _, tail = self._stop()
@@ -112,7 +112,7 @@ class IsolatedRunner:
                                  f"worker killed, sweep continues{_quoted(tail)}", "timeout")
         try:
             result: JobResult = self._conn.recv()
-            self._busy = False
+            self._idle = True
         except (EOFError, ConnectionError):
             code, tail = self._stop(wait_s=5)
             return _failed(spec, f"isolation: worker process {_exit_text(code)} after "
@@ -124,8 +124,9 @@ class IsolatedRunner:
         return result
 
     def close(self) -> None:
-        """Ask an idle worker to exit; kill a busy one (the job was interrupted) at once."""
-        if self._proc is not None and self._proc.is_alive() and not self._busy:
+        """Ask an idle worker to exit; kill one still starting or running a job (the sweep
+        was interrupted) at once."""
+        if self._proc is not None and self._proc.is_alive() and self._idle:
             try:
                 self._conn.send(None)
                 self._proc.join(10)
@@ -175,6 +176,7 @@ class IsolatedRunner:
             code, tail = self._stop(wait_s=5)
             return _exit_text(code), tail
         self._stderr.forward()
+        self._idle = True
         return None
 
     def _stop(self, wait_s: float = 0) -> tuple[int | None, str]:
@@ -190,7 +192,7 @@ class IsolatedRunner:
                 self._proc.kill()   # killed while starting, before it had a session of its own
             self._proc.join(5)
         self._proc = None
-        self._busy = False
+        self._idle = False
         tail = ""
         if self._stderr is not None:
             tail = self._stderr.tail()
