@@ -142,7 +142,7 @@ def end_refused_sweep(reason: str) -> None:
 
 class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from harness.preflight import refuse_before_sweep
+        from harness.preflight import overrides_as_typed, refuse_before_sweep
 
         refuse_before_sweep(config)   # a refused command logs no run: one line, exit 2, before the sweep's run
         tracking = _tracking()
@@ -153,7 +153,7 @@ class MlflowSweepCallback(Callback):
                           spool_dir=spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd))
         if tracker.offline:   # found once: the sweep's jobs spool without probing again
             mark_down(uri, str(tracker.offline_reason))
-        overrides = list(config.hydra.overrides.task)
+        overrides = overrides_as_typed(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
             params={"sweep.overrides": " ".join(overrides)},

@@ -54,7 +54,14 @@ def task_overrides() -> list[str]:
     """The running job's overrides (Hydra's ``overrides.task``); none outside a Hydra job."""
     from hydra.core.hydra_config import HydraConfig
 
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return overrides_as_typed(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def overrides_as_typed(node) -> list[str]:
+    """The overrides Hydra recorded (``hydra.overrides.task``) as the user typed them: an
+    interpolation in a value (``swizzle.expr='${oc.env:F}'``) stays text, to be resolved in
+    the job's config, never in the override (whose parse the resolved value could break)."""
+    return [str(o) for o in OmegaConf.to_container(node, resolve=False)]
 
 
 def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
@@ -153,7 +160,7 @@ def refuse_before_sweep(config: DictConfig) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    overrides = [str(o) for o in config.hydra.overrides.task]
+    overrides = overrides_as_typed(config.hydra.overrides.task)
     device = describe_device(select_execution_mode())
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -168,7 +175,7 @@ def refuse_before_sweep(config: DictConfig) -> None:
         for job_overrides in jobs:
             job_cfg = loader.load_sweep_config(config, job_overrides)
             check_job(_task_config(job_cfg), device, job_overrides)
-    except (UserError, HydraException) as exc:
+    except (UserError, HydraException, UnicodeDecodeError) as exc:
         if full_error_requested():
             traceback.print_exc()
         line = exc if isinstance(exc, UserError) else UserError(compose_error_line(exc))
