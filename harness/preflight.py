@@ -44,6 +44,7 @@ def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> 
     given_config_wins(cfg, overrides)
     refuse_unrunnable(cfg.shape, on_cpu=device.mode != GPU)   # before the typed config, which imports torch
     job = typed_config(cfg)
+    check_swizzle_label(job)
     check_baseline(job)
     entries = expand_preset(vars(job.shape))
     check_launch_config(job, entries)
@@ -94,6 +95,21 @@ def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> None:
     if given:
         log.info("tune=table: %s given, so the configured launch config runs (tune=none)", ", ".join(given))
         cfg.tune.name = NONE
+
+
+def check_swizzle_label(job: Config) -> None:
+    """Refuse a ``swizzle.label`` that is a built-in swizzle's name or written like a family's
+    (``xcd``, ``grouped_m[...]``): a label names one remap in every report, table and MLflow
+    view, and the built-in's cells would be taken for the formula's.  Raises UserError."""
+    label = job.swizzle.get("label")
+    if label is None:
+        return
+    from swizzles import SWIZZLES
+    from swizzles.families import is_family_label
+
+    if str(label) in SWIZZLES or is_family_label(str(label)):
+        raise UserError(f"swizzle.label={label!r} names a built-in swizzle (built-ins: {', '.join(sorted(SWIZZLES))}; "
+                        f"families: name[key=value,...]); give the formula another label, or none (custom-<hash>)")
 
 
 def check_baseline(job: Config) -> None:

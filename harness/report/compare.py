@@ -27,6 +27,7 @@ Also :func:`failed_runs`: the runs that did not finish, with their reasons.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,6 +93,19 @@ def shape_label(frame: pd.DataFrame) -> pd.Series:
     preset = _col(frame, "params.shape_preset", "").fillna("").astype(str)
     prefixed = preset + "-" + name
     return name.where((preset == name) | (preset == ""), prefixed)
+
+
+def swizzle_label(frame: pd.DataFrame) -> pd.Series:
+    """Each run's swizzle as its cell names it: its label (param ``swizzle``), followed by
+    ``#`` and the first 8 hex of the SHA-256 of its formula (or import path) where runs of
+    different formulas share the label (two YAMLs, or ``swizzle.label``, naming two remaps
+    alike): two cells, never one superseding the other.  A built-in keeps its bare name."""
+    label = _col(frame, "params.swizzle", "?").fillna("?").astype(str)
+    code = _col(frame, "params.swizzle.formula", "").fillna("").astype(str)
+    code = code.where(code != "", _col(frame, "params.swizzle.fn", "").fillna("").astype(str))
+    shared = code.groupby(label).transform("nunique") > 1
+    digest = code.map(lambda text: hashlib.sha256(text.encode()).hexdigest()[:8])
+    return label.where(~shared | (code == ""), label + "#" + digest)
 
 
 _SHORT_TILES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
@@ -172,6 +186,7 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
     cells = finished[["run_id", "run_name", "start_ms"]].copy()
     for name, source in CELL_TEXT.items():
         cells[name] = _col(finished, source, "?").fillna("?").astype(str)
+    cells["swizzle"] = swizzle_label(finished)
     cells["shape"] = shape_label(finished)
     cells["tiles"] = _tiles_label(finished)
     cells["config"] = _config_label(finished)
