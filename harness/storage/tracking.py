@@ -311,8 +311,8 @@ class Tracker:
 
     def finish_job(self, run_id: str, result: JobResult) -> Path | None:
         """Log the job's result and end its run.  Returns None, or the path of the spool
-        record when the store could not take it (a line saying so is printed).  The run stays
-        open (``kill_open_runs`` ends it) until it is ended."""
+        record when the store could not take it (a line saying so is printed).  Until it is
+        ended, the run is open: ``kill_open_runs`` ends it KILLED."""
         start = self._runs.get(run_id) or _RunStart(result.run_name, None)
         storable_result(result)
         renamed = start.run_name != result.run_name   # tune mode launched another config than the one asked
@@ -345,7 +345,7 @@ class Tracker:
             except STORE_ERRORS as exc:   # left RUNNING: the next sweep's claim closes it as stale
                 self._go_offline(exc)
 
-    def job_runs_of(self, sweep_run_id: str) -> list:
+    def job_runs_of(self, sweep_run_id: str) -> list[Run]:
         """The job runs of the sweep run ``sweep_run_id`` in the store (MLflow Runs), oldest
         first; none when offline."""
         if self.offline or is_spool_id(sweep_run_id):
