@@ -12,8 +12,8 @@ error in spawn's bootstrap included): it is copied to the sweep's stderr after e
 and a failed worker's reason ends with its last lines.  A worker that fails to start is
 started once more before its job fails.
 
-The worker runs in a session of its own: a terminal's Ctrl-C reaches the sweep alone, which
-kills the worker with every process it started (harness.hardware.processes).  Closed while a
+The worker runs in a session of its own, SIGINT blocked: a terminal's Ctrl-C reaches the
+sweep alone, which kills the worker with every process it started (harness.hardware.processes).  Closed while a
 job runs (the sweep interrupted: harness.run.interrupt), the runner kills it at once.
 
 ``InProcessRunner`` runs jobs in the calling process (the CPU default: no GPU context
@@ -162,7 +162,8 @@ class IsolatedRunner:
         self._stderr = _WorkerStderr()
         # A spawned child copies the environment when it is exec'd and must see the GPU
         # visibility variables before it imports torch; the job process itself is unchanged.
-        with temporary_environment(self._child_env), _stdlib_start_method(), self._stderr.as_fd2():
+        with (temporary_environment(self._child_env), _stdlib_start_method(), self._stderr.as_fd2(),
+              _ctrl_c_held()):
             self._proc.start()
         child.close()
         # Wait for the worker's "ready" (torch/triton imported, GPU found) under its own
@@ -269,6 +270,18 @@ def _exit_text(code: int | None) -> str:
 def _quoted(tail: str) -> str:
     """A reason's closing clause quoting a worker's stderr tail."""
     return f"; its stderr ended with: {tail}" if tail else "; its stderr was empty"
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Block SIGINT while a worker starts: the worker inherits the block, so a terminal's
+    Ctrl-C never reaches it (not even before it has a session of its own: the sweep stops it),
+    and one that comes meanwhile reaches this process when the block ends."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 @contextlib.contextmanager

@@ -104,7 +104,7 @@ def cpu_ticks(pid: int) -> int:
 def worker_hangs(proc: subprocess.Popen) -> bool:
     """Whether the job's worker process (multiprocessing's spawn) sits in its hang: started
     (its imports took CPU time) and using none over half a second."""
-    workers = [p for p in descendants(proc.pid) if "multiprocessing" in _cmdline(p)]
+    workers = [p for p in descendants(proc.pid) if "spawn_main" in _cmdline(p)]
     before = {p: cpu_ticks(p) for p in workers}
     time.sleep(0.5)
     return any(ticks > 0 and cpu_ticks(p) == ticks for p, ticks in before.items())
