@@ -5,9 +5,9 @@ the signal as their reason (no run left RUNNING), the sweep's runs are listed on
 its report covers the finished cells, and no process the sweep started is left.
 
 The job in flight is ``fault.kind=hang``: it sleeps in the job's worker process
-(``isolation.mode=process``; the fault needs it), so that the signal lands mid-job.  The GPU case profiles with
-``profiler=ncu`` and is stopped while ncu runs; no process of the sweep may then be left on
-the GPU (``nvidia-smi``)."""
+(``isolation.mode=process``; the fault needs it), so that the signal lands mid-job.  On a
+GPU (marked ``gpu``) the sweep is also stopped while ncu profiles; no process of the sweep
+may then be left on the GPU (``nvidia-smi``)."""
 from __future__ import annotations
 
 import os
@@ -174,18 +174,22 @@ def _on_gpu(pids: set[int]) -> set[int]:
 
 
 @pytest.mark.gpu
-def test_sigterm_during_ncu_leaves_no_process_on_the_gpu(tmp_path):
-    """``profiler=ncu``: the sweep is stopped while ncu profiles the first job's shapes (its
-    runs are then KILLED, as the job in flight); ncu, its target process and the job's
-    worker are gone, and nvidia-smi lists no process of the sweep."""
+@pytest.mark.parametrize("profiler", ["ncu", "none"])
+def test_sigterm_on_a_gpu_leaves_no_process_on_it(tmp_path, profiler):
+    """Compiled kernels on the GPU: with ``profiler=ncu`` the sweep is stopped while ncu
+    profiles the first job's shapes (their runs, waiting for their profile, end KILLED), with
+    ``profiler=none`` while the second job hangs in its worker (holding its CUDA context).
+    ncu, its target process and the job's worker are gone, and nvidia-smi lists no process
+    of the sweep."""
     uri = f"sqlite:///{tmp_path}/store.db"
-    env = {k: v for k, v in cli_env().items() if k != "TRITON_INTERPRET"}   # compiled kernels
-    proc = start_sweep(tmp_path, uri, "isolation.mode=process", profiler="ncu", env=env)
-
-    def ncu_runs() -> bool:
-        return any("harness.profilers.worker" in _cmdline(p) for p in descendants(proc.pid))
-
-    processes = wait_until(proc, ncu_runs, "ncu profiling")
+    env = {k: v for k, v in cli_env().items() if k != "TRITON_INTERPRET"}
+    proc = start_sweep(tmp_path, uri, "isolation.mode=process", profiler=profiler, env=env)
+    if profiler == "ncu":
+        processes = wait_until(proc, lambda: any("harness.profilers.worker" in _cmdline(p)
+                                                 for p in descendants(proc.pid)), "ncu profiling")
+    else:
+        processes = wait_until(proc, lambda: hung_run_running(tmp_path, uri) and worker_hangs(proc),
+                               f"RUNNING {HUNG}")
     code, seconds = stop(proc, signal.SIGTERM, group=False)
     out, err = (tmp_path / "sweep.out").read_text(), (tmp_path / "sweep.err").read_text()
     assert code == 143 and "Traceback" not in out + err, err[-3000:]
