@@ -62,8 +62,8 @@ def stop_on_signals(on_stop: Callable[[Interrupted], None]) -> Iterator[None]:
         yield
     except Interrupted as stop:
         on_stop(stop)
-        print(f"stopped by {stop.name}: the runs in flight and the sweep's run are KILLED; re-run the same "
-              f"command to resume (exit {stop.exit_status})", file=sys.stderr, flush=True)
+        print(f"stopped by {stop.name}: its open runs are KILLED; re-run the same command to resume "
+              f"(exit {stop.exit_status})", file=sys.stderr, flush=True)
         _exit_now(stop.exit_status)
     finally:
         for each, handler in saved.items():
