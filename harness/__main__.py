@@ -3,7 +3,8 @@
     python -m harness -m swizzle=xcd,grouped shape=resnet
 
 ``-v`` (``--verbose``) asks for full error reports: Hydra's traceback, a formula error's
-caret excerpt (harness.errors.take_verbose_flag).
+caret excerpt (harness.errors.take_verbose_flag).  SIGTERM and SIGINT stop it within seconds,
+its runs ended KILLED and the report written (harness.run.interrupt).
 """
 import sys
 
@@ -17,8 +18,9 @@ from hydra.core.plugins import Plugins  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 import hydra_plugins.swizzlebench_search as search_plugin  # noqa: E402
-from harness.callbacks import end_refused_sweep  # noqa: E402
+from harness.callbacks import end_interrupted_sweep, end_refused_sweep  # noqa: E402
 from harness.errors import one_line_compose_errors, take_verbose_flag  # noqa: E402
+from harness.run.interrupt import stop_on_signals  # noqa: E402
 from harness.schema import register  # noqa: E402
 
 # Hydra finds plugins by walking the hydra_plugins namespace package, which an editable
@@ -42,5 +44,6 @@ def main(cfg: DictConfig) -> list:
 
 if __name__ == "__main__":
     take_verbose_flag(sys.argv)
-    with one_line_compose_errors(on_refused=end_refused_sweep):   # refused by the schema: one line, exit 2
+    with (stop_on_signals(on_stop=end_interrupted_sweep),   # SIGTERM / SIGINT: runs KILLED, report, exit 143 / 130
+          one_line_compose_errors(on_refused=end_refused_sweep)):   # refused by the schema: one line, exit 2
         main()

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.callbacks import sweep_run_id
 from harness.hardware.device import GPU, DeviceInfo, describe_device
+from harness.run.interrupt import Interrupted
 from harness.run.isolation import InProcessRunner, IsolatedRunner
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
 from harness.preflight import check_job, task_overrides
@@ -55,19 +56,16 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     runner = make_runner(job.isolation, job.devices, device, job_num, profiler)
     if options.tune.mode == FASTEST and device.mode == GPU and not options.compile.only:
         _precompile(job, entries, pkey, tracker, options)
-    results = []
     sweep = _Sweep(job, runner, tracker, parent, common_tags, config_yaml, options, pkey, profiler)
     try:
-        for i, entry in enumerate(entries, 1):
-            result = _run_entry(sweep, entry, f"[job {job_num} | {i}/{len(entries)}]")
-            if result is not None:
-                results.append(result)
-    finally:
-        runner.close()
-    pending = sweep.pending
-    if pending:
-        workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
-        profile_and_finish(profiler, job.profiler, job.target, pending, tracker, job.compare.min_l2_delta, workdir)
+        results = _run_entries(sweep, entries, job_num)
+        if sweep.pending:
+            workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
+            profile_and_finish(profiler, job.profiler, job.target, sweep.pending, tracker, job.compare.min_l2_delta,
+                               workdir)
+    except Interrupted as stop:   # SIGTERM / SIGINT: the runs in flight or awaiting their profile end KILLED
+        tracker.kill_open_runs(stop.reason("mid-job"))
+        raise
     return results
 
 
@@ -133,6 +131,20 @@ class _Sweep:
     pkey: str
     profiler: Profiler | None
     pending: list = field(default_factory=list)
+
+
+def _run_entries(sweep: _Sweep, entries, job_num: int) -> list[JobResult]:
+    """Run the job's shapes in turn (:func:`_run_entry`); the results of those not skipped.
+    The runner is closed at the end, and when interrupted (its worker is then killed at once)."""
+    results = []
+    try:
+        for i, entry in enumerate(entries, 1):
+            result = _run_entry(sweep, entry, f"[job {job_num} | {i}/{len(entries)}]")
+            if result is not None:
+                results.append(result)
+    finally:
+        sweep.runner.close()
+    return results
 
 
 def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:

@@ -35,7 +35,8 @@ from omegaconf import DictConfig
 from harness.errors import UserError
 from harness.hardware.pinning import parse_devices, require_isolation
 from harness.storage.provenance import git_commit
-from harness.job.result import FAILED
+from harness.job.result import FAILED, FINISHED
+from harness.run.interrupt import Interrupted
 from harness.storage.probe import clear_down, mark_down
 from harness.storage.spool import is_spool_id, spool_dir_for, sync_command, take_unkept
 
@@ -141,7 +142,7 @@ def end_refused_sweep(reason: str) -> None:
 
 class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from harness.preflight import refuse_before_sweep
+        from harness.preflight import overrides_as_typed, refuse_before_sweep
 
         refuse_before_sweep(config)   # a refused command logs no run: one line, exit 2, before the sweep's run
         tracking = _tracking()
@@ -152,7 +153,7 @@ class MlflowSweepCallback(Callback):
                           spool_dir=spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd))
         if tracker.offline:   # found once: the sweep's jobs spool without probing again
             mark_down(uri, str(tracker.offline_reason))
-        overrides = list(config.hydra.overrides.task)
+        overrides = overrides_as_typed(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
             params={"sweep.overrides": " ".join(overrides)},
@@ -191,31 +192,49 @@ class MlflowSweepCallback(Callback):
         tracker.end_sweep(run_id, FAILED, reason=reason)
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        tracking = _tracking()
         run_id = os.environ.pop(SWEEP_ENV, None)
         _OPEN_SWEEPS.pop(str(run_id), None)
         if run_id:
+            tracking = _tracking()
             uri = tracking.resolve_tracking_uri(str(config.tracking.uri), str(config.hydra.runtime.cwd))
             spool_dir = spool_dir_for(config.tracking.get("spool_dir"), config.hydra.runtime.cwd)
-            tracker = tracking.Tracker(uri, config.experiment, spool_dir=spool_dir)
-            clear_down()
-            tracker.end_sweep(run_id)
-            if tracker.experiment_id:
-                log.info("%s", tracking.mlflow_ui_hint(uri, tracker.experiment_id))
-            if tracker.offline or is_spool_id(run_id):
-                log.warning("Sweep report skipped: the sweep's runs are spooled in %s (tracking store %s "
-                            "unreachable). Log them with `%s`, then build the report with: python -m harness.report "
-                            "--experiment %s --tracking-uri %s", spool_dir, uri, sync_command(spool_dir),
-                            config.experiment, uri)
-                return
-            # The comparison report; its failure is logged and never fails the sweep.
-            try:
-                from harness import report
+            _end_sweep(tracking.Tracker(uri, config.experiment, spool_dir=spool_dir), run_id)
 
-                out_dir = Path("reports") / str(config.experiment) / run_id
-                path = report.build_report(uri, str(config.experiment), run_id, out_dir)
-                log.info("Sweep report: %s", path)
-            except Exception:
-                log.exception("Sweep report for run %s failed (rebuild it with: python -m harness.report "
-                              "--experiment %s --sweep %s --tracking-uri %s)", run_id, config.experiment,
-                              run_id, config.tracking.uri)
+
+def end_interrupted_sweep(stop: Interrupted) -> None:
+    """End KILLED, with the signal as its reason, the sweep run this process started (a
+    multirun stopped by SIGTERM or SIGINT: harness.run.interrupt), after listing its job runs
+    one line each; then write the report of what finished.  Nothing outside a multirun."""
+    for run_id in list(_OPEN_SWEEPS):
+        tracker = _OPEN_SWEEPS.pop(run_id)
+        os.environ.pop(SWEEP_ENV, None)
+        runs = tracker.job_runs_of(run_id)
+        print(f"[stopped] {stop.name} received: {len(runs)} run(s) of sweep run {run_id}:", flush=True)
+        for run in runs:
+            print(f"  {run.info.status:<8} {run.info.run_name}  run {run.info.run_id}", flush=True)
+        _end_sweep(tracker, run_id, "KILLED", stop.reason("mid-sweep"))
+
+
+def _end_sweep(tracker: Tracker, run_id: str, status: str = FINISHED, reason: str | None = None) -> None:
+    """End the sweep's run with ``status`` (and ``reason``), say how to look at its runs in
+    MLflow, and write its report (unless its runs are spooled: then say how to log them)."""
+    tracking = _tracking()
+    clear_down()
+    tracker.end_sweep(run_id, status, reason)
+    uri, experiment, spool_dir = tracker.uri, tracker.experiment, tracker.spool.directory
+    if tracker.experiment_id:
+        log.info("%s", tracking.mlflow_ui_hint(uri, tracker.experiment_id))
+    if tracker.offline or is_spool_id(run_id):
+        log.warning("Sweep report skipped: the sweep's runs are spooled in %s (tracking store %s "
+                    "unreachable). Log them with `%s`, then build the report with: python -m harness.report "
+                    "--experiment %s --tracking-uri %s", spool_dir, uri, sync_command(spool_dir), experiment, uri)
+        return
+    # The comparison report; its failure is logged and never fails the sweep.
+    try:
+        from harness import report
+
+        path = report.build_report(uri, experiment, run_id, Path("reports") / experiment / run_id)
+        log.info("Sweep report: %s", path)
+    except Exception:
+        log.exception("Sweep report for run %s failed (rebuild it with: python -m harness.report "
+                      "--experiment %s --sweep %s --tracking-uri %s)", run_id, experiment, run_id, uri)

@@ -137,11 +137,33 @@ def schema_values(schema: object, key: object) -> str | None:
     return "true, false" if field.type in (bool, "bool") else None
 
 
-def compose_error_line(exc: HydraException) -> str:
+def undecodable_file(exc: UnicodeDecodeError) -> str:
+    """One line for a config file that is not UTF-8 text: the file (Hydra's file config source
+    reads each YAML as UTF-8, and its error names none: it is the innermost frame's
+    ``full_path``), the line and the bytes that are not UTF-8."""
+    path, tb = None, exc.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_locals.get("full_path", path)
+        tb = tb.tb_next
+    try:
+        raw = open(path, "rb").read() if path else b""
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exact:   # the file's own offsets, not those of a chunk Hydra read
+        line = raw.count(b"\n", 0, exact.start) + 1
+        bad = " ".join(f"{byte:#04x}" for byte in raw[exact.start:exact.end])
+        return f"{path}, line {line}: not UTF-8 text (byte {bad}: {exact.reason}); save the file as UTF-8"
+    except OSError:
+        pass
+    return f"a config file is not UTF-8 text ({exc}); save it as UTF-8"
+
+
+def compose_error_line(exc: HydraException | UnicodeDecodeError) -> str:
     """One line for a refused composition: for the schema's refusals (a value of the wrong
     type, an unknown key) the key, the value and what is valid; for an option a group lacks
-    the closest and every option; else Hydra's message, its line breaks folded (its config
-    search path dropped)."""
+    the closest and every option; for a config file that is not UTF-8, the file and line;
+    else Hydra's message, its line breaks folded (its config search path dropped)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return undecodable_file(exc)
     if isinstance(exc, MissingConfigException):
         return missing_option(exc)
     if isinstance(exc, OverrideParseException):   # its second line points to Hydra's grammar page
@@ -173,7 +195,7 @@ def one_line_compose_errors(on_refused: Callable[[str], None] = lambda reason: N
         def refuse_in_one_line() -> Any:
             try:
                 return func()
-            except HydraException as exc:   # ConfigCompositionException, OverrideParseException, ...
+            except (HydraException, UnicodeDecodeError) as exc:   # ConfigCompositionException, a YAML not UTF-8, ...
                 if full_error_requested():
                     raise
                 line = compose_error_line(exc)

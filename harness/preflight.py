@@ -44,6 +44,7 @@ def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> 
     given_config_wins(cfg, overrides)
     refuse_unrunnable(cfg.shape, on_cpu=device.mode != GPU)   # before the typed config, which imports torch
     job = typed_config(cfg)
+    check_swizzle_label(job)
     check_baseline(job)
     entries = expand_preset(vars(job.shape))
     check_launch_config(job, entries)
@@ -54,7 +55,14 @@ def task_overrides() -> list[str]:
     """The running job's overrides (Hydra's ``overrides.task``); none outside a Hydra job."""
     from hydra.core.hydra_config import HydraConfig
 
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return overrides_as_typed(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def overrides_as_typed(node) -> list[str]:
+    """The overrides Hydra recorded (``hydra.overrides.task``) as the user typed them: an
+    interpolation in a value (``swizzle.expr='${oc.env:F}'``) stays text, to be resolved in
+    the job's config, never in the override (whose parse the resolved value could break)."""
+    return [str(o) for o in OmegaConf.to_container(node, resolve=False)]
 
 
 def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
@@ -87,6 +95,21 @@ def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> None:
     if given:
         log.info("tune=table: %s given, so the configured launch config runs (tune=none)", ", ".join(given))
         cfg.tune.name = NONE
+
+
+def check_swizzle_label(job: Config) -> None:
+    """Refuse a ``swizzle.label`` that is a built-in swizzle's name or written like a family's
+    (``xcd``, ``grouped_m[...]``): a label names one remap in every report, table and MLflow
+    view, and the built-in's cells would be taken for the formula's.  Raises UserError."""
+    label = job.swizzle.get("label")
+    if label is None:
+        return
+    from swizzles import SWIZZLES
+    from swizzles.families import is_family_label
+
+    if str(label) in SWIZZLES or is_family_label(str(label)):
+        raise UserError(f"swizzle.label={label!r} names a built-in swizzle (built-ins: {', '.join(sorted(SWIZZLES))}; "
+                        f"families: name[key=value,...]); give the formula another label, or none (custom-<hash>)")
 
 
 def check_baseline(job: Config) -> None:
@@ -153,7 +176,7 @@ def refuse_before_sweep(config: DictConfig) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    overrides = [str(o) for o in config.hydra.overrides.task]
+    overrides = overrides_as_typed(config.hydra.overrides.task)
     device = describe_device(select_execution_mode())
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -168,7 +191,7 @@ def refuse_before_sweep(config: DictConfig) -> None:
         for job_overrides in jobs:
             job_cfg = loader.load_sweep_config(config, job_overrides)
             check_job(_task_config(job_cfg), device, job_overrides)
-    except (UserError, HydraException) as exc:
+    except (UserError, HydraException, UnicodeDecodeError) as exc:
         if full_error_requested():
             traceback.print_exc()
         line = exc if isinstance(exc, UserError) else UserError(compose_error_line(exc))

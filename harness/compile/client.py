@@ -127,6 +127,11 @@ class CompileClient:
             line = self._worker.stdout.readline()
         except (BrokenPipeError, OSError):
             line = ""
+        except BaseException:   # interrupted (harness.run.interrupt): its answer is not wanted
+            self._worker.kill()
+            self._worker.wait()
+            self._worker = None
+            raise
         if not line:
             code = self._worker.wait()
             self._worker = None

@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.hardware.environment import child_pythonpath
 from harness.errors import UserError
 from harness.hardware.pinning import DevicePin
+from harness.hardware.processes import run_in_own_group
 from harness.profilers.base import DispatchCounters, L2Reading
 from harness.profilers.worker import BASELINE, CANDIDATE, ProfileRequest, launch_schedule, write_requests
 
@@ -146,13 +147,13 @@ class ProcessWrappingProfiler(Profiler):
         """Run the profiler command in ``workdir``, importing what this process imports (a
         user's kernel or swizzle included: :func:`child_pythonpath`); when pinned, with the
         GPU's visibility variables and holding its lock (waiting while another job of this
-        host uses that GPU)."""
+        host uses that GPU).  The command runs in its own process group, killed whole on its
+        timeout or an interruption (harness.hardware.processes)."""
         env = {**os.environ, **child_pythonpath()}
         if self._pin is None:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir, env=env)
+            return run_in_own_group(cmd, self.timeout_s, cwd=workdir, env=env)
         with self._pin.lock():
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, cwd=workdir,
-                                  env={**env, **self._pin.environment()})
+            return run_in_own_group(cmd, self.timeout_s, cwd=workdir, env={**env, **self._pin.environment()})
 
 
 def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list[DispatchCounters],

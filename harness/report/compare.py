@@ -34,6 +34,7 @@ import pandas as pd
 
 from harness.tune.best_vs_best import BEST_VS_BEST
 from harness.measure.paired import SAME_ORDER_VERDICT
+from harness.report.labels import config_label, frame_column, shape_label, swizzle_label, tiles_label
 from harness.report.prediction import VALIDATION_TAG, mark_simulated
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_WORDS,
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
@@ -45,10 +46,11 @@ from harness.storage.tracking import STATUS_REASON_TAG
 OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
 GROUP_KEYS = ("kernel", "shape", "num_warps")
 
-#: Text columns of a cell: column -> the run's param or tag it is read from.
+#: Text columns of a cell: column -> the run's param or tag it is read from (its swizzle:
+#: :func:`harness.report.labels.swizzle_label`).
 CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_stages": "params.num_stages",
              "num_xcds": "params.num_xcds", "dtype": "params.shape.dtype", "target": "params.target",
-             "seed": "params.seed", "swizzle": "params.swizzle", "group_size": "params.group_size"}
+             "seed": "params.seed", "group_size": "params.group_size"}
 #: Tags of a paired run: cell column -> tag.
 CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
              "same_order": "compare.same_order", "bound": "bound", "question": "compare.question",
@@ -79,50 +81,6 @@ PAIRED_METRICS = {"speedup": "speedup", "speedup_ci_lo": "speedup_lo", "speedup_
 # --------------------------------------------------------------------------------------
 # The comparison table
 # --------------------------------------------------------------------------------------
-def _col(frame: pd.DataFrame, name: str, default: object = np.nan) -> pd.Series:
-    """Column ``name`` of ``frame``, or a column of ``default`` when it is absent."""
-    if name in frame.columns:
-        return frame[name]
-    return pd.Series(default, index=frame.index, dtype=object if isinstance(default, str) else float)
-
-
-def shape_label(frame: pd.DataFrame) -> pd.Series:
-    """``shape.name``, prefixed by the preset when it differs (as ``JobSpec.shape_label``)."""
-    name = _col(frame, "params.shape.name", "").fillna("").astype(str)
-    preset = _col(frame, "params.shape_preset", "").fillna("").astype(str)
-    prefixed = preset + "-" + name
-    return name.where((preset == name) | (preset == ""), prefixed)
-
-
-_SHORT_TILES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
-
-
-def _config_label(frame: pd.DataFrame) -> pd.Series:
-    """The launch config of each run as ``Config.label`` writes it (``M128 N64 K64 w4 s3``):
-    tune mode's choice (param ``tune.config``), else the run's ``tile.*`` params (BLOCK_M, N, K
-    first, then the flags by name), ``num_warps`` and ``num_stages``."""
-    cols = sorted((c for c in frame.columns if c.startswith("params.tile.")),
-                  key=lambda c: (list(_SHORT_TILES).index(c[12:]) if c[12:] in _SHORT_TILES else 9, c))
-
-    def configured(row: pd.Series) -> str:
-        tiles = [f"{_SHORT_TILES.get(c[12:], c[12:])}{row[c]}" for c in cols if pd.notna(row[c])]
-        return " ".join(tiles + [f"w{row.get('params.num_warps', '?')}", f"s{row.get('params.num_stages', '?')}"])
-
-    labels = frame.apply(configured, axis=1) if len(frame) else pd.Series("", index=frame.index, dtype=object)
-    tuned = _col(frame, "params.tune.config", "")
-    return tuned.where(tuned.notna() & (tuned != ""), labels).astype(str)
-
-
-def _tiles_label(frame: pd.DataFrame) -> pd.Series:
-    """``BLOCK_M=128 BLOCK_N=128 ...`` from the ``tile.*`` params a run has (kernel
-    families have different tile names; absent ones are left out, not shown as ``?``)."""
-    cols = sorted(c for c in frame.columns if c.startswith("params.tile."))
-    if not cols:
-        return pd.Series("", index=frame.index, dtype=object)
-    tiles = frame[cols].rename(columns=lambda c: c.removeprefix("params.tile."))
-    return tiles.apply(lambda row: " ".join(f"{k}={v}" for k, v in row.items() if pd.notna(v)), axis=1)
-
-
 @dataclass(frozen=True)
 class Comparison:
     """The per-cell table and how it was keyed."""
@@ -171,28 +129,29 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
     finished = runs[runs["status"] == "FINISHED"] if "status" in runs else runs.iloc[0:0]
     cells = finished[["run_id", "run_name", "start_ms"]].copy()
     for name, source in CELL_TEXT.items():
-        cells[name] = _col(finished, source, "?").fillna("?").astype(str)
+        cells[name] = frame_column(finished, source, "?").fillna("?").astype(str)
+    cells["swizzle"] = swizzle_label(finished)
     cells["shape"] = shape_label(finished)
-    cells["tiles"] = _tiles_label(finished)
-    cells["config"] = _config_label(finished)
-    cells["tune_near_tie"] = (flag_column(_col(finished, "tags.tune.near_tie", "")) |   # best vs best: either
-                              flag_column(_col(finished, "tags.baseline.tune.near_tie", "")))
-    cells["tune_runner_ups"] = _col(finished, "params.tune.runner_ups", "").fillna("").astype(str)
-    cells["baseline_config"] = _col(finished, "params.baseline_config", "").fillna("").astype(str)  # best vs best
-    cells["remap_hash"] = _col(finished, "params.remap.hash")
-    cells["compare_baseline"] = _col(finished, "params.compare.baseline", "").fillna("").astype(str)
+    cells["tiles"] = tiles_label(finished)
+    cells["config"] = config_label(finished)
+    cells["tune_near_tie"] = (flag_column(frame_column(finished, "tags.tune.near_tie", "")) |   # best vs best: either
+                              flag_column(frame_column(finished, "tags.baseline.tune.near_tie", "")))
+    cells["tune_runner_ups"] = frame_column(finished, "params.tune.runner_ups", "").fillna("").astype(str)
+    cells["baseline_config"] = frame_column(finished, "params.baseline_config", "").fillna("").astype(str)  # best vs best
+    cells["remap_hash"] = frame_column(finished, "params.remap.hash")
+    cells["compare_baseline"] = frame_column(finished, "params.compare.baseline", "").fillna("").astype(str)
     for name, tag in CELL_TAGS.items():
-        cells[name] = _col(finished, f"tags.{tag}", "").fillna("").astype(str)
+        cells[name] = frame_column(finished, f"tags.{tag}", "").fillna("").astype(str)
     for name in RUN_METRICS:
-        cells[name] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+        cells[name] = pd.to_numeric(frame_column(finished, f"metrics.{name}"), errors="coerce")
     for name, param in CELL_NUMBER_PARAMS.items():
-        cells[name] = pd.to_numeric(_col(finished, f"params.{param}"), errors="coerce")
+        cells[name] = pd.to_numeric(frame_column(finished, f"params.{param}"), errors="coerce")
     for name, metric in COMPILE_METRICS.items():
-        cells[name] = pd.to_numeric(_col(finished, f"metrics.{metric}"), errors="coerce")
+        cells[name] = pd.to_numeric(frame_column(finished, f"metrics.{metric}"), errors="coerce")
     for name, source in COMPILE_TEXT.items():
-        cells[name] = _col(finished, source, "").fillna("").astype(str)
+        cells[name] = frame_column(finished, source, "").fillna("").astype(str)
     for name, column in PAIRED_METRICS.items():
-        cells[f"paired_{column}"] = pd.to_numeric(_col(finished, f"metrics.{name}"), errors="coerce")
+        cells[f"paired_{column}"] = pd.to_numeric(frame_column(finished, f"metrics.{name}"), errors="coerce")
     return cells
 
 
@@ -401,16 +360,16 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=["run_id", "run_name", "status", "gate", "kernel", "swizzle", "shape", "reason"])
     bad = runs[runs["status"] != "FINISHED"]
-    reason = _col(bad, f"tags.{STATUS_REASON_TAG}", "").fillna("").astype(str)
+    reason = frame_column(bad, f"tags.{STATUS_REASON_TAG}", "").fillna("").astype(str)
     unfinished = (bad["status"] != "FAILED") & (reason == "")
     reason = reason.where(~unfinished, "run never finished (status " + bad["status"].astype(str) +
                           "): the job crashed, was killed or is still running")
     reason = reason.where(reason != "", "FAILED without a status_reason tag")
     out = pd.DataFrame({
         "run_id": bad["run_id"], "run_name": bad["run_name"], "status": bad["status"],
-        "gate": _col(bad, "tags.failed_gate", "").fillna("").astype(str),
-        "kernel": _col(bad, "params.kernel", "").fillna("").astype(str),
-        "swizzle": _col(bad, "params.swizzle", "").fillna("").astype(str),
+        "gate": frame_column(bad, "tags.failed_gate", "").fillna("").astype(str),
+        "kernel": frame_column(bad, "params.kernel", "").fillna("").astype(str),
+        "swizzle": frame_column(bad, "params.swizzle", "").fillna("").astype(str),
         "shape": shape_label(bad), "reason": reason,
     })
     return out.sort_values(["run_name", "run_id"], kind="stable").reset_index(drop=True)

@@ -10,9 +10,11 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 import pandas as pd
-from mlflow.entities import Run, ViewType
+from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+
+from harness.storage.tracking import search_all_runs
 
 KIND_TAG = "swizzlebench.kind"
 SWEEP_KIND, JOB_KIND = "sweep", "job"
@@ -29,20 +31,6 @@ def quote_filter_value(value: str) -> str:
     if not _RUN_ID_RE.match(value):
         raise ValueError(f"not a valid MLflow run id: {value!r}")
     return f"'{value}'"
-
-
-def search_all_runs(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
-    """Every active run of the experiment matching ``filter_string``, 1,000 per query."""
-    runs: list[Run] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs([experiment_id], filter_string=filter_string,
-                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=1000,
-                                  page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
 
 
 def runs_to_frame(runs: Iterable[Run]) -> pd.DataFrame:

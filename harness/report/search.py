@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from harness.report.compare import shape_label
+from harness.report.labels import shape_label
 from harness.report.figures import FigureBlock, png_base64
 from harness.report.render import render
 from harness.report.views import ReportRuns

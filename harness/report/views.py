@@ -28,8 +28,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from harness.report.data import (JOB_KIND, KIND_TAG, SWEEP_KIND, experiment_id_of, get_run, list_command, run_kind,
-                                 runs_to_frame, search_all_runs, sweep_runs, tag_filter, utc)
-from harness.storage.tracking import INVOCATION_TAG, REUSED_TAG_PREFIX, SWEEP_TAG
+                                 runs_to_frame, sweep_runs, tag_filter, utc)
+from harness.storage.tracking import INVOCATION_TAG, REUSED_TAG_PREFIX, SWEEP_TAG, search_all_runs
 
 #: Tag column set on a reused run's row (not stored): "from run <id>, <date>" (its end, else start).
 REUSED_FROM_TAG = "swizzlebench.reused_from"

@@ -12,6 +12,10 @@ error in spawn's bootstrap included): it is copied to the sweep's stderr after e
 and a failed worker's reason ends with its last lines.  A worker that fails to start is
 started once more before its job fails.
 
+The worker runs in a session of its own, SIGINT blocked: a terminal's Ctrl-C reaches the
+sweep alone, which kills the worker with every process it started (harness.hardware.processes).  Closed while a
+job runs (the sweep interrupted: harness.run.interrupt), the runner kills it at once.
+
 ``InProcessRunner`` runs jobs in the calling process (the CPU default: no GPU context
 to lose, and the interpreter's start-up is not paid again).
 
@@ -40,6 +44,7 @@ from harness.hardware.device import DeviceInfo, describe_device, select_executio
 from harness.hardware.environment import temporary_environment
 from harness.run.steps import JobOptions, run_job
 from harness.hardware.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices
+from harness.hardware.processes import kill_group
 from harness.job.result import FAILED, JobResult
 from harness.job.spec import JobSpec
 
@@ -84,6 +89,7 @@ class IsolatedRunner:
         self._proc = None
         self._conn = None
         self._stderr: _WorkerStderr | None = None
+        self._idle = False   # the worker is waiting for a job (started, and any job's result received)
 
     def run(self, spec: JobSpec, options: JobOptions) -> JobResult:
         result = self._run(spec, options)
@@ -98,6 +104,7 @@ class IsolatedRunner:
             if problem:
                 return _failed(spec, f"isolation: {problem}", "startup")
         start = time.monotonic()
+        self._idle = False
         self._conn.send((spec, dataclasses.replace(options, isolated=True)))
         if not self._conn.poll(self.timeout_s):
             _, tail = self._stop()
@@ -105,6 +112,7 @@ class IsolatedRunner:
                                  f"worker killed, sweep continues{_quoted(tail)}", "timeout")
         try:
             result: JobResult = self._conn.recv()
+            self._idle = True
         except (EOFError, ConnectionError):
             code, tail = self._stop(wait_s=5)
             return _failed(spec, f"isolation: worker process {_exit_text(code)} after "
@@ -116,7 +124,9 @@ class IsolatedRunner:
         return result
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        """Ask an idle worker to exit; kill one still starting or running a job (the sweep
+        was interrupted) at once."""
+        if self._proc is not None and self._proc.is_alive() and self._idle:
             try:
                 self._conn.send(None)
                 self._proc.join(10)
@@ -147,11 +157,13 @@ class IsolatedRunner:
         tail) or None."""
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=self._worker, args=(child,), daemon=True, name="swizzlebench-job")
+        self._proc = ctx.Process(target=_in_own_session, args=(self._worker, child), daemon=True,
+                                 name="swizzlebench-job")
         self._stderr = _WorkerStderr()
         # A spawned child copies the environment when it is exec'd and must see the GPU
         # visibility variables before it imports torch; the job process itself is unchanged.
-        with temporary_environment(self._child_env), _stdlib_start_method(), self._stderr.as_fd2():
+        with (temporary_environment(self._child_env), _stdlib_start_method(), self._stderr.as_fd2(),
+              _ctrl_c_held()):
             self._proc.start()
         child.close()
         # Wait for the worker's "ready" (torch/triton imported, GPU found) under its own
@@ -165,20 +177,23 @@ class IsolatedRunner:
             code, tail = self._stop(wait_s=5)
             return _exit_text(code), tail
         self._stderr.forward()
+        self._idle = True
         return None
 
     def _stop(self, wait_s: float = 0) -> tuple[int | None, str]:
-        """End the worker: give it ``wait_s`` to exit on its own, then kill it.  Passes what it
-        wrote to stderr on to ours; returns its exit code (None: still running after wait_s)
-        and the tail of that stderr."""
+        """End the worker: give it ``wait_s`` to exit on its own, then kill it, with every
+        process it started (its process group).  Passes what it wrote to stderr on to ours;
+        returns its exit code (None: still running after wait_s) and the tail of that stderr."""
         code = None
         if self._proc is not None:
             self._proc.join(wait_s)
             code = self._proc.exitcode
+            kill_group(self._proc.pid)   # what it started, and itself when still running
             if code is None:
-                self._proc.kill()
-                self._proc.join(5)
+                self._proc.kill()   # killed while starting, before it had a session of its own
+            self._proc.join(5)
         self._proc = None
+        self._idle = False
         tail = ""
         if self._stderr is not None:
             tail = self._stderr.tail()
@@ -258,6 +273,18 @@ def _quoted(tail: str) -> str:
 
 
 @contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Block SIGINT while a worker starts: the worker inherits the block, so a terminal's
+    Ctrl-C never reaches it (not even before it has a session of its own: the sweep stops it),
+    and one that comes meanwhile reaches this process when the block ends."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+@contextlib.contextmanager
 def _stdlib_start_method() -> Iterator[None]:
     """Make the process-wide default start method a standard one while a child starts.
 
@@ -274,6 +301,13 @@ def _stdlib_start_method() -> Iterator[None]:
         yield
     finally:
         mp.set_start_method(current, force=True)
+
+
+def _in_own_session(worker: Callable[[Connection], None], conn: Connection) -> None:
+    """The worker process's entry point: in a session of its own (harness.hardware.processes),
+    then ``worker``."""
+    os.setsid()
+    worker(conn)
 
 
 def _serve(conn: Connection) -> None:

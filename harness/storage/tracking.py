@@ -33,7 +33,7 @@ from typing import Callable, TypeVar
 
 import requests
 import sqlalchemy.exc
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, Run, RunTag, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -311,21 +311,51 @@ class Tracker:
 
     def finish_job(self, run_id: str, result: JobResult) -> Path | None:
         """Log the job's result and end its run.  Returns None, or the path of the spool
-        record when the store could not take it (a line saying so is printed)."""
-        start = self._runs.pop(run_id, None) or _RunStart(result.run_name, None)
-        HEARTBEAT.remove(run_id)
+        record when the store could not take it (a line saying so is printed).  Until it is
+        ended, the run is open: ``kill_open_runs`` ends it KILLED."""
+        start = self._runs.get(run_id) or _RunStart(result.run_name, None)
         storable_result(result)
         renamed = start.run_name != result.run_name   # tune mode launched another config than the one asked
         start.run_name = result.run_name
+        path = None
         if not self.offline and not is_spool_id(run_id):
             try:
                 if renamed:
                     retry_when_locked(self.client.update_run, run_id, name=result.run_name)
                 self._finish_in_store(run_id, result)
-                return None
             except STORE_ERRORS as exc:
                 self._go_offline(exc)
-        return self._spool_job(run_id, start, result)
+        if self.offline or is_spool_id(run_id):
+            path = self._spool_job(run_id, start, result)
+        self._runs.pop(run_id, None)
+        HEARTBEAT.remove(run_id)
+        return path
+
+    def kill_open_runs(self, reason: str) -> None:
+        """End KILLED, with ``reason``, every job run this tracker started and has not ended
+        (the job was interrupted: harness.run.interrupt).  A run that has only a spool id
+        was never written anywhere: it is dropped."""
+        for run_id in list(self._runs):
+            self._runs.pop(run_id)
+            HEARTBEAT.remove(run_id)
+            if self.offline or is_spool_id(run_id):
+                continue
+            try:
+                self._kill(run_id, reason)
+            except STORE_ERRORS as exc:   # left RUNNING: the next sweep's claim closes it as stale
+                self._go_offline(exc)
+
+    def job_runs_of(self, sweep_run_id: str) -> list[Run]:
+        """The job runs of the sweep run ``sweep_run_id`` in the store (MLflow Runs), oldest
+        first; none when offline."""
+        if self.offline or is_spool_id(sweep_run_id):
+            return []
+        try:
+            runs = search_all_runs(self.client, self.experiment_id, f"tags.`{SWEEP_TAG}` = '{sweep_run_id}'")
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+            return []
+        return sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id))
 
     def _finish_in_store(self, run_id: str, result: JobResult) -> None:
         tags = {**run_tags(result), STATUS_REASON_TAG: result.reason[:5000]}
@@ -519,6 +549,20 @@ class Tracker:
         for i in range(0, max(len(p), len(m), len(t), 1), 100):
             retry_when_locked(self.client.log_batch, run_id, metrics=m[i:i + 100], params=p[i:i + 100],
                               tags=t[i:i + 100])
+
+
+def search_all_runs(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
+    """Every active run of the experiment matching ``filter_string``, 1,000 per query."""
+    runs: list[Run] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=filter_string,
+                                  run_view_type=ViewType.ACTIVE_ONLY, max_results=1000,
+                                  page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
 
 
 def ensure_experiment(client: MlflowClient, name: str) -> str:

@@ -1,0 +1,36 @@
+"""Child processes that never outlive the work they do: a job's worker, a profiler and the
+kernels it launches each run in their own process group, and are ended as a whole group.
+
+A process group of its own (a new session) keeps a terminal's Ctrl-C, sent to the sweep's
+process group, from reaching the child directly: the sweep alone receives it and stops its
+children itself (harness.run.interrupt), every process under them included (ncu's target
+process, a worker's compile helper), so that none is left holding the GPU's memory."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL every process of the process group led by ``pid`` (a child started in its own
+    session); nothing when the group is gone already."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def run_in_own_group(cmd: Sequence[str], timeout_s: float, **popen_args) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, ...)`` with the
+    command in its own session: on its timeout, or when this process is interrupted while it
+    runs (harness.run.interrupt), its whole process group is killed before the exception
+    goes on (``subprocess.run`` would kill the command alone, leaving what it started)."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True, **popen_args) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except BaseException:
+            kill_group(proc.pid)
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)

@@ -1,0 +1,66 @@
+"""How a run's fields read in the report's cells: its swizzle (label, or label and formula
+hash where two formulas share a label), shape, launch config and tiles, from the runs'
+frame (harness.report.data.runs_to_frame)."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+
+def frame_column(frame: pd.DataFrame, name: str, default: object = np.nan) -> pd.Series:
+    """Column ``name`` of ``frame``, or a column of ``default`` when it is absent."""
+    if name in frame.columns:
+        return frame[name]
+    return pd.Series(default, index=frame.index, dtype=object if isinstance(default, str) else float)
+
+
+def shape_label(frame: pd.DataFrame) -> pd.Series:
+    """``shape.name``, prefixed by the preset when it differs (as ``JobSpec.shape_label``)."""
+    name = frame_column(frame, "params.shape.name", "").fillna("").astype(str)
+    preset = frame_column(frame, "params.shape_preset", "").fillna("").astype(str)
+    prefixed = preset + "-" + name
+    return name.where((preset == name) | (preset == ""), prefixed)
+
+
+def swizzle_label(frame: pd.DataFrame) -> pd.Series:
+    """Each run's swizzle as its cell names it: its label (param ``swizzle``), followed by
+    ``#`` and the first 8 hex of the SHA-256 of its formula (or import path) where runs of
+    different formulas share the label (two YAMLs, or ``swizzle.label``, naming two remaps
+    alike): two cells, never one superseding the other.  A built-in keeps its bare name."""
+    label = frame_column(frame, "params.swizzle", "?").fillna("?").astype(str)
+    code = frame_column(frame, "params.swizzle.formula", "").fillna("").astype(str)
+    code = code.where(code != "", frame_column(frame, "params.swizzle.fn", "").fillna("").astype(str))
+    shared = code.groupby(label).transform("nunique") > 1
+    digest = code.map(lambda text: hashlib.sha256(text.encode()).hexdigest()[:8])
+    return label.where(~shared | (code == ""), label + "#" + digest)
+
+
+_SHORT_TILES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
+
+
+def config_label(frame: pd.DataFrame) -> pd.Series:
+    """The launch config of each run as ``Config.label`` writes it (``M128 N64 K64 w4 s3``):
+    tune mode's choice (param ``tune.config``), else the run's ``tile.*`` params (BLOCK_M, N, K
+    first, then the flags by name), ``num_warps`` and ``num_stages``."""
+    cols = sorted((c for c in frame.columns if c.startswith("params.tile.")),
+                  key=lambda c: (list(_SHORT_TILES).index(c[12:]) if c[12:] in _SHORT_TILES else 9, c))
+
+    def configured(row: pd.Series) -> str:
+        tiles = [f"{_SHORT_TILES.get(c[12:], c[12:])}{row[c]}" for c in cols if pd.notna(row[c])]
+        return " ".join(tiles + [f"w{row.get('params.num_warps', '?')}", f"s{row.get('params.num_stages', '?')}"])
+
+    labels = frame.apply(configured, axis=1) if len(frame) else pd.Series("", index=frame.index, dtype=object)
+    tuned = frame_column(frame, "params.tune.config", "")
+    return tuned.where(tuned.notna() & (tuned != ""), labels).astype(str)
+
+
+def tiles_label(frame: pd.DataFrame) -> pd.Series:
+    """``BLOCK_M=128 BLOCK_N=128 ...`` from the ``tile.*`` params a run has (kernel
+    families have different tile names; absent ones are left out, not shown as ``?``)."""
+    cols = sorted(c for c in frame.columns if c.startswith("params.tile."))
+    if not cols:
+        return pd.Series("", index=frame.index, dtype=object)
+    tiles = frame[cols].rename(columns=lambda c: c.removeprefix("params.tile."))
+    return tiles.apply(lambda row: " ".join(f"{k}={v}" for k, v in row.items() if pd.notna(v)), axis=1)
