@@ -8,7 +8,7 @@ The product is the same as igemm's, never materialised:
 * columns   F             filters,
 * depth   K               filter taps (r, s) times input channels c.
 
-What changes, and why (what each change measured: benchmarks/kernel_notes.md):
+What changes, and why (what each change measured: the kernel notes of docs/benchmarks.md):
 
 1. **One flat loop over K steps.**  igemm nests ``for r: for s: for c0``; Triton
    software-pipelines the innermost loop only, so where C = BLOCK_K (the 64-channel 3x3
@@ -1046,7 +1046,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                         if tma and heavy and conv.stride == 1 and conv.C % 8 == 0 and warps == 4 and not fold_on:
                             # Pixel rectangles with the input as TMA boxes, one warpgroup only: with
                             # two, Triton 3.6 computed wrong outputs from the reshaped box on an H100
-                            # (benchmarks/kernel_notes.md); the gate would refuse them anyway.
+                            # (the kernel notes of docs/benchmarks.md); the gate would refuse them anyway.
                             for bw in box_widths(conv, bm):
                                 for stages in stages_here[:2]:
                                     add({**base, "BOX_W": bw}, warps, stages)

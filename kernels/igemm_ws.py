@@ -9,7 +9,7 @@ issue tensor-core instructions (wgmma).  :mod:`kernels.igemm_fast` runs one warp
 does both, software-pipelined by the compiler, and Triton 3.6 does not compile
 ``tl.range(..., warp_specialize=True)`` for it.  This family writes the producer/consumer
 split by hand.  Its speed against cuDNN: docs/benchmarks.md, "Kernel speed"; what each idea
-below measured: benchmarks/kernel_notes.md.
+below measured: the kernel notes of docs/benchmarks.md.
 
 The product is igemm_fast's (its module docstring), for NHWC fp16/bf16 convs:
 
@@ -496,7 +496,7 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 
 # -----------------------------------------------------------
 # The config space: the configs of the probe that preceded this family, then the ones tried
-# since (benchmarks/kernel_notes.md); kept where shared memory holds them.
+# since (the kernel notes of docs/benchmarks.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
          split_k: int = 1, split_add: int = 0, bk: int = 64) -> Config:

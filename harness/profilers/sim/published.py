@@ -19,6 +19,8 @@ the same gfx942 chip (rate = TCC_HIT / (TCC_HIT + TCC_MISS)):
   workload: TCC_HIT_sum and TCC_MISS_sum of 60 dispatches; :func:`hipkittens_counts`).
 
 Rates in %, sizes in bytes.  ``python -m harness.profilers.sim.published`` prints the table.
+
+Length: one module for the published record: each source's cells, its address model's parameters and the replay that scores them belong together, and a reader checks a figure against its source in one place.
 """
 from __future__ import annotations
 

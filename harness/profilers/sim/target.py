@@ -3,6 +3,8 @@
 
 Units: sizes in bytes, windows, jitters and gaps in K-steps (one step of a program's K loop),
 counts of XCDs, CUs, programs, clusters and partitions as plain integers.
+
+Length: one module for a target's simulator parameters: the record's keys, their checks and the typed SimTarget they build are read together when a key is added.
 """
 from __future__ import annotations
 
