@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 #: H100 layers of 5 to 124 million accesses (a test checks that the estimate stays above the
 #: measured peak).
 BYTES_PER_ACCESS = 48
+#: Host bytes of the scratch arrays that build the trace in chunks, whatever its size: a few
+#: int64 arrays of ``kernels.access._CHUNK_ELEMENTS`` (4 Mi) elements at once.
+SCRATCH_BYTES = 128 * 1024**2
 #: Host bytes per work item of the launch: the remap table, each tile's rows, its step jitter.
 BYTES_PER_TILE = 64
 #: Host bytes per line id of the merge state (two int32), where some operand's reads merge.
@@ -52,7 +55,7 @@ class SimFootprint:
     @property
     def bytes(self) -> int:
         """Peak host bytes (an estimate; see the module's constants)."""
-        return (self.accesses * BYTES_PER_ACCESS + self.work_items * BYTES_PER_TILE
+        return (SCRATCH_BYTES + self.accesses * BYTES_PER_ACCESS + self.work_items * BYTES_PER_TILE
                 + (self.max_line + 1) * BYTES_PER_MERGE_LINE + self.cache_tags * BYTES_PER_TAG)
 
 
@@ -92,7 +95,7 @@ def check_budget(footprint: SimFootprint, budget_bytes: int, available_bytes: in
     ``profiler.sim_memory_gib``) or ``available_bytes`` (this machine's free memory; None:
     not checked), saying how much it needs and what would fit."""
     need = footprint.bytes
-    what = (f"about {need / GIB:,.1f} GiB ({footprint.accesses / 1e6:,.0f} million line accesses)" if footprint.accesses
+    what = (f"about {need / GIB:,.1f} GiB ({footprint.accesses:,} line accesses)" if footprint.accesses
             else f"at least {need / GIB:,.1f} GiB (the tables of its {footprint.work_items:,} tiles alone)")
     if need > budget_bytes:
         raise SimulationTooLarge(f"the simulated L2 would need {what}, over its budget "

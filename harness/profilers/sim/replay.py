@@ -185,7 +185,7 @@ def _finish_item(x, sl, work, trace, machine, state, slots):
 
 
 #: Line ids whose L2 sets :func:`trace_of` computes at once.
-_SET_CHUNK = 1 << 22
+_SET_CHUNK = 1 << 20
 
 
 def trace_of(launch: LaunchModel, target: SimTarget, dtype) -> Trace:
