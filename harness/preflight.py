@@ -48,7 +48,10 @@ def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> 
     check_baseline(job)
     entries = expand_preset(vars(job.shape))
     check_launch_config(job, entries)
-    return job, entries, job_options(job)
+    options = job_options(job)
+    if not options.compile.only:   # compile.only allocates and simulates nothing
+        check_memory(job, entries, device)
+    return job, entries, options
 
 
 def task_overrides() -> list[str]:
@@ -152,6 +155,82 @@ def check_launch_config(job: Config, entries: list) -> None:
         except ValueError as exc:
             raise UserError(f"kernel.tiles: {exc} (target {target.name})") from None
     check_tiles(kernel, dict(kernel_cfg["interpret_tiles"]), None, target.name, key="kernel.interpret_tiles")
+
+
+def check_memory(job: Config, entries: list[ShapeEntry], device: DeviceInfo) -> None:
+    """Refuse, before anything is logged, a shape whose gate and rounds would not fit this
+    machine's memory (harness.job.footprint: host RAM, and GPU memory on a GPU) or whose
+    simulated L2 would exceed ``profiler.sim_memory_gib`` or the host's free memory
+    (harness.profilers.sim.budget).  Raises UserError naming the shape, what it needs and
+    what there is."""
+    from harness.hardware.memory import available_memory, device_memory
+    from harness.job.footprint import job_memory
+    from harness.profilers.sim.budget import GIB, SimulationTooLarge
+
+    budget = job.profiler.sim_memory_gib
+    if not budget > 0:
+        raise UserError(f"profiler.sim_memory_gib={budget!r} is invalid; the simulated L2's memory budget is a "
+                        "positive number of GiB")
+    host = available_memory()
+    on_gpu = device.mode == GPU
+    gpu, gpu_kind = device_memory() if on_gpu else (None, "")
+    simulated = simulates(job, device)
+    for entry in entries:
+        if entry.shape is None:
+            continue
+        need = job_memory(entry.shape, on_gpu)
+        where = f"shape {entry.name!r} (N{entry.shape.N} C{entry.shape.C} H{entry.shape.H} W{entry.shape.W} F{entry.shape.F})"
+        if gpu is not None and need.device_bytes > gpu:
+            raise UserError(f"{where}: its operands, output and fp32 reference need about "
+                            f"{need.device_bytes / GIB:,.1f} GiB of GPU memory, more than the {gpu / GIB:,.1f} GiB "
+                            f"{gpu_kind} on {device.name}; use a smaller shape (N, H, W, C or F)")
+        if host is not None and need.host_bytes > host:
+            raise UserError(f"{where}: its operands need about {need.host_bytes / GIB:,.1f} GiB of host memory, more "
+                            f"than the {host / GIB:,.1f} GiB available; use a smaller shape (N, H, W, C or F)")
+        if simulated:
+            try:
+                check_simulation(job, entry.shape, int(budget * GIB), host)
+            except SimulationTooLarge as exc:
+                raise UserError(f"{where}: {exc}") from None
+
+
+def simulates(job: Config, device: DeviceInfo) -> bool:
+    """Whether the job's L2 is simulated: ``profiler=sim``, ``profiler=auto`` with no GPU, or
+    ``profiler.simulate=true`` beside a hardware profiler."""
+    name = job.profiler.name
+    return name == "sim" or (name == "auto" and device.mode != GPU) or (name != "none" and job.profiler.simulate)
+
+
+def check_simulation(job: Config, shape, budget_bytes: int, available_bytes: int | None) -> None:
+    """Raise SimulationTooLarge when the simulated L2 of ``shape`` exceeds the budget or the
+    memory available, on the configured tiles and (``tune=table``) the table's."""
+    from harness.profilers.sim.budget import check_budget, simulation_footprint
+    from harness.profilers.sim.target import SimTarget
+    from harness.tune.per_job import TABLE_FALLBACK
+    from kernels import get_kernel
+    from kernels.tuned import load_table
+
+    kernel_cfg = job.kernel
+    if kernel_cfg.get("_target_") is not None:
+        return   # the user's kernel: the simulator checks its budget itself when it runs
+    kernel = get_kernel(str(kernel_cfg["name"]))
+    target = job.target.as_dict()
+    try:
+        sim_target = SimTarget.from_target(target, job.profiler.occupancy, job.profiler.line_bytes)
+    except ValueError:
+        return   # no simulator for this target: the profiler says so
+    tile_sets = [dict(kernel_cfg["tiles"])]
+    if job.tune.name == TABLE:
+        table = load_table(kernel.name, job.target.name) or load_table(kernel.name, TABLE_FALLBACK.get(job.target.name, ""))
+        choice = table.lookup(shape) if table is not None else None
+        if choice is not None:
+            tile_sets.append(choice.config.tiles_dict)
+    for tiles in tile_sets:
+        try:
+            footprint = simulation_footprint(kernel, shape, tiles, sim_target, budget_bytes)
+        except (ValueError, NotImplementedError):
+            continue   # tiles or a kernel the simulator refuses: the job fails with that reason
+        check_budget(footprint, budget_bytes, available_bytes)
 
 
 def job_options(job: Config) -> JobOptions:

@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from harness.errors import VALID_METADATA, UserError, unknown_key, valid_names
 from harness.job.faults import FaultPlan
 from harness.measure.layouts import INPUT_LAYOUTS
+from harness.profilers.sim.budget import DEFAULT_MEMORY_GIB as DEFAULT_SIM_MEMORY_GIB
 
 if TYPE_CHECKING:   # built by the nodes, imported when built (they import torch)
     from harness.compile.client import CompileOptions
@@ -130,6 +131,7 @@ class ProfilerConfig:
     occupancy: Optional[int] = None
     line_bytes: Optional[int] = None
     simulate: bool = False
+    sim_memory_gib: float = DEFAULT_SIM_MEMORY_GIB
 
 
 def _num_warps_values() -> str:

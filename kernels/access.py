@@ -242,18 +242,57 @@ def _operand_lines(op: OperandLoads, num_steps: int, line_bytes: int, per_run: b
     heads = [np.zeros(0, dtype=np.bool_)]
     for lo in range(0, op.num_rows, chunk):
         rows = np.arange(lo, min(op.num_rows, lo + chunk), dtype=np.int64)
-        start, length = op.runs(rows)
-        if 0 < piece_bytes < line_bytes:
-            c, pieces = _distinct_lines(start, length, piece_bytes, per_run)
-            l = pieces // (line_bytes // piece_bytes)           # sorted pieces: a line's stay together
-        else:
-            c, l = _distinct_lines(start, length, line_bytes, per_run)
+        start, length, c, l = _rows_lines(op, rows, line_bytes, per_run, piece_bytes)
         counts.append(c)
         lines.append(l)
         if request_bytes > line_bytes:
             heads.append(_split_heads(start, length, line_bytes, request_bytes, c, l))
     split = np.concatenate(heads) if request_bytes > line_bytes else None
     return np.concatenate(counts), np.concatenate(lines), split
+
+
+def _rows_lines(op: OperandLoads, rows: np.ndarray, line_bytes: int, per_run: bool,
+                piece_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of ``rows`` of ``op`` (start, length) and their distinct lines per (row,
+    step): counts and lines (:func:`_operand_lines`' ``per_run`` and ``piece_bytes``)."""
+    start, length = op.runs(rows)
+    if 0 < piece_bytes < line_bytes:
+        c, pieces = _distinct_lines(start, length, piece_bytes, per_run)
+        l = pieces // (line_bytes // piece_bytes)           # sorted pieces: a line's stay together
+    else:
+        c, l = _distinct_lines(start, length, line_bytes, per_run)
+    return start, length, c, l
+
+
+#: Rows of an operand table that :func:`sampled_lines` reads (evenly spaced, first and last included).
+SAMPLE_ROWS = 64
+
+
+@dataclass(frozen=True)
+class LineSample:
+    """Line accesses of a launch estimated from a sample of its operand rows (no trace built)."""
+
+    accesses: int   # line accesses of the K loop (one per row and step) and of the epilogues (one per key)
+    max_line: int   # the largest line id the sample met: the end of the simulated address space, lines
+
+
+def sampled_lines(op: OperandLoads, num_steps: int, line_bytes: int, per_key: bool = False,
+                  per_run: bool = False, piece_bytes: int = 0) -> LineSample:
+    """Estimated line accesses of ``op`` without building its lines: the mean over
+    :data:`SAMPLE_ROWS` evenly spaced rows (fewer where one row is long), times the rows
+    (a K loop's table, whose lines are stored once per row) or, ``per_key``, times the keys of
+    ``row_of_tile`` (an epilogue's, stored once per key)."""
+    index = op.row_of_tile if per_key else None
+    total = len(index) if index is not None else op.num_rows
+    if total == 0:
+        return LineSample(0, 0)
+    width = 2 * op.runs_per_step * num_steps * max(1, line_bytes // piece_bytes if piece_bytes else 1)
+    count = max(2, min(SAMPLE_ROWS, _CHUNK_ELEMENTS // max(1, width)))
+    picks = np.unique(np.linspace(0, total - 1, min(total, count)).astype(np.int64))
+    rows = np.asarray(index, dtype=np.int64)[picks] if index is not None else picks
+    _, _, c, l = _rows_lines(op, rows, line_bytes, per_run, piece_bytes)
+    mean = float(c.sum()) / len(rows)
+    return LineSample(int(math.ceil(mean * total)), int(l.max()) if len(l) else 0)
 
 
 def _run_elements(start: np.ndarray, length: np.ndarray, elem_bytes: int) -> list[np.ndarray]:
@@ -474,6 +513,18 @@ class LaunchPlan:
     last: Epilogue | None = None
     swizzled: bool = True
     profiled: bool = True
+
+    def sampled_lines(self, line_bytes: int, request_bytes: int = 0, store_request_bytes: int = 0) -> LineSample:
+        """What :meth:`access_model` would hold, estimated from a sample of rows
+        (:func:`sampled_lines`) without building it: its line accesses and largest line id."""
+        rows = request_bytes > 0
+        parts = [sampled_lines(op, self.loads.num_steps, line_bytes, piece_bytes=store_request_bytes if op.store else 0)
+                 for op in self.loads.operands]
+        for epilogue in (self.epilogue, self.last):
+            parts += [sampled_lines(op, 1, line_bytes, per_key=True, per_run=rows and write,
+                                    piece_bytes=store_request_bytes if write else 0)
+                      for op, write in (epilogue.parts if epilogue is not None else ())]
+        return LineSample(sum(p.accesses for p in parts), max(p.max_line for p in parts))
 
     def access_model(self, line_bytes: int, request_bytes: int = 0, store_request_bytes: int = 0) -> "LaunchModel":
         """The plan in ``line_bytes`` lines.  ``request_bytes`` (NVIDIA: 128): the L1's request

@@ -12,6 +12,9 @@ MAX_PARAMS = 8
 ALLOWED = {
     "harness.search.sweeper.SearchSweeper.__init__": "Hydra instantiates the sweeper with one keyword per "
                                                      "config key of its node",
+    "harness.profilers.sim.job.simulate_job": "the simulator's public entry: the job (kernel, shape, tiles, remap, "
+                                              "target) and keyword knobs with defaults (occupancy, line size, "
+                                              "spills, memory budget) that benchmarks and tests set one at a time",
     "harness.tools.wheelhouse.build_wheelhouse": "one keyword per command-line flag of the tool",
     "harness.tune.search.tune": "the tuner's hooks (measure, verify, remeasure), cache and rule as keywords "
                                 "with defaults; its tests call it with a few",

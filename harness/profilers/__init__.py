@@ -84,4 +84,4 @@ def _sim(cfg, target: dict | None) -> Profiler:
     if not target or not target.get("l2_bytes"):
         raise ProfilerUnavailable(f"profiler=sim needs a target with an L2 description; got {target!r}: "
                                   "choose target=mi300x, h100 or h200")
-    return SimProfiler(target, occupancy=cfg.occupancy, line_bytes=cfg.line_bytes)
+    return SimProfiler(target, occupancy=cfg.occupancy, line_bytes=cfg.line_bytes, memory_gib=cfg.sim_memory_gib)

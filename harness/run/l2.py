@@ -30,7 +30,7 @@ def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig
         return {}
     from harness.profilers.sim.profiler import SimProfiler
 
-    outcomes = SimProfiler(target.as_dict()).profile(requests, workdir)
+    outcomes = SimProfiler(target.as_dict(), memory_gib=settings.sim_memory_gib).profile(requests, workdir)
     predicted = {}
     for key, o in outcomes.items():
         if o.reading is None:

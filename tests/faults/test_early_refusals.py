@@ -70,7 +70,22 @@ def _high_water_kb(pid: int) -> int:
         return 0
 
 
-def _refused(args: list[str], cwd: Path) -> Refusal:
+#: A shape too large for this machine (issue 54): refused within REFUSAL_CPU_S under this
+#: resident memory (MB), the issue's bound: its check builds the kernel's launch plans.
+MEMORY_REFUSAL_RSS_MB = 1024
+#: case -> (overrides, what the one line must say): what would not fit the machine.
+MEMORY_CASES = {
+    "shape_over_memory": (["shape.shapes.0.N=256", "shape.shapes.0.C=1024", "shape.shapes.0.H=512",
+                           "shape.shapes.0.W=512", "shape.shapes.0.F=1024"],
+                          "shape 'seed' (N256 C1024 H512 W512 F1024): the simulated L2 would need about "),
+    "sim_budget": (["shape=tiny", *FAST[:-1], "profiler=sim", "profiler.sim_memory_gib=0.05"],
+                   "shape 't1' (N1 C5 H6 W5 F10): the simulated L2 would need about 0.1 GiB ("),
+    "sim_budget_invalid": (["shape=tiny", "profiler.sim_memory_gib=0"],
+                           "profiler.sim_memory_gib=0.0 is invalid; the simulated L2's memory budget is a positive"),
+}
+
+
+def _refused(args: list[str], cwd: Path, rss_mb: float = REFUSAL_RSS_MB) -> Refusal:
     """Run the CLI, measure that one child (``os.wait4``), check exit 2 and one line."""
     out, err = cwd / "refusal.out", cwd / "refusal.err"
     start = time.monotonic()
@@ -91,7 +106,7 @@ def _refused(args: list[str], cwd: Path) -> Refusal:
     assert errors[0] == stderr_text.strip().splitlines()[-1]
     refusal = Refusal(errors[0], usage.ru_utime + usage.ru_stime, wall, peak_kb / 1024)
     assert refusal.cpu_s < REFUSAL_CPU_S and refusal.wall_s < REFUSAL_WALL_S, refusal
-    assert refusal.rss_mb < REFUSAL_RSS_MB, refusal
+    assert refusal.rss_mb < rss_mb, refusal
     return refusal
 
 
@@ -102,6 +117,18 @@ def test_refused_in_one_line_quickly(seeded_store, case):
     experiment = f"refuse-{case}"
     refusal = _refused(["-m", *overrides, *FAST, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
                         f"hydra.sweep.dir={seeded_store.root}/{experiment}"], seeded_store.root)
+    assert words in refusal.line, refusal.line
+    assert runs_of(seeded_store.uri, experiment, kind=None) == []
+
+
+@pytest.mark.parametrize("case", list(MEMORY_CASES))
+def test_too_large_for_the_machine_is_refused_in_one_line(seeded_store, case):
+    """Issue 54, item 2: the ~137 GB shape (its simulated L2 alone ~600 GiB) and a simulation
+    over ``profiler.sim_memory_gib`` are refused before the sweep's run, in under 1 GB."""
+    overrides, words = MEMORY_CASES[case]
+    experiment = f"refuse-{case}"
+    refusal = _refused(["-m", *overrides, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
+                        f"hydra.sweep.dir={seeded_store.root}/{experiment}"], seeded_store.root, MEMORY_REFUSAL_RSS_MB)
     assert words in refusal.line, refusal.line
     assert runs_of(seeded_store.uri, experiment, kind=None) == []
 

@@ -10,7 +10,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from harness.hardware.memory import available_memory
 from harness.profilers.sim.bands import layer_class, order_blind
+from harness.profilers.sim.budget import DEFAULT_MEMORY_GIB, GIB, check_budget, simulation_footprint
 from harness.profilers.sim.caches import CacheState
 from harness.profilers.sim.lru import tag_dtype
 from harness.profilers.sim.replay import simulate_l2
@@ -61,7 +63,11 @@ def simulate_run(models, table: np.ndarray, target: SimTarget, spill_bytes: int 
     return replace(alone, timed_run=run)
 
 
-@functools.lru_cache(maxsize=4)
+#: (kernel, shape, tiles) whose access models stay cached between jobs.
+_CACHED_MODELS = 4
+
+
+@functools.lru_cache(maxsize=_CACHED_MODELS)
 def _cached_models(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes: int,
                    request_bytes: int = 0, store_request_bytes: int = 0) -> tuple[LaunchModel, ...]:
     # A sweep simulates the same (kernel, shape, tiles) under several swizzles.
@@ -77,7 +83,8 @@ def _cached_blind(kernel, shape, tiles: tuple[tuple[str, int], ...], line_bytes:
 
 
 def simulate_job(kernel, shape, tiles: Mapping[str, int], remap: Remap, target: Mapping[str, Any],
-                 occupancy: int | None = None, *, line_bytes: int | None = None, spill_bytes: int = 0) -> SimResult:
+                 occupancy: int | None = None, *, line_bytes: int | None = None, spill_bytes: int = 0,
+                 budget_bytes: int = int(DEFAULT_MEMORY_GIB * GIB)) -> SimResult:
     """Simulate one job's launch on the L2 of ``target`` (a ``conf/target/*.yaml`` record).
 
     ``kernel`` is a :class:`kernels.base.ConvKernel` or its name; ``remap`` its order of tiles
@@ -87,6 +94,9 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], remap: Remap, target: 
     target record (see :meth:`SimTarget.from_target`).  ``spill_bytes``: bytes one program of
     the compiled kernel stores to local memory per work item (its threads times the compiler's
     spill bytes per thread; :func:`harness.profilers.sim.replay.spill_lookups`).
+    ``budget_bytes``: the most host memory the simulation may take; one estimated above it, or
+    above the memory available, raises :class:`~harness.profilers.sim.budget.SimulationTooLarge`
+    (a ValueError) before anything is built (:mod:`harness.profilers.sim.budget`).
     """
     from kernels import get_kernel
     from swizzles.permutation import check_permutation
@@ -94,13 +104,18 @@ def simulate_job(kernel, shape, tiles: Mapping[str, int], remap: Remap, target: 
     kernel = get_kernel(kernel) if isinstance(kernel, str) else kernel
     tiles = kernel.check_tiles(tiles)
     sim_target = SimTarget.from_target(target, occupancy, line_bytes)
+    key = tuple(sorted(tiles.items()))
+    requests = (sim_target.line_bytes, sim_target.request_bytes, sim_target.store_request_bytes)
+    footprint = simulation_footprint(kernel, shape, tiles, sim_target, budget_bytes)
+    check_budget(footprint, budget_bytes, available_memory())
+    if footprint.bytes * _CACHED_MODELS > budget_bytes:   # the models cached for earlier shapes would not fit beside it
+        _cached_models.cache_clear()
+        _cached_blind.cache_clear()
     grid = kernel.tile_grid(shape, tiles)
     table = remap.table_for(grid.num_pid_m, grid.num_pid_n)
     verdict = check_permutation(np.asarray(table))
     if not verdict.ok:
         raise ValueError(f"cannot simulate: the remap is {verdict.reason}")
-    key = tuple(sorted(tiles.items()))
-    requests = (sim_target.line_bytes, sim_target.request_bytes, sim_target.store_request_bytes)
     models = _cached_models(kernel, shape, key, *requests)
     result = simulate_run(models, table, sim_target, spill_bytes)
     resident = sim_target.slots_per_xcd * sim_target.num_xcds

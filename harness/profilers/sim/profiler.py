@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from harness.profilers.sim.bands import ORDER_BLIND_NOTE, prediction_error
+from harness.profilers.sim.budget import DEFAULT_MEMORY_GIB, GIB
 from harness.profilers.sim.job import Remap, simulate_job
 from harness.profilers.sim.lru import ENGINE
 from harness.profilers.sim.result import SimResult
@@ -19,10 +20,14 @@ class SimProfiler(Profiler):
     name = "sim"
     deterministic = True
 
-    def __init__(self, target: Mapping[str, Any], occupancy: int | None = None, line_bytes: int | None = None):
+    def __init__(self, target: Mapping[str, Any], occupancy: int | None = None, line_bytes: int | None = None,
+                 memory_gib: float = DEFAULT_MEMORY_GIB):
+        """``memory_gib``: the most host memory one simulation may take (config
+        ``profiler.sim_memory_gib``; :mod:`harness.profilers.sim.budget`), GiB."""
         self.target = dict(target)
         self.occupancy = occupancy
         self.line_bytes = line_bytes
+        self.budget_bytes = int(memory_gib * GIB)
         SimTarget.from_target(self.target, occupancy, line_bytes)  # validate now: fail fast
 
     def tags(self) -> dict[str, str]:
@@ -92,4 +97,4 @@ class SimProfiler(Profiler):
 
         return simulate_job(spec_kernel(spec), spec.shape, spec.tiles_dict,
                             Remap(spec_remap(spec), spec.num_xcds, spec.group_size), self.target, occupancy,
-                            line_bytes=self.line_bytes, spill_bytes=spill_bytes)
+                            line_bytes=self.line_bytes, spill_bytes=spill_bytes, budget_bytes=self.budget_bytes)

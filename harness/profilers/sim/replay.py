@@ -184,12 +184,20 @@ def _finish_item(x, sl, work, trace, machine, state, slots):
         lookups(trace.last, tile, x, dom, part, machine.l2, state)
 
 
+#: Line ids whose L2 sets :func:`trace_of` computes at once.
+_SET_CHUNK = 1 << 20
+
+
 def trace_of(launch: LaunchModel, target: SimTarget, dtype) -> Trace:
     """``launch``'s accesses with line ids of type ``dtype`` and their L2 sets on ``target``."""
     block_lines = l2_of(target).block_lines
 
-    def sets(lines: np.ndarray) -> np.ndarray:
-        return set_index(lines, target.l2.num_sets, block_lines, target.set_hash).astype(np.int32)
+    def sets(lines: np.ndarray) -> np.ndarray:   # in chunks: set_index's int64 temporaries stay small
+        out = np.empty(len(lines), dtype=np.int32)
+        for lo in range(0, len(lines), _SET_CHUNK):
+            out[lo:lo + _SET_CHUNK] = set_index(lines[lo:lo + _SET_CHUNK], target.l2.num_sets, block_lines,
+                                                target.set_hash)
+        return out
 
     def accesses(a: AccessList) -> Accesses:
         return Accesses(a.offsets, a.lines.astype(dtype, copy=False), sets(a.lines), a.writes)
