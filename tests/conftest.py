@@ -31,6 +31,16 @@ FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", 
          "tests/test_gpu_collection.py")
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster (tests/services/postgres.py) for the ``cluster`` tests,
+    one per pytest process, stopped at its end."""
+    from tests.services.postgres import running_postgres
+
+    with running_postgres() as cluster:
+        yield cluster
+
+
 def pytest_collection_modifyitems(config, items):
     if MODE == GPU:
         return
