@@ -41,6 +41,15 @@ def postgres():
         yield cluster
 
 
+@pytest.fixture(scope="module")
+def postgres_mlflow_server(postgres, tmp_path_factory):
+    """Base URL of an ``mlflow server`` over a new database of :func:`postgres`, one per test module."""
+    from tests.services.postgres import mlflow_server_on_postgres
+
+    with mlflow_server_on_postgres(postgres, tmp_path_factory.mktemp("mlflow-pg")) as base:
+        yield base
+
+
 def pytest_collection_modifyitems(config, items):
     if MODE == GPU:
         return

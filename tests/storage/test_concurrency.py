@@ -141,16 +141,12 @@ def phases(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def postgres_phase(postgres, tmp_path_factory):
+def postgres_phase(postgres_mlflow_server, tmp_path_factory):
     """The same 16 writers through an ``mlflow server`` whose store is PostgreSQL."""
-    from tests.services.postgres import mlflow_server_on_postgres
-
-    root = tmp_path_factory.mktemp("concurrency-pg")
-    with mlflow_server_on_postgres(postgres, root / "server") as base:
-        phase = Phase("postgres", base, root / "spool")
-        _prepare(phase)
-        _log_concurrently([phase])
-        yield phase
+    phase = Phase("postgres", postgres_mlflow_server, tmp_path_factory.mktemp("concurrency-pg") / "spool")
+    _prepare(phase)
+    _log_concurrently([phase])
+    return phase
 
 
 def _check_store(phase: Phase) -> None:
