@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 from tests.mlflow_server import free_port
 from tests.services import log_tails, require, start_daemon, stop_daemon, wait_until
 
@@ -173,6 +175,9 @@ def _kill_leftovers(root: Path) -> list[int]:
 def running_slurm(root: Path) -> Iterator[SlurmCluster]:
     """Start a one-node cluster under ``root`` (skips without slurm-wlm and munge); stop it after."""
     bins = require(BINARIES, "slurm-wlm")
+    if os.geteuid() != 0:
+        pytest.skip("the one-node SLURM cluster runs its daemons as root (SlurmUser=root, SlurmdUser=root): "
+                    "run the cluster tests as root, as .ci/run does")
     root.mkdir(parents=True, exist_ok=True)
     cluster = SlurmCluster(root, root / "slurm.conf", bins)
     try:
