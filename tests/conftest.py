@@ -31,6 +31,25 @@ FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", 
          "tests/test_gpu_collection.py")
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster (tests/services/postgres.py) for the ``cluster`` tests,
+    one per pytest process, stopped at its end."""
+    from tests.services.postgres import running_postgres
+
+    with running_postgres() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def postgres_mlflow_server(postgres, tmp_path_factory):
+    """Base URL of an ``mlflow server`` over a new database of :func:`postgres`, one per test module."""
+    from tests.services.postgres import mlflow_server_on_postgres
+
+    with mlflow_server_on_postgres(postgres, tmp_path_factory.mktemp("mlflow-pg")) as base:
+        yield base
+
+
 def pytest_collection_modifyitems(config, items):
     if MODE == GPU:
         return

@@ -30,13 +30,24 @@ def free_port() -> int:
 def running_mlflow_server(backend_uri: str, workdir: Path, *extra_args: str, command: str = "server") -> Iterator[str]:
     """Yield the base URL of an ``mlflow server`` (``command="ui"``: ``mlflow ui``, as a user
     starts it) over ``backend_uri`` (logs in ``workdir``)."""
+    proc, base = start_mlflow_server(backend_uri, workdir, *extra_args, command=command)
+    try:
+        yield base
+    finally:
+        stop(proc)
+
+
+def start_mlflow_server(backend_uri: str, workdir: Path, *extra_args: str,
+                        command: str = "server") -> tuple[subprocess.Popen, str]:
+    """(the server's process, its base URL) once it answers ``/health``; the caller stops it
+    (:func:`stop`, or ``os.killpg`` to kill it as a crash would)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log_path = workdir / "server.log"
     # no job-execution consumers (huey, for MLflow's GenAI jobs): the tests use none, each costs a process
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mlflow", command,
                                  "--backend-store-uri", backend_uri, "--host", "127.0.0.1",
                                  "--port", str(port), "--workers", "1", *extra_args],
@@ -45,9 +56,10 @@ def running_mlflow_server(backend_uri: str, workdir: Path, *extra_args: str, com
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until_healthy(proc, base, log_path)
-        yield base
-    finally:
+    except BaseException:
         stop(proc)
+        raise
+    return proc, base
 
 
 def _wait_until_healthy(proc: subprocess.Popen, base: str, log_path: Path) -> None:

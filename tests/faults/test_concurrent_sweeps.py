@@ -5,7 +5,8 @@ multirun folder each, and never run a spec twice: each spec has one FINISHED run
 job the other sweep had already claimed (RUNNING, or FINISHED) is SKIPPED and reused.
 
 Once in the default run; ``python -m pytest -m slow`` repeats it 4 more times (each
-repetition is two CLI processes, about 25 s on 2 cores)."""
+repetition is two CLI processes, about 25 s on 2 cores).  A ``cluster`` test starts the two
+sweeps against an ``mlflow server`` over a real PostgreSQL."""
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ from tests.faults import CLI_TIMEOUT_S, FAST, cli_env
 SWEEP = ["-m", "swizzle=identity,xcd", "shape=tiny", "shape.select=[t1]", *FAST]
 
 
-def _two_sweeps_together(folder: Path) -> list[subprocess.CompletedProcess]:
-    procs = [subprocess.Popen([sys.executable, "-m", "harness", *SWEEP], cwd=folder, env=cli_env(),
+def _two_sweeps_together(folder: Path, *extra: str) -> list[subprocess.CompletedProcess]:
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", *SWEEP, *extra], cwd=folder, env=cli_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     done = []
     for proc in procs:
@@ -57,6 +58,29 @@ def test_two_sweeps_started_together_in_a_fresh_folder(tmp_path, repetition):
     lines = [ln for proc in sweeps for ln in proc.stdout.splitlines() if ln.startswith("[job ")]
     ran = [ln for ln in lines if ln.split()[5] == "FINISHED"]   # the others: SKIPPED, reused
     assert len(ran) == 2 and len(lines) == 4, (lines, every)
+
+
+@pytest.mark.cluster   # a real PostgreSQL: python -m pytest -m cluster (.ci/run)
+def test_two_sweeps_sharing_jobs_through_a_server_on_postgresql(tmp_path, postgres_mlflow_server):
+    """The same two sweeps, started together, logging to an ``mlflow server`` over PostgreSQL:
+    each spec has one FINISHED run, nothing is RUNNING or spooled, each sweep reports."""
+    from mlflow.tracking import MlflowClient
+
+    sweeps = _two_sweeps_together(tmp_path, f"tracking.uri={postgres_mlflow_server}", "experiment=shared-pg")
+    for proc in sweeps:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "[spool]" not in proc.stdout and "Sweep report: " in proc.stdout, proc.stdout[-3000:]
+    client = MlflowClient(tracking_uri=postgres_mlflow_server)
+    runs = client.search_runs([client.get_experiment_by_name("shared-pg").experiment_id], max_results=1000)
+    every = [(r.info.run_name, r.info.status, r.data.tags.get("status_reason")) for r in runs]
+    assert not [r for r in runs if r.info.status == "RUNNING"], every
+    finished = Counter(r.data.tags["spec_hash"] for r in runs
+                       if r.info.status == "FINISHED" and r.data.tags.get("swizzlebench.kind") == "job")
+    assert len(finished) == 2 and set(finished.values()) == {1}, every
+    assert len([r for r in runs if r.data.tags.get("swizzlebench.kind") == "sweep"]) == 2, every
+    lines = [ln for proc in sweeps for ln in proc.stdout.splitlines() if ln.startswith("[job ")]
+    assert len([ln for ln in lines if ln.split()[5] == "FINISHED"]) == 2 and len(lines) == 4, (lines, every)
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlflow-spool").exists()
 
 
 def test_a_claim_is_live_while_its_process_lives_and_its_heartbeat_is_fresh():

@@ -220,3 +220,61 @@ def test_a_store_dying_mid_job_spools_within_seconds(seeded_store, tmp_path):
     print(f"store died mid-job: result spooled {spooled_at - server.died_at:.1f} s after its first unanswered request")
     spooled, = [ln for ln in lines if ln.startswith("[spool] run igemm/xcd/tiny-t1/w8 (FINISHED) kept on local disk")]
     assert "tracking store" in spooled and len(list((tmp_path / "spool").glob("job-*.json"))) == 1
+
+
+@pytest.mark.cluster   # a real PostgreSQL: python -m pytest -m cluster (.ci/run)
+def test_a_real_server_on_postgresql_killed_mid_job_loses_nothing(seeded_store, postgres, tmp_path):
+    """A real ``mlflow server`` over PostgreSQL is killed (SIGKILL, its whole process group)
+    while a job's run is RUNNING in it: the sweep goes on, both jobs' results and the sweep
+    are spooled; the server restarted over the same database, ``sync`` completes the very run
+    that was RUNNING (with its reason) and logs the rest: nothing RUNNING, nothing lost, one
+    run per spec."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    from tests.faults import cli_env
+    from tests.mlflow_server import running_mlflow_server, start_mlflow_server, stop
+
+    database = postgres.create_database(f"killed_{tmp_path.name}".lower())
+    server, base = start_mlflow_server(database, tmp_path / "server")
+    hung = "igemm/identity/tiny-t1/w8"
+    try:
+        sweep = subprocess.Popen([sys.executable, "-m", "harness", *SWEEP, "isolation.mode=process",
+                                  "isolation.timeout_s=8", "fault.kind=hang", "fault.swizzle=identity",
+                                  f"tracking.uri={base}", f"tracking.spool_dir={tmp_path}/spool", "experiment=pg-killed",
+                                  f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path, env=cli_env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 180
+            while not [r for r in runs_of(base, "pg-killed") if r.info.run_name == hung and r.info.status == "RUNNING"]:
+                assert sweep.poll() is None and time.monotonic() < deadline, "no RUNNING run to kill the server under"
+                time.sleep(0.5)
+            running_id, = [r.info.run_id for r in runs_of(base, "pg-killed") if r.info.run_name == hung]
+            os.killpg(server.pid, signal.SIGKILL)
+            output, _ = sweep.communicate(timeout=180)
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+                sweep.communicate()
+    finally:
+        stop(server)
+    assert sweep.returncode == 0, output[-3000:]
+    spooled = [ln for ln in output.splitlines() if ln.startswith("[spool] run ")]
+    assert len(spooled) == 2 and all("kept on local disk at" in ln for ln in spooled), output[-3000:]
+    with running_mlflow_server(database, tmp_path / "server") as restarted:
+        synced = spool_sync(["--spool", str(tmp_path / "spool"), "--tracking-uri", restarted], cwd=tmp_path)
+        assert synced.returncode == 0, synced.stdout + synced.stderr[-2000:]
+        assert "3 record(s): 3 logged" in synced.stdout, synced.stdout
+        runs = runs_of(restarted, "pg-killed", kind=None)
+        client = MlflowClient(tracking_uri=restarted)
+        again = client.get_run(running_id)
+    every = [(r.info.run_name, r.info.status, r.data.tags.get("status_reason")) for r in runs]
+    assert not [r for r in runs if r.info.status == "RUNNING"], every
+    assert again.info.status == "FAILED" and again.data.tags.get("status_reason"), every   # the hang's timeout
+    assert sorted(r.info.run_name for r in runs if r.data.tags.get("swizzlebench.kind") == "job") == [
+        hung, "igemm/xcd/tiny-t1/w8"], every
+    assert [r.info.status for r in runs if r.data.tags.get("swizzlebench.kind") == "sweep"] == ["FINISHED"], every

@@ -4,7 +4,8 @@ Another live sweep's claim (a RUNNING run of the spec, tagged with a live proces
 host) ends FINISHED right after the claimer's first read of the store: the claimer must
 still see it and skip the job.  ``tests/faults/test_concurrent_sweeps.py`` runs two real
 sweeps together; this test pins the interleaving that made that test fail once in CI
-(2026-11-27: one spec FINISHED twice)."""
+(2026-11-27: one spec FINISHED twice).  Each case runs on a SQLite store and, as a
+``cluster`` test, through an ``mlflow server`` over a real PostgreSQL."""
 from __future__ import annotations
 
 import os
@@ -17,9 +18,15 @@ from harness.storage.tracking import Reuse, Tracker
 SPEC = "racespec0000"
 
 
-@pytest.fixture
-def store(tmp_path):
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "claims", spool_dir=tmp_path / "spool")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.cluster)])
+def store(request, tmp_path):
+    """A tracker on a SQLite store, or (``cluster``) on a server over PostgreSQL, in an
+    experiment of its own."""
+    if request.param == "sqlite":
+        uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    else:
+        uri = request.getfixturevalue("postgres_mlflow_server")
+    tracker = Tracker(uri, f"claims-{tmp_path.name}", spool_dir=tmp_path / "spool")
     assert not tracker.offline, tracker.offline_reason
     return tracker
 

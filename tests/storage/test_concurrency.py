@@ -1,6 +1,7 @@
 """No lost runs under concurrency: 16 processes log runs at the same instant (a barrier)
-through ``harness.storage.tracking.Tracker`` to (a) one SQLite store and (b) a local ``mlflow
-server`` (SQLite backend), and every run arrives whole: status, params, metrics, tags,
+through ``harness.storage.tracking.Tracker`` to (a) one SQLite store, (b) a local ``mlflow
+server`` (SQLite backend) and (c), a ``cluster`` test, a local ``mlflow server`` over a real
+PostgreSQL (tests/services/postgres.py), and every run arrives whole: status, params, metrics, tags,
 parent run and a text artifact; none lost, none duplicated, none spooled.
 
 The same 16 worker processes serve both phases, forked from one process that imported MLflow
@@ -93,6 +94,39 @@ def _prepare(phase: Phase, artifact_root: Path | None = None) -> None:
     phase.parent_run_id = tracker.start_sweep("concurrency sweep", {"processes": str(PROCESSES)}, {})
 
 
+def _log_concurrently(phases: list[Phase]) -> None:
+    """PROCESSES workers log RUNS_EACH runs into each phase's store in turn (the first phase's
+    experiment created under ``artifact_root``: SQLite stores have no server to hold artifacts)."""
+    # A fork server that has imported the tracking store (MLflow, SQLAlchemy) once forks the
+    # workers: each starts with it imported and no thread of this process.
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["harness.storage.tracking"])
+    barrier, parents, errors = ctx.Barrier(PROCESSES + 1), ctx.Queue(), ctx.Queue()
+    workers = [ctx.Process(target=_worker, args=(p, [(ph.uri, str(ph.spool_dir)) for ph in phases], parents, barrier,
+                                                 errors), daemon=True) for p in range(PROCESSES)]
+    try:
+        for w in workers:
+            w.start()
+        for phase in phases:
+            for _ in workers:
+                parents.put(phase.parent_run_id)
+            try:
+                barrier.wait(BARRIER_TIMEOUT_S)    # workers ready
+                barrier.wait(BARRIER_TIMEOUT_S)    # go
+                start = time.monotonic()
+                barrier.wait(BARRIER_TIMEOUT_S)    # done
+                phase.wall_s = time.monotonic() - start
+            except threading.BrokenBarrierError:
+                pytest.fail(f"phase {phase.name} broke: " + "\n".join(_drain(errors) or ["a worker hung or died"]))
+        for w in workers:
+            w.join(30)
+        assert [w.exitcode for w in workers] == [0] * PROCESSES
+    finally:
+        for w in workers:
+            if w.is_alive():
+                w.kill()
+
+
 @pytest.fixture(scope="module")
 def phases(tmp_path_factory):
     """Run both phases; returns {name: Phase}."""
@@ -100,38 +134,19 @@ def phases(tmp_path_factory):
     sqlite = Phase("sqlite", f"sqlite:///{root}/store.db", root / "spool-sqlite")
     with running_mlflow_server(f"sqlite:///{root}/server.db", root / "server") as base:
         server = Phase("server", base, root / "spool-server")
-        # A fork server that has imported the tracking store (MLflow, SQLAlchemy) once forks the
-        # workers: each starts with it imported and no thread of this process.
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["harness.storage.tracking"])
-        barrier, parents, errors = ctx.Barrier(PROCESSES + 1), ctx.Queue(), ctx.Queue()
-        workers = [ctx.Process(target=_worker, args=(p, [(sqlite.uri, str(sqlite.spool_dir)),
-                                                         (server.uri, str(server.spool_dir))], parents, barrier,
-                                                        errors), daemon=True) for p in range(PROCESSES)]
-        try:
-            _prepare(sqlite, artifact_root=root / "artifacts")
-            _prepare(server)
-            for w in workers:
-                w.start()
-            for phase in (sqlite, server):
-                for _ in workers:
-                    parents.put(phase.parent_run_id)
-                try:
-                    barrier.wait(BARRIER_TIMEOUT_S)    # workers ready
-                    barrier.wait(BARRIER_TIMEOUT_S)    # go
-                    start = time.monotonic()
-                    barrier.wait(BARRIER_TIMEOUT_S)    # done
-                    phase.wall_s = time.monotonic() - start
-                except threading.BrokenBarrierError:
-                    pytest.fail(f"phase {phase.name} broke: " + "\n".join(_drain(errors) or ["a worker hung or died"]))
-            for w in workers:
-                w.join(30)
-            assert [w.exitcode for w in workers] == [0] * PROCESSES
-            yield {"sqlite": sqlite, "server": server}
-        finally:
-            for w in workers:
-                if w.is_alive():
-                    w.kill()
+        _prepare(sqlite, artifact_root=root / "artifacts")
+        _prepare(server)
+        _log_concurrently([sqlite, server])
+        yield {"sqlite": sqlite, "server": server}
+
+
+@pytest.fixture(scope="module")
+def postgres_phase(postgres_mlflow_server, tmp_path_factory):
+    """The same 16 writers through an ``mlflow server`` whose store is PostgreSQL."""
+    phase = Phase("postgres", postgres_mlflow_server, tmp_path_factory.mktemp("concurrency-pg") / "spool")
+    _prepare(phase)
+    _log_concurrently([phase])
+    return phase
 
 
 def _check_store(phase: Phase) -> None:
@@ -165,6 +180,12 @@ def test_sixteen_processes_lose_no_runs_in_one_sqlite_store(phases, capsys):
 def test_sixteen_processes_lose_no_runs_through_a_local_mlflow_server(phases, capsys):
     _check_store(phases["server"])
     _report(phases["server"], capsys)
+
+
+@pytest.mark.cluster   # a real PostgreSQL: python -m pytest -m cluster (.ci/run)
+def test_sixteen_processes_lose_no_runs_through_a_server_on_postgresql(postgres_phase, capsys):
+    _check_store(postgres_phase)
+    _report(postgres_phase, capsys)
 
 
 def _report(phase: Phase, capsys) -> None:

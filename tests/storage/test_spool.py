@@ -1,7 +1,8 @@
 """The offline spool (harness.storage.spool) and the tracker's fallbacks to it, in process: an
 unreachable server fails in seconds, a store that fails mid-run loses nothing, SQLite's
 ``database is locked`` is retried, and sync replays records once, with their parent run,
-file artifacts and no duplicate of a spec already FINISHED."""
+file artifacts and no duplicate of a spec already FINISHED: into SQLite and, as ``cluster``
+tests, through an ``mlflow server`` over a real PostgreSQL."""
 from __future__ import annotations
 
 import json
@@ -54,6 +55,12 @@ def sqlite_uri(tmp_path) -> str:
     return f"sqlite:///{tmp_path}/store.db"
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.cluster)])
+def store_uri(request, tmp_path) -> str:
+    """The store sync logs into: SQLite, or (``cluster``) a server over PostgreSQL."""
+    return f"sqlite:///{tmp_path}/store.db" if request.param == "sqlite" else request.getfixturevalue("postgres_mlflow_server")
+
+
 def test_unreachable_server_fails_in_seconds_and_spools_the_whole_run(tmp_path, capsys):
     uri = f"http://127.0.0.1:{_closed_port()}"
     start = time.monotonic()
@@ -79,16 +86,16 @@ def test_unreachable_server_fails_in_seconds_and_spools_the_whole_run(tmp_path, 
     assert sweep_record.status == FINISHED and sweep_record.end_time_ms
 
 
-def test_sync_replays_with_parent_and_files_once(tmp_path, sqlite_uri):
+def test_sync_replays_with_parent_and_files_once(tmp_path, store_uri):
     tracker = Tracker(f"http://127.0.0.1:{_closed_port()}", "offline", spool_dir=tmp_path / "spool")
     sweep = tracker.start_sweep("sweep a", {"sweep.overrides": "a"}, {})
     for i, status in enumerate([FINISHED, FAILED]):
         tracker.finish_job(tracker.start_job(f"job{i}", sweep, {}), _result(f"job{i}", f"h{i}", tmp_path, status))
     tracker.end_sweep(sweep)
 
-    summary = sync(tmp_path / "spool", sqlite_uri)
+    summary = sync(tmp_path / "spool", store_uri)
     assert (len(summary.logged), len(summary.failed)) == (3, 0), summary.text()
-    client, runs = _runs(sqlite_uri, "offline")
+    client, runs = _runs(store_uri, "offline")
     by_name = {r.info.run_name: r for r in runs}
     parent = by_name["sweep a"]
     assert parent.info.status == FINISHED and parent.data.params == {"sweep.overrides": "a"}
@@ -104,26 +111,26 @@ def test_sync_replays_with_parent_and_files_once(tmp_path, sqlite_uri):
     assert len(list((tmp_path / "spool" / SYNCED_DIR).glob("*.json"))) == 3
 
     # Idempotent: nothing pending; a record put back (a crash before the move) is not re-logged.
-    assert sync(tmp_path / "spool", sqlite_uri).total == 0
+    assert sync(tmp_path / "spool", store_uri).total == 0
     synced = next((tmp_path / "spool" / SYNCED_DIR).glob("job-*.json"))
     (tmp_path / "spool" / synced.name).write_text(synced.read_text())
-    again = sync(tmp_path / "spool", sqlite_uri)
+    again = sync(tmp_path / "spool", store_uri)
     assert len(again.already_logged) == 1 and not again.logged
-    assert len(_runs(sqlite_uri, "offline")[1]) == 3
+    assert len(_runs(store_uri, "offline")[1]) == 3
 
 
-def test_a_spec_already_finished_in_the_store_is_not_duplicated(tmp_path, sqlite_uri):
-    online = Tracker(sqlite_uri, "dedup", spool_dir=tmp_path / "spool")
+def test_a_spec_already_finished_in_the_store_is_not_duplicated(tmp_path, store_uri):
+    online = Tracker(store_uri, "dedup", spool_dir=tmp_path / "spool")
     online.finish_job(online.start_job("job", None, {}), _result("job", "same", tmp_path))
     offline = Tracker(f"http://127.0.0.1:{_closed_port()}", "dedup", spool_dir=tmp_path / "spool")
     offline.finish_job(offline.start_job("job", None, {}), _result("job", "same", tmp_path))
-    summary = sync(tmp_path / "spool", sqlite_uri)
+    summary = sync(tmp_path / "spool", store_uri)
     assert len(summary.duplicates) == 1 and "SKIPPED" in summary.text()
-    assert len(_runs(sqlite_uri, "dedup")[1]) == 1
+    assert len(_runs(store_uri, "dedup")[1]) == 1
 
 
-def test_a_store_failing_mid_run_loses_nothing_and_sync_completes_the_same_run(tmp_path, sqlite_uri, monkeypatch):
-    tracker = Tracker(sqlite_uri, "midrun", spool_dir=tmp_path / "spool")
+def test_a_store_failing_mid_run_loses_nothing_and_sync_completes_the_same_run(tmp_path, store_uri, monkeypatch):
+    tracker = Tracker(store_uri, "midrun", spool_dir=tmp_path / "spool")
     run_id = tracker.start_job("job", None, {"git_commit": "x"})     # created in the store: RUNNING
 
     def broken(*args, **kwargs):
@@ -138,8 +145,8 @@ def test_a_store_failing_mid_run_loses_nothing_and_sync_completes_the_same_run(t
     # Offline now: later runs go straight to the spool, without touching the store.
     assert is_spool_id(tracker.start_job("job2", None, {}))
 
-    assert len(sync(tmp_path / "spool", sqlite_uri).logged) == 1
-    client, runs = _runs(sqlite_uri, "midrun")
+    assert len(sync(tmp_path / "spool", store_uri).logged) == 1
+    client, runs = _runs(store_uri, "midrun")
     assert [r.info.run_id for r in runs] == [run_id]                 # the same run, completed
     assert runs[0].info.status == FINISHED and runs[0].data.params["kernel"] == "igemm"
     assert runs[0].data.tags[SPOOL_TAG] and runs[0].data.tags["git_commit"] == "x"

@@ -58,14 +58,16 @@ def test_every_relative_link_in_readme_resolves():
 
 def test_readme_opens_with_the_two_set_up_commands_ci_and_the_docs_run():
     """README's first code block: the install-and-sweep command and the test command; CI
-    (.ci/run) runs the second one's install and test, and the docs' home page shows both."""
+    (.ci/run) runs the second one's install and test, then the cluster tests, and the docs' home
+    page shows both."""
     first = _code_blocks(README.read_text())[0]
     assert len(first) == 2
     sweep, tests = first
     assert sweep.endswith("pip install torch==2.13.0 -e . && python -m harness -m swizzle=xcd,grouped shape=resnet")
     assert tests.endswith("pip install torch==2.13.0 -e '.[dev]' && python -m pytest")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert "pip install -q torch==2.13.0 -e '.[dev]'" in ci and ci[-1] == "python -m pytest"
+    assert "pip install -q torch==2.13.0 -e '.[dev]'" in ci and "python -m pytest" in ci
+    assert ci[-1] == "python -m pytest -m cluster"     # after the README's command, apart
     assert first in _code_blocks((ROOT / "docs" / "index.md").read_text())
     assert len(README.read_text()) <= 8000, "README is the front door: keep it short, move reference text to docs/"
 
