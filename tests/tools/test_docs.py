@@ -67,7 +67,7 @@ def test_readme_opens_with_the_two_set_up_commands_ci_and_the_docs_run():
     assert tests.endswith("pip install torch==2.13.0 -e '.[dev]' && python -m pytest")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "pip install -q torch==2.13.0 -e '.[dev]'" in ci and "python -m pytest" in ci
-    assert ci[-1] == "python -m pytest -m cluster"     # after the README's command, apart
+    assert ci[-1] == "python -m pytest -o addopts=\"\" -m cluster tests"     # after the README's command, apart
     assert first in _code_blocks((ROOT / "docs" / "index.md").read_text())
     assert len(README.read_text()) <= 8000, "README is the front door: keep it short, move reference text to docs/"
 
