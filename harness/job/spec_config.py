@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from harness.errors import did_you_mean
 from harness.job.spec import JobSpec
+from swizzles.families import is_family_label, parse_label
 from kernels.problem import ConvShape
 
 
@@ -38,19 +39,43 @@ def swizzle_choice(swizzle: Mapping[str, Any]) -> tuple[str, str | None]:
     ``swizzle=custom`` the parsed, normalized formula and a label naming it (``swizzle.label``,
     else ``custom-<first 8 hex of its hash>``).  A swizzle given as an import path
     (``swizzle.fn``) has no formula; its label is ``swizzle.label``, else the config's ``name``
-    unless that is ``custom``, else the path.  Raises FormulaError / ValueError."""
+    unless that is ``custom``, else the path.  Raises FormulaError / ValueError, also for a
+    family label whose parameter is out of range and a ``swizzle.label`` that cannot name
+    runs (:func:`check_label`)."""
     name = str(swizzle["name"])
     expr, path, fn = swizzle.get("expr"), swizzle.get("file"), swizzle.get("fn")
     if name != "custom" and fn is None:
+        if is_family_label(name):
+            parse_label(name)   # a parameter out of range: ValueError
         return name, None
     if [expr, path, fn].count(None) != 2:
         raise ValueError(f"swizzle={name} needs exactly one of swizzle.expr=\"...\", swizzle.file=PATH or "
                          f"swizzle.fn=package.module:function (got expr={expr!r}, file={path!r}, fn={fn!r})")
+    label = check_label(swizzle.get("label"))
     if fn is not None:
-        return str(swizzle.get("label") or (name if name != "custom" else fn)), None
+        return label or (name if name != "custom" else str(fn)), None
     from swizzles.custom import load_formula_file
 
-    return _formula_choice(load_formula_file(path) if path is not None else str(expr), swizzle.get("label"))
+    return _formula_choice(load_formula_file(path) if path is not None else str(expr), label)
+
+
+def check_label(label: object) -> str | None:
+    """``swizzle.label`` as it names runs (None when not given); ValueError for one that
+    cannot: empty, with a ``/`` or white space (a run is named ``kernel/label/shape/wN``), or
+    naming another swizzle (a built-in's name, a family label)."""
+    if label is None:
+        return None
+    from swizzles import SWIZZLES
+
+    text = str(label)
+    if not text or "/" in text or any(c.isspace() for c in text):
+        problem = "is empty" if not text else "has a '/' or white space (runs are named kernel/label/shape/wN)"
+    elif text in SWIZZLES or is_family_label(text):
+        problem = "names another swizzle (a built-in or a family label)"
+    else:
+        return text
+    raise ValueError(f"swizzle.label={text!r} {problem}; valid: a name of your own without '/' or white "
+                     "space, e.g. my_remap")
 
 
 def baseline_choice(value: str | None) -> tuple[str | None, str | None]:
