@@ -62,7 +62,7 @@ def swizzle_choice(swizzle: Mapping[str, Any]) -> tuple[str, str | None]:
 def check_label(label: object) -> str | None:
     """``swizzle.label`` as it names runs (None when not given); ValueError for one that
     cannot: empty, with a ``/`` or white space (a run is named ``kernel/label/shape/wN``), or
-    naming another swizzle (a built-in's name, a family label)."""
+    naming another swizzle (a built-in's name, a family instance's label)."""
     if label is None:
         return None
     from swizzles import SWIZZLES
@@ -70,7 +70,7 @@ def check_label(label: object) -> str | None:
     text = str(label)
     if not text or "/" in text or any(c.isspace() for c in text):
         problem = "is empty" if not text else "has a '/' or white space (runs are named kernel/label/shape/wN)"
-    elif text in SWIZZLES or is_family_label(text):
+    elif text in SWIZZLES or _names_a_family_instance(text):
         problem = "names another swizzle (a built-in or a family label)"
     else:
         return text
@@ -101,6 +101,16 @@ def _formula_choice(text: str, label: str | None) -> tuple[str, str]:
 
     formula = parse_formula(text).text
     return str(label or "custom-" + hashlib.sha256(formula.encode()).hexdigest()[:8]), formula
+
+
+def _names_a_family_instance(label: str) -> bool:
+    """Whether ``label`` is a family instance's canonical label (``grouped_m[...]``); a search
+    formula's label (``formula:name[a=1]``) is written alike but names none."""
+    try:
+        parse_label(label)
+    except ValueError:
+        return False
+    return True
 
 
 def build_spec(job, shape: ConvShape, preset: str, profiler_key: str = "none") -> JobSpec:
