@@ -18,7 +18,10 @@ A value of the wrong type or an unknown key is refused earlier, while Hydra comp
 config onto its schema (harness.schema), outside any job: :func:`one_line_compose_errors`
 prints those as the same one line with the same exit status, and so Hydra's own errors (an
 unknown option of a config group, an override it cannot parse).  A misspelled name is
-answered with the closest valid one (``did you mean xcd?``, :func:`did_you_mean`).
+answered with the closest valid one (``did you mean xcd?``, :func:`did_you_mean`).  A key
+unknown to a group without a schema (``swizzle.formula=x``) lists the keys of the option
+chosen and those the group's other options take, read from its YAML files
+(:func:`open_unknown_key`).
 ``-v`` on the command line is ``HYDRA_FULL_ERROR=1`` (:func:`take_verbose_flag`).
 """
 from __future__ import annotations
