@@ -175,7 +175,7 @@ def test_custom_swizzle_option():
 @pytest.mark.parametrize("label, problem", [
     ("mine", None), ("formula:rot[k=1]", None),   # a search formula's label (harness.search.space) is its own
     ("a/b", "has a '/' or white space"), ("my remap", "has a '/' or white space"), ("", "is empty"),
-    ("xcd", "names another swizzle"), ("grouped_m[num_xcds=8,chunk=0,group_size=8]", "names another swizzle"),
+    ("xcd", "names a built-in swizzle"), ("grouped_m[num_xcds=8,chunk=0,group_size=8]", "names a built-in swizzle"),
 ])
 def test_a_label_must_name_runs_of_its_own(label, problem):
     from harness.job.spec_config import check_label

@@ -62,20 +62,21 @@ def swizzle_choice(swizzle: Mapping[str, Any]) -> tuple[str, str | None]:
 def check_label(label: object) -> str | None:
     """``swizzle.label`` as it names runs (None when not given); ValueError for one that
     cannot: empty, with a ``/`` or white space (a run is named ``kernel/label/shape/wN``), or
-    naming another swizzle (a built-in's name, a family instance's label)."""
+    naming a built-in swizzle (its name, a family instance's label: a label names one remap in
+    every report, table and MLflow view)."""
     if label is None:
         return None
     from swizzles import SWIZZLES
 
     text = str(label)
+    if text in SWIZZLES or _names_a_family_instance(text):   # its cells would be taken for the built-in's
+        raise ValueError(f"swizzle.label={text!r} names a built-in swizzle (built-ins: {', '.join(sorted(SWIZZLES))}; "
+                         "families: name[key=value,...]); give the formula another label, or none (custom-<hash>)")
     if not text or "/" in text or any(c.isspace() for c in text):
         problem = "is empty" if not text else "has a '/' or white space (runs are named kernel/label/shape/wN)"
-    elif text in SWIZZLES or _names_a_family_instance(text):
-        problem = "names another swizzle (a built-in or a family label)"
-    else:
-        return text
-    raise ValueError(f"swizzle.label={text!r} {problem}; valid: a name of your own without '/' or white "
-                     "space, e.g. my_remap")
+        raise ValueError(f"swizzle.label={text!r} {problem}; valid: a name of your own without '/' or white "
+                         "space, e.g. my_remap")
+    return text
 
 
 def baseline_choice(value: str | None) -> tuple[str | None, str | None]:

@@ -75,7 +75,7 @@ SINGLE_RUN_CASES = {
     "label_with_slash": (["shape=tiny", "swizzle=custom", "swizzle.expr=pid", "swizzle.label=a/b"],
                          "swizzle.label='a/b' has a '/' or white space"),
     "label_of_a_builtin": (["shape=tiny", "swizzle=custom", "swizzle.expr=pid", "swizzle.label=xcd"],
-                           "swizzle.label='xcd' names another swizzle"),
+                           "swizzle.label='xcd' names a built-in swizzle"),
 }
 
 
