@@ -100,11 +100,13 @@ def test_progress_line_per_job(sweep):
 
 def test_each_notice_is_printed_once_per_sweep(sweep):
     """A 3-job sweep: target=auto's resolution and tune=table giving way to the given tiles are
-    printed once each (by the launching process, once every job's config has passed its checks)."""
+    printed once each (by the launching process, once every job's config has passed its
+    checks), and so is profiler=auto's choice (by the first job)."""
     proc, _, _ = sweep
     output = proc.stdout + proc.stderr
     assert output.count("target=auto resolved to mi300x") == 1, output[-3000:]
     assert output.count("so the configured launch config runs (tune=none)") == 1, output[-3000:]
+    assert output.count("profiler=auto: no GPU, using the simulated L2 (profiler=sim)") == 1, output[-3000:]
 
 
 HELP_MAX_LINES = 40
