@@ -18,7 +18,10 @@ A value of the wrong type or an unknown key is refused earlier, while Hydra comp
 config onto its schema (harness.schema), outside any job: :func:`one_line_compose_errors`
 prints those as the same one line with the same exit status, and so Hydra's own errors (an
 unknown option of a config group, an override it cannot parse).  A misspelled name is
-answered with the closest valid one (``did you mean xcd?``, :func:`did_you_mean`).
+answered with the closest valid one (``did you mean xcd?``, :func:`did_you_mean`).  A key
+unknown to a group without a schema (``swizzle.formula=x``) lists the keys of the option
+chosen and those the group's other options take, read from its YAML files
+(:func:`open_unknown_key`).
 ``-v`` on the command line is ``HYDRA_FULL_ERROR=1`` (:func:`take_verbose_flag`).
 """
 from __future__ import annotations
@@ -29,7 +32,7 @@ import re
 import sys
 from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
@@ -110,10 +113,43 @@ class OneLineUserErrors(Callback):
             raise SystemExit(USER_ERROR_EXIT)   # not an Exception: Hydra's handlers let it through
 
 
-def unknown_key(full_key: str, valid: Iterable[str]) -> str:
-    """The message for a key that a typed config group does not declare."""
-    group = full_key.rpartition(".")[0] or "the config"
-    return f"{full_key} is not a key of {group}; {valid_names([full_key.rpartition('.')[2]], sorted(valid))}"
+def unknown_key(full_key: str, valid: Iterable[str], elsewhere: Mapping[str, Iterable[str]] | None = None) -> str:
+    """The message for a key that a config group does not declare: the closest name, every
+    valid key, and the keys that only other options of the group take (``elsewhere``: key ->
+    those options), each with its options (``expr, file, fn, label (swizzle=custom)``)."""
+    group, _, name = full_key.rpartition(".")
+    group, valid = group or "the config", sorted(valid)
+    others: dict[tuple[str, ...], list[str]] = {}
+    for key, options in sorted((elsewhere or {}).items()):
+        if key not in valid:
+            others.setdefault(tuple(sorted(options)), []).append(key)
+    hint = did_you_mean(name, valid + [key for keys in others.values() for key in keys])
+    text = f"{full_key} is not a key of {group}; {hint}valid: {', '.join(valid)}"
+    if others:
+        text += f"; other {group} options take: " + "; ".join(
+            f"{', '.join(keys)} ({group}={', '.join(options)})" for options, keys in sorted(others.items(), key=lambda o: o[1]))
+    return text
+
+
+def group_option_keys(group: str) -> dict[str, list[str]]:
+    """Each top-level key that an option of the config group ``group`` sets (its YAML file in
+    the shipped config tree, ``conf/<group>/``) -> those options; {} for a group without a
+    folder there (a nested node such as ``kernel.tiles``).  What an untyped group (``kernel``,
+    ``swizzle``) takes, where no dataclass says."""
+    import importlib.resources
+
+    import yaml
+
+    folder = importlib.resources.files("swizzlebench_conf").joinpath(*group.split("."))
+    keys: dict[str, list[str]] = {}
+    if not folder.is_dir():
+        return keys
+    for path in sorted(folder.iterdir(), key=lambda p: p.name):
+        data = yaml.safe_load(path.read_text()) if path.name.endswith(".yaml") else None
+        for key in data if isinstance(data, dict) else ():
+            if key != "defaults":
+                keys.setdefault(str(key), []).append(path.name.removesuffix(".yaml"))
+    return keys
 
 
 def missing_option(exc: MissingConfigException) -> str:
@@ -174,11 +210,23 @@ def compose_error_line(exc: HydraException | UnicodeDecodeError) -> str:
         return " ".join(line.strip() for line in text.splitlines() if line.strip())
     schema = getattr(cause, "object_type", None)
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
-        return unknown_key(cause.full_key, [f.name for f in fields(schema)] if is_dataclass(schema) else [])
+        if is_dataclass(schema):
+            return unknown_key(cause.full_key, [f.name for f in fields(schema)])
+        return open_unknown_key(cause.full_key, getattr(cause, "parent_node", None))
     reason = str(getattr(cause, "msg", cause)).splitlines()[0]
     value = cause.value._value() if isinstance(cause.value, Node) else cause.value   # e.g. AnyNode(42)
     valid = schema_values(schema, getattr(cause, "key", None))
     return f"{cause.full_key}={value!r} is invalid: {reason}" + (f"; valid: {valid}" if valid else "")
+
+
+def open_unknown_key(full_key: str, parent: object) -> str:
+    """:func:`unknown_key` for a node without a dataclass (``swizzle``, ``kernel``, a node
+    under them): valid are the keys of the composed node (``parent``: the chosen option's),
+    and, for a config group, the keys its other options take (:func:`group_option_keys`)."""
+    group = full_key.rpartition(".")[0]
+    elsewhere = group_option_keys(group) if group else {}
+    valid = [str(k) for k in parent.keys()] if isinstance(parent, DictConfig) else []
+    return unknown_key(full_key, valid or elsewhere, elsewhere)
 
 
 @contextmanager

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import importlib.resources
-import logging
 import sys
 import traceback
 from typing import TYPE_CHECKING, Sequence
@@ -24,33 +23,38 @@ from harness.errors import USER_ERROR_EXIT, UserError, compose_error_line, full_
 from harness.hardware.device import GPU, DeviceInfo, describe_device, select_execution_mode, target_name_for
 from harness.job.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.job.shapes import ShapeEntry, expand_preset, refuse_unrunnable
+from harness.notices import show, start_sweep
 from harness.schema import Config, TargetConfig, typed_config
 from harness.tune.modes import NONE, TABLE
 
 if TYPE_CHECKING:
     from harness.run.steps import JobOptions
 
-log = logging.getLogger("swizzlebench")
-
 #: Overrides that give a launch config: with any of them, ``tune=table`` gives way to it.
 LAUNCH_OVERRIDES = ("kernel.tiles.", "kernel.tiles=", "launch.")
 
 
-def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> tuple[Config, list[ShapeEntry], JobOptions]:
+def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str],
+              notices: list[str | None] | None = None) -> tuple[Config, list[ShapeEntry], JobOptions]:
     """The job's typed config, its shape entries and the pipeline's options, after every
     check that needs no run; ``cfg`` (the task's config) is resolved in place (``target:
-    auto``, tune=table giving way to a launch config in ``overrides``).  Raises UserError."""
-    resolve_target(cfg, device)
-    given_config_wins(cfg, overrides)
+    auto``, tune=table giving way to a launch config in ``overrides``).  What was resolved is
+    printed once every check has passed (harness.notices: once per sweep), or added to
+    ``notices`` when given.  Raises UserError."""
+    found = [resolve_target(cfg, device), given_config_wins(cfg, overrides)]
     refuse_unrunnable(cfg.shape, on_cpu=device.mode != GPU)   # before the typed config, which imports torch
     job = typed_config(cfg)
-    check_swizzle_label(job)
+    check_swizzle(job)
     check_baseline(job)
     entries = expand_preset(vars(job.shape))
     check_launch_config(job, entries)
     options = job_options(job)
     if not options.compile.only:   # compile.only allocates and simulates nothing
         check_memory(job, entries, device)
+    if notices is None:
+        show(*found)
+    else:
+        notices.extend(found)
     return job, entries, options
 
 
@@ -68,11 +72,12 @@ def overrides_as_typed(node) -> list[str]:
     return [str(o) for o in OmegaConf.to_container(node, resolve=False)]
 
 
-def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
+def resolve_target(cfg: DictConfig, device: DeviceInfo) -> str | None:
     """Replace ``target: auto`` by the preset matching the device (in place, so that
-    interpolations such as ``swizzle.num_xcds`` follow it)."""
+    interpolations such as ``swizzle.num_xcds`` follow it); the notice saying so, None when
+    the target was given."""
     if cfg.target.name != "auto":
-        return
+        return None
     name = target_name_for(device)
     if name is not None:
         path = importlib.resources.files("swizzlebench_conf") / "target" / f"{name}.yaml"
@@ -84,35 +89,39 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> None:
             "l2_ways": None, "l2_line_bytes": 128, "l2_domains": 1, "mall_bytes": 0})
     with open_dict(cfg):
         cfg.target = OmegaConf.merge(OmegaConf.structured(TargetConfig), target)
-    log.info("target=auto resolved to %s for device %r", target.name, device.name)
+    return f"target=auto resolved to {target.name} for device {device.name!r}"
 
 
-def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> None:
+def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> str | None:
     """``tune=table`` (the default) launches each layer's committed config; a launch config
     given on the command line (``kernel.tiles.*``, ``launch.*``, among ``overrides``) is what
-    the user asked to measure, so with one the job runs it as configured (``tune=none``,
-    logged as such)."""
+    the user asked to measure, so with one the job runs it as configured (``tune=none``);
+    returns the notice saying so, None when nothing changed."""
     if cfg.tune.name != TABLE:
-        return
+        return None
     given = [o for o in overrides if o.lstrip("+~").startswith(LAUNCH_OVERRIDES)]
-    if given:
-        log.info("tune=table: %s given, so the configured launch config runs (tune=none)", ", ".join(given))
-        cfg.tune.name = NONE
+    if not given:
+        return None
+    cfg.tune.name = NONE
+    return f"tune=table: {', '.join(given)} given, so the configured launch config runs (tune=none)"
 
 
-def check_swizzle_label(job: Config) -> None:
-    """Refuse a ``swizzle.label`` that is a built-in swizzle's name or written like a family's
-    (``xcd``, ``grouped_m[...]``): a label names one remap in every report, table and MLflow
-    view, and the built-in's cells would be taken for the formula's.  Raises UserError."""
-    label = job.swizzle.get("label")
-    if label is None:
-        return
-    from swizzles import SWIZZLES
-    from swizzles.families import is_family_label
+def check_swizzle(job: Config) -> None:
+    """Refuse a swizzle no shape could run (harness.job.spec_config.swizzle_choice):
+    ``swizzle=custom`` without exactly one of expr, file and fn, a formula outside the language
+    (its position, the value and the allowed forms; the caret excerpt under ``-v``, in the
+    chained error), an unreadable formula file, a family parameter out of range, a label that
+    cannot name runs.  Raises UserError."""
+    from harness.job.spec_config import swizzle_choice
+    from swizzles.custom import FormulaError
 
-    if str(label) in SWIZZLES or is_family_label(str(label)):
-        raise UserError(f"swizzle.label={label!r} names a built-in swizzle (built-ins: {', '.join(sorted(SWIZZLES))}; "
-                        f"families: name[key=value,...]); give the formula another label, or none (custom-<hash>)")
+    try:
+        swizzle_choice(job.swizzle)
+    except FormulaError as exc:   # one of its text (with a position) names the value; one of its file, the file
+        given = next(f"swizzle.{key}={job.swizzle[key]!r}: " for key in ("file", "expr") if job.swizzle.get(key) is not None)
+        raise UserError(f"{given if exc.line is not None else ''}{exc.summary()}") from exc
+    except ValueError as exc:
+        raise UserError(str(exc).splitlines()[0]) from exc
 
 
 def check_baseline(job: Config) -> None:
@@ -249,7 +258,8 @@ def refuse_before_sweep(config: DictConfig) -> None:
     """In a multirun's launching process, before the sweep's run is created: compose the
     config of every job of the sweep (``config``: the multirun's, ``hydra`` node included) and
     :func:`check_job` it.  A refusal prints one line and exits with status 2
-    (``HYDRA_FULL_ERROR=1``: its traceback, same status); the sweep then never starts."""
+    (``HYDRA_FULL_ERROR=1``: its traceback, same status); the sweep then never starts.  Once
+    every job has passed, the sweep's notices are printed, each once."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -263,19 +273,22 @@ def refuse_before_sweep(config: DictConfig) -> None:
         jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch] if swept else []
     except HydraException:   # a sweeper of its own syntax: its base config alone
         jobs = []
+    notices: list[str | None] = []
     try:
         if not jobs:   # nothing swept: every job's config is this one (composing it again costs ~0.3 s)
-            check_job(_task_config(config), device, overrides)
+            check_job(_task_config(config), device, overrides, notices)
         loader = GlobalHydra.instance().config_loader() if jobs else None
         for job_overrides in jobs:
             job_cfg = loader.load_sweep_config(config, job_overrides)
-            check_job(_task_config(job_cfg), device, job_overrides)
+            check_job(_task_config(job_cfg), device, job_overrides, notices)
     except (UserError, HydraException, UnicodeDecodeError) as exc:
         if full_error_requested():
             traceback.print_exc()
         line = exc if isinstance(exc, UserError) else UserError(compose_error_line(exc))
         print(one_line(line), file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
+    start_sweep()
+    show(*notices)   # after every job's checks: no notice before a refusal, each once
 
 
 def _task_config(config: DictConfig) -> DictConfig:

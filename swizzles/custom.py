@@ -144,6 +144,12 @@ class FormulaError(ValueError):
         parts.append(ALLOWED_FORMS)
         super().__init__("\n".join(parts))
 
+    def summary(self) -> str:
+        """The error in one line: its first line, then the allowed forms for a formula's text
+        (the caret excerpt is left out)."""
+        first = str(self).splitlines()[0]
+        return first if self.line is None or self.column is None else f"{first}; {ALLOWED_FORMS}"
+
     def __reduce__(self):
         # Picklable with its fields (jobs may run in a worker process).
         return type(self), (self.problem, self.line, self.column, self.source_line)

@@ -1,4 +1,5 @@
 """Compose every config option the way Hydra does (lightning-hydra-template style)."""
+import re
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,20 @@ def test_custom_swizzle_option():
     assert swizzle_choice(_compose("swizzle=custom", "swizzle.expr=pid", "swizzle.label=mine").swizzle)[0] == "mine"
     with pytest.raises(ValueError, match="needs exactly one of swizzle.expr"):
         swizzle_choice(_compose("swizzle=custom").swizzle)
+
+
+@pytest.mark.parametrize("label, problem", [
+    ("mine", None), ("formula:rot[k=1]", None),   # a search formula's label (harness.search.space) is its own
+    ("a/b", "has a '/' or white space"), ("my remap", "has a '/' or white space"), ("", "is empty"),
+    ("xcd", "names a built-in swizzle"), ("grouped_m[num_xcds=8,chunk=0,group_size=8]", "names a built-in swizzle"),
+])
+def test_a_label_must_name_runs_of_its_own(label, problem):
+    from harness.job.spec_config import check_label
+    from harness.search.space import FORMULA_PREFIX
+
+    assert "formula:rot[k=1]".startswith(FORMULA_PREFIX)
+    if problem is None:
+        assert check_label(label) == label
+    else:
+        with pytest.raises(ValueError, match=re.escape(f"swizzle.label={label!r} {problem}")):
+            check_label(label)

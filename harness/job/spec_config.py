@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from harness.errors import did_you_mean
 from harness.job.spec import JobSpec
+from swizzles.families import is_family_label, parse_label
 from kernels.problem import ConvShape
 
 
@@ -38,19 +39,44 @@ def swizzle_choice(swizzle: Mapping[str, Any]) -> tuple[str, str | None]:
     ``swizzle=custom`` the parsed, normalized formula and a label naming it (``swizzle.label``,
     else ``custom-<first 8 hex of its hash>``).  A swizzle given as an import path
     (``swizzle.fn``) has no formula; its label is ``swizzle.label``, else the config's ``name``
-    unless that is ``custom``, else the path.  Raises FormulaError / ValueError."""
+    unless that is ``custom``, else the path.  Raises FormulaError / ValueError, also for a
+    family label whose parameter is out of range and a ``swizzle.label`` that cannot name
+    runs (:func:`check_label`)."""
     name = str(swizzle["name"])
     expr, path, fn = swizzle.get("expr"), swizzle.get("file"), swizzle.get("fn")
     if name != "custom" and fn is None:
+        if is_family_label(name):
+            parse_label(name)   # a parameter out of range: ValueError
         return name, None
     if [expr, path, fn].count(None) != 2:
         raise ValueError(f"swizzle={name} needs exactly one of swizzle.expr=\"...\", swizzle.file=PATH or "
                          f"swizzle.fn=package.module:function (got expr={expr!r}, file={path!r}, fn={fn!r})")
+    label = check_label(swizzle.get("label"))
     if fn is not None:
-        return str(swizzle.get("label") or (name if name != "custom" else fn)), None
+        return label or (name if name != "custom" else str(fn)), None
     from swizzles.custom import load_formula_file
 
-    return _formula_choice(load_formula_file(path) if path is not None else str(expr), swizzle.get("label"))
+    return _formula_choice(load_formula_file(path) if path is not None else str(expr), label)
+
+
+def check_label(label: object) -> str | None:
+    """``swizzle.label`` as it names runs (None when not given); ValueError for one that
+    cannot: empty, with a ``/`` or white space (a run is named ``kernel/label/shape/wN``), or
+    naming a built-in swizzle (its name, a family instance's label: a label names one remap in
+    every report, table and MLflow view)."""
+    if label is None:
+        return None
+    from swizzles import SWIZZLES
+
+    text = str(label)
+    if text in SWIZZLES or _names_a_family_instance(text):   # its cells would be taken for the built-in's
+        raise ValueError(f"swizzle.label={text!r} names a built-in swizzle (built-ins: {', '.join(sorted(SWIZZLES))}; "
+                         "families: name[key=value,...]); give the formula another label, or none (custom-<hash>)")
+    if not text or "/" in text or any(c.isspace() for c in text):
+        problem = "is empty" if not text else "has a '/' or white space (runs are named kernel/label/shape/wN)"
+        raise ValueError(f"swizzle.label={text!r} {problem}; valid: a name of your own without '/' or white "
+                         "space, e.g. my_remap")
+    return text
 
 
 def baseline_choice(value: str | None) -> tuple[str | None, str | None]:
@@ -76,6 +102,16 @@ def _formula_choice(text: str, label: str | None) -> tuple[str, str]:
 
     formula = parse_formula(text).text
     return str(label or "custom-" + hashlib.sha256(formula.encode()).hexdigest()[:8]), formula
+
+
+def _names_a_family_instance(label: str) -> bool:
+    """Whether ``label`` is a family instance's canonical label (``grouped_m[...]``); a search
+    formula's label (``formula:name[a=1]``) is written alike but names none."""
+    try:
+        parse_label(label)
+    except ValueError:
+        return False
+    return True
 
 
 def build_spec(job, shape: ConvShape, preset: str, profiler_key: str = "none") -> JobSpec:

@@ -7,6 +7,7 @@ import logging
 import shutil
 
 from harness.hardware.device import GPU, DeviceInfo
+from harness.notices import show
 from harness.profilers.wrapped import Profiler, ProfilerUnavailable
 
 log = logging.getLogger("swizzlebench")
@@ -36,10 +37,10 @@ def _auto(cfg, device: DeviceInfo, target: dict | None) -> Profiler | None:
     if device.mode != GPU:
         try:
             profiler = _sim(cfg, target)
-            log.info("profiler=auto: no GPU, using the simulated L2 (profiler=sim)")
+            show("profiler=auto: no GPU, using the simulated L2 (profiler=sim)")   # once per sweep
             return profiler
         except ProfilerUnavailable as exc:
-            log.info("profiler=auto: no GPU and no simulator (%s); L2 not profiled", exc)
+            show(f"profiler=auto: no GPU and no simulator ({exc}); L2 not profiled")
             return None
     want = "rocprofv3" if device.vendor == "amd" else "ncu"
     try:
@@ -47,7 +48,7 @@ def _auto(cfg, device: DeviceInfo, target: dict | None) -> Profiler | None:
     except ProfilerUnavailable as exc:
         log.warning("profiler=auto: %s GPU but %s unavailable (%s); L2 not profiled", device.vendor, want, exc)
         return None
-    log.info("profiler=auto: using %s on %s", want, device.name)
+    show(f"profiler=auto: using {want} on {device.name}")
     return profiler
 
 

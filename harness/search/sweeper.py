@@ -239,12 +239,13 @@ class SearchSweeper(Sweeper):
     # -- groups and studies --------------------------------------------------------------
     def _groups(self, combination: list[str]) -> list[tuple[SearchGroup, DictConfig]]:
         """One group per valid shape of the combination's preset (invalid ones are logged)."""
+        from harness.notices import show
         from harness.preflight import resolve_target
         from harness.hardware.device import describe_device, select_execution_mode
         from harness.job.shapes import expand_preset
 
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, combination)
-        resolve_target(cfg, describe_device(select_execution_mode()))
+        show(resolve_target(cfg, describe_device(select_execution_mode())))
         fixed = tuple(o for o in combination if not o.lstrip("+~").startswith("shape.select"))
         groups = []
         for entry in expand_preset(cfg.shape):

@@ -1,12 +1,14 @@
-"""Refusals before any run (issue 42, item 5; issue 40, item 3): an empty shape list,
-``shape.select=[]``, a malformed preset file, a padding the CPU check cannot fit, a misspelled
-option of a config group (``swizzle=xdc``, ``shape=resnte``), a ``shape.select`` naming no
-layer of the preset, a value of the wrong type (``launch.num_warps=four``): each is one line
-``error: ...`` on stderr (the closest valid name where one is close, the valid values where
+"""Refusals before any run (issue 42, item 5; issue 40, item 3; issue 55, item 3): an empty
+shape list, ``shape.select=[]``, a malformed preset file, a padding the CPU check cannot fit, a
+misspelled option of a config group (``swizzle=xdc``, ``shape=resnte``), a ``shape.select``
+naming no layer of the preset, a value of the wrong type (``launch.num_warps=four``),
+``swizzle=custom`` without a formula or with one outside the language, a formula file over the
+size limit read from ``/proc`` (its size reads 0), a family parameter out of range, a
+``swizzle.label`` that cannot name runs: each is one line ``error: ...`` on stderr and nothing
+else, no INFO line before it (the closest valid name where one is close, the valid values where
 the schema knows them), exit status 2, within the bounds below (CPU time, wall time, the
 child's maximum RSS), and nothing is logged: a multirun is refused before its sweep's run is
-created.  A formula file over the size limit read from ``/proc`` (its size reads 0) is a
-FAILED run saying so, as every formula error is."""
+created.  A formula's caret excerpt is in the traceback under ``-v``."""
 from __future__ import annotations
 
 import os
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import USER_ERROR_EXIT
-from tests.faults import FAST, cli_env, harness, reason, runs_of
+from tests.faults import FAST, cli_env, harness, runs_of
 
 #: Bounds on one refused command: CPU seconds (user + sys: the wall time of an idle machine;
 #: this project's 2 shared cores run several suites at once), wall seconds on such a loaded
@@ -48,6 +50,32 @@ CASES = {
     "num_warps_not_a_number": (["shape=tiny", "launch.num_warps=four"],
                                "launch.num_warps='four' is invalid: Value 'four' of type 'str' could not be "
                                "converted to Integer; valid: 1, 2, 4, 8, 16 (amd), up to 32 (nvidia)"),
+    "custom_without_formula": (["shape=tiny", "swizzle=custom"],
+                               "swizzle=custom needs exactly one of swizzle.expr=\"...\", swizzle.file=PATH or "
+                               "swizzle.fn=package.module:function (got expr=None, file=None, fn=None)"),
+    "custom_bad_formula": (["shape=tiny", "swizzle=custom", "swizzle.expr=pid,pid +"],   # the second job's
+                           "swizzle.expr='pid +': swizzle formula: line 1, column 6: syntax error: invalid syntax; "
+                           "allowed forms: a single expression (the new pid), or one assignment"),
+}
+#: case -> (overrides, what the one line must say) of single runs (no ``-m``), through the fork server
+SINGLE_RUN_CASES = {
+    "select_nothing": CASES["select_nothing"],
+    "unknown_layer": CASES["unknown_layer"],
+    "custom_without_formula": CASES["custom_without_formula"],
+    "custom_hostile_formula": (["shape=tiny", "swizzle=custom", "swizzle.expr=pid.__class__"],
+                               "swizzle.expr='pid.__class__': swizzle formula: line 1, column 4: attribute access "
+                               "`.` is not allowed; allowed forms: "),
+    "formula_file_missing": (["shape=tiny", "swizzle=custom", "swizzle.file=nope.txt"],
+                             "swizzle formula: formula file 'nope.txt' does not exist"),
+    "formula_file_over_the_limit": (["shape=tiny", "swizzle=custom", "swizzle.file=/proc/self/maps"],
+                                    "swizzle formula: formula file '/proc/self/maps' is too large (the limit is "
+                                    "4000 characters)"),
+    "family_out_of_range": (["shape=tiny", "swizzle=grouped_m", "swizzle.group_size=0"],
+                            "swizzle family grouped_m: group_size=0 is invalid; valid: an integer from 1"),
+    "label_with_slash": (["shape=tiny", "swizzle=custom", "swizzle.expr=pid", "swizzle.label=a/b"],
+                         "swizzle.label='a/b' has a '/' or white space"),
+    "label_of_a_builtin": (["shape=tiny", "swizzle=custom", "swizzle.expr=pid", "swizzle.label=xcd"],
+                           "swizzle.label='xcd' names a built-in swizzle"),
 }
 
 
@@ -101,13 +129,18 @@ def _refused(args: list[str], cwd: Path, rss_mb: float = REFUSAL_RSS_MB) -> Refu
     proc.returncode = os.waitstatus_to_exitcode(status)
     stderr_text = err.read_text()
     assert proc.returncode == USER_ERROR_EXIT, (proc.returncode, stderr_text[-2000:])
-    errors = [line for line in stderr_text.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "Traceback" not in stderr_text, stderr_text[-2000:]
-    assert errors[0] == stderr_text.strip().splitlines()[-1]
-    refusal = Refusal(errors[0], usage.ru_utime + usage.ru_stime, wall, peak_kb / 1024)
+    refusal = Refusal(_one_error_line(out.read_text(), stderr_text), usage.ru_utime + usage.ru_stime, wall,
+                      peak_kb / 1024)
     assert refusal.cpu_s < REFUSAL_CPU_S and refusal.wall_s < REFUSAL_WALL_S, refusal
     assert refusal.rss_mb < rss_mb, refusal
     return refusal
+
+
+def _one_error_line(stdout: str, stderr: str) -> str:
+    """The refusal's ``error: ...`` line, after checking that it is all the command printed
+    (no INFO line before it, nothing on stdout)."""
+    assert stdout == "" and len(stderr.splitlines()) == 1 and stderr.startswith("error: "), (stdout, stderr[-2000:])
+    return stderr.strip()
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -142,32 +175,35 @@ def test_malformed_preset_file_is_refused_in_one_line(seeded_store, tmp_path):
     assert refusal.line.startswith("error: shape.shapes=42 is invalid"), refusal.line
 
 
-def test_formula_file_over_the_limit_is_refused_whatever_the_file(seeded_store, tmp_path):
-    """``/proc/self/maps`` reports size 0: the limit holds on the bytes read, not st_size."""
-    experiment = "refuse-proc-formula-file"
-    proc = harness(["-m", "shape=tiny", "shape.select=[t1]", "swizzle=custom", "swizzle.file=/proc/self/maps", *FAST,
-                    f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
-                    f"hydra.sweep.dir={tmp_path}/sweep"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    run, = runs_of(seeded_store.uri, experiment)
-    assert run.info.status == "FAILED" and run.data.tags["failed_gate"] == "swizzle"
-    assert reason(run) == ("invalid swizzle: swizzle formula: formula file '/proc/self/maps' is too large "
-                           "(the limit is 4000 characters)")
+@pytest.mark.parametrize("case", list(SINGLE_RUN_CASES))
+def test_single_run_refused_in_one_line_logs_nothing(seeded_store, tmp_path, case):
+    """As a single run: refused before the job opens the store; a formula file over the limit
+    whatever its reported size (``/proc/self/maps`` reads 0), a label that would split the run's
+    name or take another swizzle's."""
+    overrides, words = SINGLE_RUN_CASES[case]
+    experiment = f"refuse-single-{case}"
+    proc = harness([*overrides, *FAST, f"tracking.uri={seeded_store.uri}", f"experiment={experiment}",
+                    f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
+    assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-2000:]
+    assert words in _one_error_line(proc.stdout, proc.stderr), proc.stderr
+    assert runs_of(seeded_store.uri, experiment, kind=None) == []
 
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_formula_error_is_one_line_and_its_caret_under_v(seeded_store, tmp_path, verbose):
-    """A formula's error on its job's line: the first line of the reason; with ``-v`` the line
-    of the formula with a caret under the offending token too."""
+    """A formula's error: one line with its position and the allowed forms; with ``-v`` the
+    traceback, whose chained error shows the formula's line with a caret under the offending
+    token.  Nothing is logged either way."""
     experiment = f"formula-line-{verbose}"
     proc = harness([*(["-v"] if verbose else []), "shape=tiny", "shape.select=[t1]", "swizzle=custom",
                     "swizzle.expr=pid.__class__", *FAST, f"tracking.uri={seeded_store.uri}",
                     f"experiment={experiment}", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    job_line, = [line for line in proc.stdout.splitlines() if line.startswith("[job ")]
-    assert job_line.endswith("FAILED   invalid swizzle: swizzle formula: line 1, column 4: attribute access "
-                             "`.` is not allowed"), job_line
-    carets = [line for line in proc.stdout.splitlines() if line.strip() == "^"]
-    assert carets == (["       ^"] if verbose else []), proc.stdout[-2000:]
-    run, = runs_of(seeded_store.uri, experiment)
-    assert "\n    pid.__class__\n       ^" in reason(run)   # the stored reason keeps the excerpt
+    assert proc.returncode != 0
+    if verbose:
+        assert "\n    pid.__class__\n       ^\n" in proc.stderr, proc.stderr[-2000:]
+    else:
+        line = _one_error_line(proc.stdout, proc.stderr)
+        assert line.startswith("error: swizzle.expr='pid.__class__': swizzle formula: line 1, column 4: attribute "
+                               "access `.` is not allowed; allowed forms: "), line
+        assert "^" not in line
+    assert runs_of(seeded_store.uri, experiment, kind=None) == []

@@ -1,7 +1,8 @@
-"""Every run ends (issue 42, item 1): text that cannot be encoded (a non-UTF-8 byte of the
-command line, a lone surrogate in a YAML formula) and a ``swizzle.fn`` module that ends its
-process at import (``sys.exit(3)``, ``os._exit(3)``) each end as a FAILED run with a one-line
-reason; the user's text is stored escaped; no run of the store is left RUNNING."""
+"""Every run ends (issue 42, item 1): a ``swizzle.fn`` module that ends its process at import
+(``sys.exit(3)``, ``os._exit(3)``) ends as a FAILED run with a one-line reason; text that
+cannot be encoded (a non-UTF-8 byte of the command line, a lone surrogate in a YAML formula)
+is a formula error, refused in one line before anything is logged (issue 55, item 3), and a
+spool holding such text is synced escaped; no run of the store is left RUNNING."""
 from __future__ import annotations
 
 import json
@@ -11,17 +12,21 @@ import subprocess
 
 import pytest
 
+from harness.errors import USER_ERROR_EXIT
 from tests.cli_fork import run_cli
 from tests.faults import FAST, cli_env, job_lines, reason, runs_of, spool_sync
 
-#: case -> (extra arguments, what the FAILED reason must say)
 MODULES = {"exits": "import sys\nsys.exit(3)\n", "hard_exits": "import os\nos._exit(3)\n"}
+#: case -> (extra arguments, what the FAILED reason must say)
 CASES = {
-    "non_utf8_expr": ([b"swizzle=custom", b'swizzle.expr="pid + \xe9"'], "character '\\udce9' is not allowed"),
-    "surrogate_yaml": (["--config-dir={conf}", "swizzle=surrogate"], "character '\\udce9' is not allowed"),
     "sys_exit_at_import": (["swizzle=custom", "swizzle.fn=exits:remap"], "SystemExit: 3"),
     "os_exit_at_import": (["swizzle=custom", "swizzle.fn=hard_exits:remap"],
                           "ended its process with exit status 3"),
+}
+#: case -> (extra arguments, what the refusal's one line must say): a formula is a config error
+REFUSED = {
+    "non_utf8_expr": ([b"swizzle=custom", b'swizzle.expr="pid + \xe9"'], "character '\\udce9' is not allowed"),
+    "surrogate_yaml": (["--config-dir={conf}", "swizzle=surrogate"], "character '\\udce9' is not allowed"),
 }
 
 
@@ -29,34 +34,55 @@ def _store_path(uri: str) -> str:
     return uri.removeprefix("sqlite:///")
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_run_ends_failed_with_one_line_reason(seeded_store, tmp_path, case):
-    extra, words = CASES[case]
+def _run(seeded_store, tmp_path, extra: list, experiment: str) -> subprocess.CompletedProcess:
+    """The multirun with ``extra`` arguments (str or bytes) from ``tmp_path``, which holds the
+    modules of :data:`MODULES` and the config dir of the YAML case; output decoded escaped."""
     (tmp_path / "swizzle").mkdir()
     (tmp_path / "swizzle" / "surrogate.yaml").write_text('name: custom\nexpr: "pid + \\udce9"\ngroup_size: 8\n')
     for module, source in MODULES.items():
         (tmp_path / f"{module}.py").write_text(source)
-    experiment = f"ends-{case}"
     args = [a.replace("{conf}", str(tmp_path)) if isinstance(a, str) else a for a in extra]
     options = [a for a in args if isinstance(a, str) and a.startswith("--")]
     args = [a for a in args if a not in options]
     common = ["-m", *options, "shape=tiny", "shape.select=[t1]", *FAST, f"tracking.uri={seeded_store.uri}",
               f"experiment={experiment}", f"hydra.sweep.dir={tmp_path}/sweep"]
     argv = [os.fsdecode(a) for a in common + args]   # as Python decodes its command line's bytes
-    proc = run_cli(argv, tmp_path, {**cli_env(), "PYTHONPATH": str(tmp_path)}, timeout=240, text=False)
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))   # the modules, then the checkout's
+    proc = run_cli(argv, tmp_path, {**cli_env(), "PYTHONPATH": path}, timeout=240, text=False)
     stdout, stderr = (s.decode("utf-8", "backslashreplace") for s in (proc.stdout, proc.stderr))
-    assert proc.returncode == 0, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_run_ends_failed_with_one_line_reason(seeded_store, tmp_path, case):
+    extra, words = CASES[case]
+    experiment = f"ends-{case}"
+    proc = _run(seeded_store, tmp_path, extra, experiment)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     run, = runs_of(seeded_store.uri, experiment)
     assert run.info.status == "FAILED"
     assert words in reason(run), reason(run)
-    line, = job_lines(subprocess.CompletedProcess([], 0, stdout, stderr))
+    line, = job_lines(proc)
     assert "FAILED" in line
     with sqlite3.connect(_store_path(seeded_store.uri)) as db:
         assert db.execute("select count(*) from runs where status='RUNNING'").fetchone() == (0,)
         unexplained = db.execute("select count(*) from runs r where r.status='FAILED' and not exists "
                                  "(select 1 from tags t where t.run_uuid=r.run_uuid and t.key='status_reason')")
         assert unexplained.fetchone() == (0,)
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_text_that_cannot_be_encoded_is_refused_in_one_line_escaped(seeded_store, tmp_path, case):
+    """A formula with a non-UTF-8 byte (command line) or a lone surrogate (YAML): refused
+    before anything is logged, exit status 2, one line with the character escaped."""
+    extra, words = REFUSED[case]
+    experiment = f"ends-{case}"
+    proc = _run(seeded_store, tmp_path, extra, experiment)
+    assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-3000:]
+    assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+    assert words in proc.stderr, proc.stderr
+    assert runs_of(seeded_store.uri, experiment, kind=None) == []
 
 
 def _record(name: str, spec_hash: str, uri: str, **extra) -> dict:
