@@ -5,11 +5,14 @@ The report is written into the output folder:
 * ``index.html``: ONE self-contained page (figures are base64 PNGs, the CSS is inline,
   there is no JavaScript and nothing is fetched), every shown text HTML-escaped;
 * ``table.csv``: one row per (group, swizzle) cell, numbers unformatted;
+* ``results.json``: the same cells as a JSON list, one object per cell with the same fields
+  (a missing value is ``null``), for tools that read JSON rather than CSV;
 * ``vendor.csv``: per kernel and swizzle, time / vendor time over the shapes (geometric mean);
 * ``failed.csv``: the runs that did not finish, with their reasons (header only if none).
 
 A report of one sweep is also attached to that sweep's parent run as the artifacts
-``report/index.html``, ``report/table.csv``, ``report/vendor.csv`` and ``report/failed.csv``.
+``report/index.html``, ``report/table.csv``, ``report/results.json``, ``report/vendor.csv`` and
+``report/failed.csv``.
 """
 from __future__ import annotations
 
@@ -38,8 +41,8 @@ def attach_to_sweep(client: MlflowClient, sweep_run_id: str, files: list[Path]) 
 def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = None,
                  out_dir: str | Path | None = None, selection: Selection | None = None) -> Path:
     """Build the report of ``selection`` (default: the sweep ``sweep_run_id``, or the
-    experiment's latest sweep) and return the path of its ``index.html``; ``table.csv``
-    ``vendor.csv`` and ``failed.csv`` are written next to it (default folder:
+    experiment's latest sweep) and return the path of its ``index.html``; ``table.csv``,
+    ``results.json``, ``vendor.csv`` and ``failed.csv`` are written next to it (default folder:
     ``reports/<experiment>/<sweep id | experiment | run-<id> | ...>``) and, for a report
     of one sweep, all of them are attached to its sweep run under ``report/``."""
     if selection is not None and sweep_run_id is not None:
@@ -60,6 +63,7 @@ def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = 
     html_path.write_text(page, encoding="utf-8")
     table = comparison.table.reindex(columns=TABLE_COLUMNS)
     table.to_csv(out / "table.csv", index=False)
+    table.to_json(out / "results.json", orient="records", indent=1)
     kernel_vs_vendor(comparison).to_csv(out / "vendor.csv", index=False)
     failed.to_csv(out / "failed.csv", index=False)
     log.info("report of %d runs written to %s (load %.1f s, total %.1f s)", len(data.runs), html_path,
@@ -67,7 +71,8 @@ def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = 
 
     if data.attach_run_id:
         try:
-            attach_to_sweep(client, data.attach_run_id, [html_path, *(out / f"{name}.csv" for name in ("table", "vendor", "failed"))])
+            attach_to_sweep(client, data.attach_run_id, [html_path, out / "results.json",
+                                                         *(out / f"{name}.csv" for name in ("table", "vendor", "failed"))])
         except Exception as exc:  # the local report stands even if the artifact store is unreachable
             log.warning("report written to %s but not attached to sweep run %s: %s: %s",
                         html_path, data.attach_run_id, type(exc).__name__, exc)

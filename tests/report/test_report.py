@@ -245,7 +245,26 @@ def test_report_attached_to_sweep(built):
     store, _ = built
     client = MlflowClient(tracking_uri=store.uri)
     names = {a.path for a in client.list_artifacts(store.sweep_run_id, "report")}
-    assert {"report/index.html", "report/table.csv", "report/failed.csv"} <= names
+    assert {"report/index.html", "report/table.csv", "report/results.json", "report/failed.csv"} <= names
+
+
+def test_results_json_holds_the_table_s_cells_and_fields(built):
+    """results.json is table.csv as one JSON object per cell: the same cells, the same fields,
+    the same values (a missing one null)."""
+    import json
+
+    _, page = built
+    table = pd.read_csv(page.parent / "table.csv")
+    cells = json.loads((page.parent / "results.json").read_text())
+    assert len(cells) == len(table) and all(list(c) == list(table.columns) for c in cells)
+    for cell, (_, row) in zip(cells, table.iterrows()):
+        for key, value in cell.items():
+            if value is None or value == "":   # CSV reads an empty field back as NaN
+                assert pd.isna(row[key]), key
+            elif isinstance(value, float):
+                assert row[key] == pytest.approx(value), key
+            else:
+                assert str(row[key]) == str(value) or row[key] == value, key
 
 
 def test_explicit_older_sweep(built, tmp_path):
