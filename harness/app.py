@@ -59,10 +59,7 @@ def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
     sweep = _Sweep(job, runner, tracker, parent, common_tags, config_yaml, options, pkey, profiler)
     try:
         results = _run_entries(sweep, entries, job_num)
-        if sweep.pending:
-            workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
-            profile_and_finish(profiler, job.profiler, job.target, sweep.pending, tracker, job.compare.min_l2_delta,
-                               workdir)
+        _profile_pending(sweep)
     except Interrupted as stop:   # SIGTERM / SIGINT: the runs in flight or awaiting their profile end KILLED
         tracker.kill_open_runs(stop.reason("mid-job"))
         raise
@@ -176,10 +173,23 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
         result.tags["l2_verdict"] = "not profiled (profiler=none)"
     if profiler is not None and result.status == FINISHED:
         sweep.pending.append((run_id, _profiled_spec(spec, result), result, position))  # logged once profiled
+        if not profiler.batched:   # the simulator: profiled, logged and printed now, not at the job's end
+            _profile_pending(sweep)
         return result
     tracker.finish_job(run_id, result)
     print(progress_line(position, result), flush=True)
     return result
+
+
+def _profile_pending(sweep: _Sweep) -> None:
+    """Profile, log and print the verified shapes waiting for their L2 reading, then forget them."""
+    if not sweep.pending:
+        return
+    job = sweep.job
+    workdir = Path(HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else tempfile.mkdtemp())
+    profile_and_finish(sweep.profiler, job.profiler, job.target, sweep.pending, sweep.tracker,
+                       job.compare.min_l2_delta, workdir)
+    sweep.pending.clear()
 
 
 def _profiled_spec(spec: JobSpec, result: JobResult) -> JobSpec:

@@ -58,6 +58,10 @@ class Profiler(ABC):
     name: str
     #: True when a reading has no noise (the simulator): one pair is then the whole difference.
     deterministic: bool = False
+    #: True when readings come from a process of its own (ncu, rocprofv3), whose start-up a
+    #: batch of the job's shapes shares; False (the simulator): each shape is profiled, logged
+    #: and printed as soon as it is verified.
+    batched: bool = True
 
     @abstractmethod
     def tags(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ class SimProfiler(Profiler):
 
     name = "sim"
     deterministic = True
+    batched = False   # in-process: nothing to share, so each shape's line comes as it finishes
 
     def __init__(self, target: Mapping[str, Any], occupancy: int | None = None, line_bytes: int | None = None,
                  memory_gib: float = DEFAULT_MEMORY_GIB):
