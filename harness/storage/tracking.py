@@ -323,7 +323,10 @@ class Tracker:
     def finish_job(self, run_id: str, result: JobResult) -> Path | None:
         """Log the job's result and end its run.  Returns None, or the path of the spool
         record when the store could not take it (a line saying so is printed).  Until it is
-        ended, the run is open: ``kill_open_runs`` ends it KILLED."""
+        ended, the run is open: ``kill_open_runs`` ends it KILLED.  A write that failed on
+        this machine's disk (``is_local_error``) spools this result only: the store still
+        answers, so the run is ended KILLED awaiting sync (``_hold_for_sync``) and the
+        tracker's later runs still go to the store."""
         start = self._runs.get(run_id) or _RunStart(result.run_name, None)
         storable_result(result)
         renamed = start.run_name != result.run_name   # tune mode launched another config than the one asked
@@ -335,30 +338,46 @@ class Tracker:
                     retry_when_locked(self.client.update_run, run_id, name=result.run_name)
                 self._finish_in_store(run_id, result)
             except STORE_ERRORS as exc:
-                failure = exc
-                self._go_offline(exc)
-        if self.offline or is_spool_id(run_id):
-            path, record_id = self._spool_job(run_id, start, result)
-            if path is not None and failure is not None and is_local_error(failure):
-                self._hold_for_sync(run_id, record_id, result.run_name)
+                failure = exc if is_local_error(exc) else None
+                if failure is None:
+                    self._go_offline(exc)
+        if failure is not None:
+            why = f"tracking store {self.uri} could not take it: {short_error(failure)} (on this machine's disk)"
+            path, record_id = self._spool_job(run_id, start, result, why)
+            if path is not None:
+                self._hold_for_sync(run_id, record_id, result.run_name, why)
+            else:   # printed as a JSON line (stdout): nothing for sync to complete it with
+                self._end_quietly(run_id, f"result kept neither in the store ({why}) nor in the spool "
+                                          f"{self.spool.directory}: printed on stdout as one JSON line", FAILED)
+        elif self.offline or is_spool_id(run_id):
+            path, _ = self._spool_job(run_id, start, result)
         self._runs.pop(run_id, None)
         HEARTBEAT.remove(run_id)
         return path
 
-    def _hold_for_sync(self, run_id: str, record_id: str, run_name: str) -> bool:
+    def _hold_for_sync(self, run_id: str, record_id: str, run_name: str, why: str) -> bool:
         """End KILLED the store's run ``run_id``, whose whole result is the spool record
         ``record_id``, tagged with that record (``SPOOL_PENDING_TAG``) and the reason; one line
         says so.  Returns whether the store took it (if not, the run stays RUNNING and the
         sweep's end, or the next claim of its spec, closes it)."""
-        reason = (f"result only in the spool: the store could not take it ({self.offline_reason}); spool record "
+        reason = (f"result only in the spool ({why}); spool record "
                   f"{record_id} holds it, and `{sync_command(self.spool.directory)}` completes this run")
         try:
             retry_when_locked(self.client.set_tag, run_id, SPOOL_PENDING_TAG, record_id)
-            self._kill(run_id, reason[:5000])
         except STORE_ERRORS:
+            return False
+        if not self._end_quietly(run_id, reason):
             return False
         print(f"[spool] run {run_name} (run {run_id}) ended KILLED in the store until sync logs its result "
               f"(spool record {record_id})", flush=True)
+        return True
+
+    def _end_quietly(self, run_id: str, reason: str, status: str = "KILLED") -> bool:
+        """End the run ``run_id`` with ``status`` and ``reason``; whether the store took it."""
+        try:
+            self._kill(run_id, reason[:5000], status=status)
+        except STORE_ERRORS:
+            return False
         return True
 
     def hold_spooled_runs(self, sweep_run_id: str) -> list[SpoolRecord]:
@@ -375,7 +394,7 @@ class Tracker:
             except STORE_ERRORS:
                 running = False
             if running:
-                self._hold_for_sync(record.run_id, record.record_id, record.run_name)
+                self._hold_for_sync(record.run_id, record.record_id, record.run_name, record.reason)
         return records
 
     def kill_open_runs(self, reason: str) -> None:
@@ -414,12 +433,15 @@ class Tracker:
                 retry_when_locked(self.client.log_artifact, run_id, str(path), folder)
         retry_when_locked(self.client.set_terminated, run_id, FINISHED if result.status == FINISHED else FAILED)
 
-    def _spool_job(self, run_id: str, start: _RunStart, result: JobResult) -> tuple[Path | None, str]:
-        """Spool the job's whole result; returns the record's path (None: it could be kept
+    def _spool_job(self, run_id: str, start: _RunStart, result: JobResult,
+                   why: str | None = None) -> tuple[Path | None, str]:
+        """Spool the job's whole result (``why``: the reason, by default the tracker's offline
+        reason or its spooled sweep); returns the record's path (None: it could be kept
         nowhere and was printed) and its id."""
         in_store = not is_spool_id(run_id)
         record = self._record(JOB, new_spool_id() if in_store else run_id, start,
-                              FINISHED if result.status == FINISHED else FAILED, run_id=run_id if in_store else None)
+                              FINISHED if result.status == FINISHED else FAILED, run_id=run_id if in_store else None,
+                              reason=why)
         record.end_time_ms = now_ms()
         record.params = run_params(result)
         record.metrics = run_metrics(result)
@@ -428,8 +450,8 @@ class Tracker:
         path = self._keep(record, files=result.files)
         if path is None:
             return None, record.record_id
-        why = (f"tracking store {self.uri} unavailable: {self.offline_reason}" if self.offline
-               else f"its sweep run {start.parent_run_id} is spooled")
+        why = why or (f"tracking store {self.uri} unavailable: {self.offline_reason}" if self.offline
+                      else f"its sweep run {start.parent_run_id} is spooled")
         print(f"[spool] run {result.run_name} ({record.status}) kept on local disk at {path} ({why}); the sweep "
               f"goes on. Log it later with: {sync_command(self.spool.directory)}", flush=True)
         return path, record.record_id
@@ -442,7 +464,7 @@ class Tracker:
             return self.spool.write(record, files=files)
         except OSError as exc:
             print(f"[lost] {record.kind} run {record.run_name} ({record.status}): tracking store {self.uri} "
-                  f"unavailable ({self.offline_reason}) and spool {self.spool.directory} not writable "
+                  f"unavailable ({record.reason}) and spool {self.spool.directory} not writable "
                   f"({type(exc).__name__}: {exc}); its record is the next line of stdout (JSON)",
                   file=sys.stderr, flush=True)
             print(json.dumps(dataclasses.asdict(record), sort_keys=True), flush=True)
@@ -450,11 +472,11 @@ class Tracker:
             return None
 
     def _record(self, kind: str, record_id: str, start: _RunStart, status: str,
-                run_id: str | None = None) -> SpoolRecord:
+                run_id: str | None = None, reason: str | None = None) -> SpoolRecord:
         return SpoolRecord(record_id=record_id, kind=kind, tracking_uri=self.uri, experiment=self.experiment,
                            run_name=start.run_name, status=status, start_time_ms=start.start_time_ms,
                            run_id=run_id, parent_run_id=start.parent_run_id, tags=dict(start.tags),
-                           reason=self.offline_reason or "its sweep run is spooled")
+                           reason=reason or self.offline_reason or "its sweep run is spooled")
 
     def _go_offline(self, exc: BaseException) -> None:
         self.offline_reason = short_error(exc)

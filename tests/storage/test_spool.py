@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from harness.storage import sync as sync_module
 from harness.storage import tracking
 from harness.job.result import FAILED, FINISHED, JobResult
-from harness.storage.spool import SYNCED_DIR, Spool, is_spool_id
+from harness.storage.spool import SYNCED_DIR, Spool, is_spool_id, take_unkept
 from harness.storage.sync import sync
 from harness.storage.tracking import SPOOL_PENDING_TAG, SPOOL_TAG, Tracker
 
@@ -201,11 +201,18 @@ def test_a_full_tmpdir_ends_the_run_killed_awaiting_sync_which_completes_it(tmp_
     client, (run,) = _runs(sqlite_uri, "fulltmp")
     assert run.info.run_id == run_id and _held(run) and run.data.tags[SPOOL_PENDING_TAG] == record_id
     assert f"spool record {record_id}" in run.data.tags["status_reason"] and "--spool" in run.data.tags["status_reason"]
-    assert f"ended KILLED in the store until sync logs its result (spool record {record_id})" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"ended KILLED in the store until sync logs its result (spool record {record_id})" in out
+    assert "could not take it: NotADirectoryError" in out and "(on this machine's disk)" in out
+    # The store still answers: the tracker's next run goes there, not to the spool.
+    later = tracker.start_job("job2", None, {})
+    assert not tracker.offline and not is_spool_id(later)
+    assert tracker.finish_job(later, _result("job2", "h2", tmp_path)) is None
 
     assert len(sync(tmp_path / "spool", sqlite_uri).logged) == 1
-    client, (run,) = _runs(sqlite_uri, "fulltmp")
-    assert run.info.run_id == run_id and run.info.status == FINISHED and SPOOL_PENDING_TAG not in run.data.tags
+    client, runs = _runs(sqlite_uri, "fulltmp")
+    run, = [r for r in runs if r.info.run_id == run_id]
+    assert {r.info.status for r in runs} == {FINISHED} and SPOOL_PENDING_TAG not in run.data.tags
     assert run.data.tags["status_reason"] == "verified job" and run.data.params["kernel"] == "igemm"
     assert {a.path for a in client.list_artifacts(run_id)} == {"config.yaml", "profiler"}
 
@@ -254,3 +261,16 @@ def test_a_held_run_whose_spec_finished_meanwhile_is_superseded_not_duplicated(t
     assert by_id[finished].info.status == FINISHED
     assert by_id[run_id].info.status == "KILLED" and SPOOL_PENDING_TAG not in by_id[run_id].data.tags
     assert by_id[run_id].data.tags["status_reason"] == f"superseded by FINISHED run {finished} of the same spec"
+
+
+def test_a_full_tmpdir_and_no_spool_either_ends_the_run_failed_saying_so(tmp_path, sqlite_uri, monkeypatch, capsys):
+    (tmp_path / "a_file").write_text("")
+    tracker = Tracker(sqlite_uri, "nowhere", spool_dir=tmp_path / "a_file" / "spool")
+    run_id = tracker.start_job("job", None, {})
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "a_file"))
+    assert tracker.finish_job(run_id, _result("job", "h", tmp_path)) is None
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert take_unkept() == ["job"]   # the job then ends non-zero (harness.callbacks)
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["run_name"] == "job"   # the record, on stdout
+    (run,) = _runs(sqlite_uri, "nowhere")[1]
+    assert run.info.status == FAILED and "printed on stdout as one JSON line" in run.data.tags["status_reason"]
