@@ -220,8 +220,15 @@ def _end_sweep(tracker: Tracker, run_id: str, status: str = FINISHED, reason: st
     MLflow, and write its report (unless its runs are spooled: then say how to log them)."""
     tracking = _tracking()
     clear_down()
-    tracker.end_sweep(run_id, status, reason)
+    spooled = tracker.hold_spooled_runs(run_id)   # no run of the ended sweep left RUNNING
     uri, experiment, spool_dir = tracker.uri, tracker.experiment, tracker.spool.directory
+    if spooled:
+        names = ", ".join(record.run_name for record in spooled)
+        log.warning("%d result(s) of this sweep are only in the spool %s, not in the store nor its report: %s. "
+                    "Log them with `%s`, then rebuild the report with: python -m harness.report --experiment %s "
+                    "--sweep %s --tracking-uri %s", len(spooled), spool_dir, names, sync_command(spool_dir),
+                    experiment, run_id, uri)
+    tracker.end_sweep(run_id, status, reason)
     if tracker.experiment_id:
         log.info("%s", tracking.mlflow_ui_hint(uri, tracker.experiment_id))
     if tracker.offline or is_spool_id(run_id):

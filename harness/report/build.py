@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from harness.report.compare import TABLE_COLUMNS, build_comparison, failed_runs
+from harness.report.compare import TABLE_COLUMNS, build_comparison, failed_runs, spooled_note
 from harness.report.figures import make_figures
 from harness.report.render import render_page
 from harness.report.search import search_sections
@@ -53,6 +53,10 @@ def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = 
     loaded = time.perf_counter()
     comparison = build_comparison(data.runs)
     failed = failed_runs(data.runs)
+    spooled = spooled_note(data.runs)
+    if spooled:
+        comparison.notes.insert(0, spooled)
+        log.warning("%s", spooled)
     figures = make_figures(comparison)
     facts = header_facts(data, comparison, failed)
     page = render_page(data, comparison, failed, figures, facts, search_sections(data))

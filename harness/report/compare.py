@@ -41,7 +41,7 @@ from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTE
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_WORDS, l2_band, l2_verdict, paired_verdict,
                                      speedup_interval, time_verdict)
 from harness.storage.run_fields import flag_column
-from harness.storage.tracking import STATUS_REASON_TAG
+from harness.storage.tracking import SPOOL_PENDING_TAG, STATUS_REASON_TAG
 
 OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
 GROUP_KEYS = ("kernel", "shape", "num_warps")
@@ -374,3 +374,17 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     })
     return out.sort_values(["run_name", "run_id"], kind="stable").reset_index(drop=True)
 
+
+
+def spooled_note(runs: pd.DataFrame) -> str | None:
+    """One line naming the job runs whose results are still only in the spool (ended KILLED
+    in the store, tag ``SPOOL_PENDING_TAG``: harness.storage.tracking), or None if none."""
+    if runs.empty:
+        return None
+    held = runs[frame_column(runs, f"tags.{SPOOL_PENDING_TAG}", "").fillna("").astype(str) != ""]
+    if held.empty:
+        return None
+    names = ", ".join(sorted(held["run_name"].astype(str)))
+    return (f"{len(held)} run(s) are still only in the spool, not in this report: {names}. Log them with "
+            f"`python -m harness.storage.sync` (failed.csv names each one's spool record and the command), then "
+            f"rebuild this report.")

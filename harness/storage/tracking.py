@@ -55,6 +55,11 @@ PARENT_TAG = "mlflow.parentRunId"
 INVOCATION_TAG = "swizzlebench.invocation"
 #: tag naming the spool record a run was logged from (``harness.storage.sync``).
 SPOOL_TAG = "swizzlebench.spool_id"
+#: tag of a job run created in the store whose result could not be written there (a full
+#: TMPDIR under MLflow's artifact writes, a store that failed mid-job): the run is ended
+#: KILLED, its status_reason says so, and the tag names the spool record holding the whole
+#: result, which ``harness.storage.sync`` logs into this run (then it drops the tag).
+SPOOL_PENDING_TAG = "swizzlebench.spool_pending"
 #: prefix of the sweep run's tags naming the runs it reused instead of running their spec
 #: again (resume, or a spec running in another live sweep): ``swizzlebench.reused.<run id>``.
 REUSED_TAG_PREFIX = "swizzlebench.reused."
@@ -102,6 +107,12 @@ def retry_when_locked(call: Callable[..., T], *args, **kwargs) -> T:
                 raise
             time.sleep(LOCK_BACKOFF_S * 2 ** attempt * (0.5 + random.random()))
     raise AssertionError("unreachable")
+
+
+def is_local_error(exc: BaseException) -> bool:
+    """Whether a store write failed on this machine's disk (a full or unwritable TMPDIR,
+    where MLflow stages artifacts), not in reaching the store: the store can still be told."""
+    return isinstance(exc, OSError) and not isinstance(exc, requests.exceptions.RequestException)
 
 
 def short_error(exc: BaseException) -> str:
@@ -312,24 +323,79 @@ class Tracker:
     def finish_job(self, run_id: str, result: JobResult) -> Path | None:
         """Log the job's result and end its run.  Returns None, or the path of the spool
         record when the store could not take it (a line saying so is printed).  Until it is
-        ended, the run is open: ``kill_open_runs`` ends it KILLED."""
+        ended, the run is open: ``kill_open_runs`` ends it KILLED.  A write that failed on
+        this machine's disk (``is_local_error``) spools this result only: the store still
+        answers, so the run is ended KILLED awaiting sync (``_hold_for_sync``) and the
+        tracker's later runs still go to the store."""
         start = self._runs.get(run_id) or _RunStart(result.run_name, None)
         storable_result(result)
         renamed = start.run_name != result.run_name   # tune mode launched another config than the one asked
         start.run_name = result.run_name
-        path = None
+        path, failure = None, None
         if not self.offline and not is_spool_id(run_id):
             try:
                 if renamed:
                     retry_when_locked(self.client.update_run, run_id, name=result.run_name)
                 self._finish_in_store(run_id, result)
             except STORE_ERRORS as exc:
-                self._go_offline(exc)
-        if self.offline or is_spool_id(run_id):
-            path = self._spool_job(run_id, start, result)
+                failure = exc if is_local_error(exc) else None
+                if failure is None:
+                    self._go_offline(exc)
+        if failure is not None:
+            why = f"tracking store {self.uri} could not take it: {short_error(failure)} (on this machine's disk)"
+            path, record_id = self._spool_job(run_id, start, result, why)
+            if path is not None:
+                self._hold_for_sync(run_id, record_id, result.run_name, why)
+            else:   # printed as a JSON line (stdout): nothing for sync to complete it with
+                self._end_quietly(run_id, f"result kept neither in the store ({why}) nor in the spool "
+                                          f"{self.spool.directory}: printed on stdout as one JSON line", FAILED)
+        elif self.offline or is_spool_id(run_id):
+            path, _ = self._spool_job(run_id, start, result)
         self._runs.pop(run_id, None)
         HEARTBEAT.remove(run_id)
         return path
+
+    def _hold_for_sync(self, run_id: str, record_id: str, run_name: str, why: str) -> bool:
+        """End KILLED the store's run ``run_id``, whose whole result is the spool record
+        ``record_id``, tagged with that record (``SPOOL_PENDING_TAG``) and the reason; one line
+        says so.  Returns whether the store took it (if not, the run stays RUNNING and the
+        sweep's end, or the next claim of its spec, closes it)."""
+        reason = (f"result only in the spool ({why}); spool record "
+                  f"{record_id} holds it, and `{sync_command(self.spool.directory)}` completes this run")
+        try:
+            retry_when_locked(self.client.set_tag, run_id, SPOOL_PENDING_TAG, record_id)
+        except STORE_ERRORS:
+            return False
+        if not self._end_quietly(run_id, reason):
+            return False
+        print(f"[spool] run {run_name} (run {run_id}) ended KILLED in the store until sync logs its result "
+              f"(spool record {record_id})", flush=True)
+        return True
+
+    def _end_quietly(self, run_id: str, reason: str, status: str = "KILLED") -> bool:
+        """End the run ``run_id`` with ``status`` and ``reason``; whether the store took it."""
+        try:
+            self._kill(run_id, reason[:5000], status=status)
+        except STORE_ERRORS:
+            return False
+        return True
+
+    def hold_spooled_runs(self, sweep_run_id: str) -> list[SpoolRecord]:
+        """The job records of sweep run ``sweep_run_id`` still pending in the spool (their
+        results are not in the store); each whose run the store still shows RUNNING is ended
+        KILLED awaiting sync (``_hold_for_sync``), so that no run of an ended sweep stays RUNNING."""
+        records = [record for _, record in self.spool.pending()
+                   if isinstance(record, SpoolRecord) and record.kind == JOB and record.parent_run_id == sweep_run_id]
+        if self.client is None:
+            return records
+        for record in records:
+            try:
+                running = self._running_run(record.run_id) is not None
+            except STORE_ERRORS:
+                running = False
+            if running:
+                self._hold_for_sync(record.run_id, record.record_id, record.run_name, record.reason)
+        return records
 
     def kill_open_runs(self, reason: str) -> None:
         """End KILLED, with ``reason``, every job run this tracker started and has not ended
@@ -367,10 +433,15 @@ class Tracker:
                 retry_when_locked(self.client.log_artifact, run_id, str(path), folder)
         retry_when_locked(self.client.set_terminated, run_id, FINISHED if result.status == FINISHED else FAILED)
 
-    def _spool_job(self, run_id: str, start: _RunStart, result: JobResult) -> Path:
+    def _spool_job(self, run_id: str, start: _RunStart, result: JobResult,
+                   why: str | None = None) -> tuple[Path | None, str]:
+        """Spool the job's whole result (``why``: the reason, by default the tracker's offline
+        reason or its spooled sweep); returns the record's path (None: it could be kept
+        nowhere and was printed) and its id."""
         in_store = not is_spool_id(run_id)
         record = self._record(JOB, new_spool_id() if in_store else run_id, start,
-                              FINISHED if result.status == FINISHED else FAILED, run_id=run_id if in_store else None)
+                              FINISHED if result.status == FINISHED else FAILED, run_id=run_id if in_store else None,
+                              reason=why)
         record.end_time_ms = now_ms()
         record.params = run_params(result)
         record.metrics = run_metrics(result)
@@ -378,12 +449,12 @@ class Tracker:
         record.artifacts = dict(result.artifacts)
         path = self._keep(record, files=result.files)
         if path is None:
-            return None
-        why = (f"tracking store {self.uri} unavailable: {self.offline_reason}" if self.offline
-               else f"its sweep run {start.parent_run_id} is spooled")
+            return None, record.record_id
+        why = why or (f"tracking store {self.uri} unavailable: {self.offline_reason}" if self.offline
+                      else f"its sweep run {start.parent_run_id} is spooled")
         print(f"[spool] run {result.run_name} ({record.status}) kept on local disk at {path} ({why}); the sweep "
               f"goes on. Log it later with: {sync_command(self.spool.directory)}", flush=True)
-        return path
+        return path, record.record_id
 
     def _keep(self, record: SpoolRecord, files=()) -> Path | None:
         """Write ``record`` to the spool; when the spool cannot be written either, print the
@@ -393,7 +464,7 @@ class Tracker:
             return self.spool.write(record, files=files)
         except OSError as exc:
             print(f"[lost] {record.kind} run {record.run_name} ({record.status}): tracking store {self.uri} "
-                  f"unavailable ({self.offline_reason}) and spool {self.spool.directory} not writable "
+                  f"unavailable ({record.reason}) and spool {self.spool.directory} not writable "
                   f"({type(exc).__name__}: {exc}); its record is the next line of stdout (JSON)",
                   file=sys.stderr, flush=True)
             print(json.dumps(dataclasses.asdict(record), sort_keys=True), flush=True)
@@ -401,11 +472,11 @@ class Tracker:
             return None
 
     def _record(self, kind: str, record_id: str, start: _RunStart, status: str,
-                run_id: str | None = None) -> SpoolRecord:
+                run_id: str | None = None, reason: str | None = None) -> SpoolRecord:
         return SpoolRecord(record_id=record_id, kind=kind, tracking_uri=self.uri, experiment=self.experiment,
                            run_name=start.run_name, status=status, start_time_ms=start.start_time_ms,
                            run_id=run_id, parent_run_id=start.parent_run_id, tags=dict(start.tags),
-                           reason=self.offline_reason or "its sweep run is spooled")
+                           reason=reason or self.offline_reason or "its sweep run is spooled")
 
     def _go_offline(self, exc: BaseException) -> None:
         self.offline_reason = short_error(exc)
@@ -481,7 +552,7 @@ class Tracker:
                                  filter_string=f"tags.`{SPOOL_TAG}` = '{record.record_id}'")
         if done:
             return "already_logged", done[0].info.run_id
-        existing = self._running_run(record.run_id)
+        existing = self._running_run(record.run_id, held_for=record.record_id)
         if record.kind == SWEEP and record.run_id and existing is None:
             return "already_logged", record.run_id   # the end of a sweep run that has ended (or is not here)
         if record.kind == JOB and record.spec_hash:
@@ -489,6 +560,7 @@ class Tracker:
             if finished:
                 if existing:
                     self._kill(existing.info.run_id, f"superseded by FINISHED run {finished} of the same spec")
+                    self._release_hold(existing)
                 return "duplicate", finished
         tags = {**storable_mapping(record.tags), SPOOL_TAG: record.record_id}
         if parent_run_id:
@@ -503,6 +575,8 @@ class Tracker:
             metrics = {k: v for k, v in metrics.items() if k not in existing.data.metrics}
         try:
             self._complete(run_id, record, params, metrics, tags)
+            if existing is not None:
+                self._release_hold(existing)
         except Exception as exc:   # the record stays in the spool; the run it began ends FAILED, hidden
             if existing is None:
                 self._withdraw(run_id, f"sync: the store refused spool record {record.record_id}: {short_error(exc)}")
@@ -527,8 +601,14 @@ class Tracker:
         if record.status != "RUNNING":
             retry_when_locked(self.client.set_terminated, run_id, record.status, end_time=record.end_time_ms)
 
-    def _running_run(self, run_id: str | None):
-        """The store's run ``run_id`` if it exists here and is still RUNNING, else None."""
+    def _release_hold(self, run) -> None:
+        """Drop the run's ``SPOOL_PENDING_TAG`` (its spool record is logged or superseded)."""
+        if SPOOL_PENDING_TAG in run.data.tags:
+            retry_when_locked(self.client.delete_tag, run.info.run_id, SPOOL_PENDING_TAG)
+
+    def _running_run(self, run_id: str | None, held_for: str | None = None):
+        """The store's run ``run_id`` if it exists here and is still RUNNING (or, with
+        ``held_for``, ended awaiting that spool record: ``SPOOL_PENDING_TAG``), else None."""
         if not run_id:
             return None
         try:
@@ -537,7 +617,8 @@ class Tracker:
             if "RESOURCE_DOES_NOT_EXIST" in str(exc.error_code) or "not found" in str(exc).lower():
                 return None
             raise
-        return run if run.info.status == "RUNNING" and run.info.experiment_id == self.experiment_id else None
+        open_ = run.info.status == "RUNNING" or (held_for and run.data.tags.get(SPOOL_PENDING_TAG) == held_for)
+        return run if open_ and run.info.experiment_id == self.experiment_id else None
 
     def _log_batch(self, run_id: str, params: dict | None = None, metrics: dict | None = None,
                    tags: dict | None = None) -> None:

@@ -2,8 +2,9 @@
 Triton interpreter, tiny shapes and 16x16x16 tiles) fed bad shapes, unknown config names,
 bad values, non-permutation and hostile formulas, missing profilers, an unreachable
 tracking server, stores that cannot be opened or die mid-job (with no writable spool either),
-spool records sync must log or refuse one by one, crashing and hanging jobs, a sweep killed
-mid-way then resumed (and its report), and two sweeps started together in a fresh folder.
+a full TMPDIR under the store's artifact writes, spool records sync must log or refuse one
+by one, crashing and hanging jobs, a sweep killed mid-way then resumed (and its report), and
+two sweeps started together in a fresh folder.
 
 Every case asserts (i) a clear message: what was wrong, which value, what would be valid;
 and (ii) that no earlier result was lost: one finished sweep is logged first into the

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,9 +18,9 @@ from mlflow.tracking import MlflowClient
 from harness.storage import sync as sync_module
 from harness.storage import tracking
 from harness.job.result import FAILED, FINISHED, JobResult
-from harness.storage.spool import SYNCED_DIR, Spool, is_spool_id
+from harness.storage.spool import SYNCED_DIR, Spool, is_spool_id, take_unkept
 from harness.storage.sync import sync
-from harness.storage.tracking import SPOOL_TAG, Tracker
+from harness.storage.tracking import SPOOL_PENDING_TAG, SPOOL_TAG, Tracker
 
 
 def _closed_port() -> int:
@@ -186,3 +187,97 @@ def test_sync_against_an_unreachable_store_keeps_the_records(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "1 failed" in out and "unreachable" in out and "run sync again" in out
     assert len(list((tmp_path / "spool").glob("*.json"))) == 1
+
+
+def _held(run) -> bool:
+    return run.info.status == "KILLED" and SPOOL_PENDING_TAG in run.data.tags
+
+
+def test_a_full_tmpdir_ends_the_run_killed_awaiting_sync_which_completes_it(tmp_path, sqlite_uri, monkeypatch,
+                                                                            capsys):
+    """MLflow stages log_text artifacts in a temporary folder: with TMPDIR unusable (here a
+    file, so the folder cannot be made: an OSError, as ENOSPC on a full disk) the result is
+    spooled and the run, already in the store, ends KILLED naming its spool record."""
+    tracker = Tracker(sqlite_uri, "fulltmp", spool_dir=tmp_path / "spool")
+    run_id = tracker.start_job("job", None, {"git_commit": "x"})
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "a_file"))
+    path = tracker.finish_job(run_id, _result("job", "h", tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)   # usable again: tempfile finds TMPDIR anew
+    record_id = json.loads(path.read_text())["record_id"]
+    client, (run,) = _runs(sqlite_uri, "fulltmp")
+    assert run.info.run_id == run_id and _held(run) and run.data.tags[SPOOL_PENDING_TAG] == record_id
+    assert f"spool record {record_id}" in run.data.tags["status_reason"] and "--spool" in run.data.tags["status_reason"]
+    out = capsys.readouterr().out
+    assert f"ended KILLED in the store until sync logs its result (spool record {record_id})" in out
+    assert "could not take it: NotADirectoryError" in out and "(on this machine's disk)" in out
+    # The store still answers: the tracker's next run goes there, not to the spool.
+    later = tracker.start_job("job2", None, {})
+    assert not tracker.offline and not is_spool_id(later)
+    assert tracker.finish_job(later, _result("job2", "h2", tmp_path)) is None
+
+    assert len(sync(tmp_path / "spool", sqlite_uri).logged) == 1
+    client, runs = _runs(sqlite_uri, "fulltmp")
+    run, = [r for r in runs if r.info.run_id == run_id]
+    assert {r.info.status for r in runs} == {FINISHED} and SPOOL_PENDING_TAG not in run.data.tags
+    assert run.data.tags["status_reason"] == "verified job" and run.data.params["kernel"] == "igemm"
+    assert {a.path for a in client.list_artifacts(run_id)} == {"config.yaml", "profiler"}
+
+
+def _store_dies_mid_job(tracker: Tracker, monkeypatch) -> None:
+    def broken(*args, **kwargs):
+        raise MlflowException("API request to http://store/api/2.0/mlflow/runs/log-batch failed with exception "
+                              "HTTPConnectionPool(host='store', port=80): Max retries exceeded "
+                              "(Caused by NewConnectionError('[Errno 111] Connection refused'))")
+
+    monkeypatch.setattr(tracker.client, "log_batch", broken)
+
+
+def test_the_sweeps_end_ends_its_runs_whose_results_are_only_in_the_spool(tmp_path, sqlite_uri, monkeypatch):
+    """A store that failed mid-job (not reachable: the run stays RUNNING then); the sweep's
+    end, with the store back, ends it KILLED awaiting its spool record; sync completes it."""
+    tracker = Tracker(sqlite_uri, "sweepend", spool_dir=tmp_path / "spool")
+    sweep = tracker.start_sweep("sweep a", {}, {})
+    run_id = tracker.start_job("job", sweep, {})
+    _store_dies_mid_job(tracker, monkeypatch)
+    tracker.finish_job(run_id, _result("job", "h", tmp_path))
+    assert [r.info.status for r in _runs(sqlite_uri, "sweepend")[1] if r.info.run_id == run_id] == ["RUNNING"]
+
+    records = Tracker(sqlite_uri, "sweepend", spool_dir=tmp_path / "spool").hold_spooled_runs(sweep)
+    assert [r.run_id for r in records] == [run_id]
+    held, = [r for r in _runs(sqlite_uri, "sweepend")[1] if r.info.run_id == run_id]
+    assert _held(held) and held.data.tags[SPOOL_PENDING_TAG] == records[0].record_id
+    assert len(sync(tmp_path / "spool", sqlite_uri).logged) == 1
+    done, = [r for r in _runs(sqlite_uri, "sweepend")[1] if r.info.run_id == run_id]
+    assert done.info.status == FINISHED and SPOOL_PENDING_TAG not in done.data.tags
+
+
+def test_a_held_run_whose_spec_finished_meanwhile_is_superseded_not_duplicated(tmp_path, sqlite_uri, monkeypatch):
+    tracker = Tracker(sqlite_uri, "held-dup", spool_dir=tmp_path / "spool")
+    sweep = tracker.start_sweep("sweep a", {}, {})
+    run_id = tracker.start_job("job", sweep, {})
+    _store_dies_mid_job(tracker, monkeypatch)
+    tracker.finish_job(run_id, _result("job", "same", tmp_path))
+    Tracker(sqlite_uri, "held-dup", spool_dir=tmp_path / "spool").hold_spooled_runs(sweep)
+    rerun = Tracker(sqlite_uri, "held-dup", spool_dir=tmp_path / "other-spool")
+    finished = rerun.start_job("job", None, {})
+    rerun.finish_job(finished, _result("job", "same", tmp_path))
+
+    assert len(sync(tmp_path / "spool", sqlite_uri).duplicates) == 1
+    by_id = {r.info.run_id: r for r in _runs(sqlite_uri, "held-dup")[1]}
+    assert by_id[finished].info.status == FINISHED
+    assert by_id[run_id].info.status == "KILLED" and SPOOL_PENDING_TAG not in by_id[run_id].data.tags
+    assert by_id[run_id].data.tags["status_reason"] == f"superseded by FINISHED run {finished} of the same spec"
+
+
+def test_a_full_tmpdir_and_no_spool_either_ends_the_run_failed_saying_so(tmp_path, sqlite_uri, monkeypatch, capsys):
+    (tmp_path / "a_file").write_text("")
+    tracker = Tracker(sqlite_uri, "nowhere", spool_dir=tmp_path / "a_file" / "spool")
+    run_id = tracker.start_job("job", None, {})
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "a_file"))
+    assert tracker.finish_job(run_id, _result("job", "h", tmp_path)) is None
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert take_unkept() == ["job"]   # the job then ends non-zero (harness.callbacks)
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["run_name"] == "job"   # the record, on stdout
+    (run,) = _runs(sqlite_uri, "nowhere")[1]
+    assert run.info.status == FAILED and "printed on stdout as one JSON line" in run.data.tags["status_reason"]
