@@ -46,6 +46,9 @@ from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Iterable, TextIO  # noqa: E402
 
+from harness.errors import UserError  # noqa: E402
+from swizzles.custom import FormulaError  # noqa: E402
+
 ACCEPTED, SYNTAX, NOT_PERMUTATION, UNVERIFIABLE, WRONG_OUTPUT, ERROR = (
     "accepted", "syntax_error", "not_a_permutation", "unverifiable", "wrong_output", "error")
 #: failed_gate tag of a job -> verdict
@@ -152,10 +155,32 @@ def evaluate(proposal: Proposal, base_cfg, workdir: Path) -> Verdict:
         cfg.swizzle.label = label
     started_ms = int(time.time() * 1000)
     with contextlib.redirect_stdout(sys.stderr):   # stdout carries the JSON lines only
-        results = run_hydra_job(cfg, MODE)
+        try:
+            results = run_hydra_job(cfg, MODE)
+        except UserError as exc:   # refused before any shape ran: the formula is outside the language
+            if not isinstance(exc.__cause__, FormulaError):
+                raise
+            results = [_refused(cfg, label, str(exc))]
     shapes = [_shape_verdict(r) for r in results]
     _fill_run_ids(cfg, label, shapes, started_ms)
     return _verdict(proposal, label, shapes)
+
+
+def _refused(cfg, label: str, reason: str):
+    """A formula the job refused before any shape ran (a command line would exit 2): one FAILED
+    run ``<kernel>/<label>/refused/w<warps>`` under this invocation's parent, with the reason,
+    so every proposal has its run and its JSON line."""
+    from harness.callbacks import SWEEP_ENV
+    from harness.job.result import JobResult
+    from harness.storage.tracking import Tracker, resolve_tracking_uri
+
+    result = JobResult(run_name=f"{cfg.kernel.name}/{label}/refused/w{cfg.launch.num_warps}",
+                       params={"swizzle.label": label, "swizzle.file": str(cfg.swizzle.file)})
+    result.fail(f"invalid swizzle: {reason}", gate="swizzle")
+    tracker = Tracker(resolve_tracking_uri(str(cfg.tracking.uri)), str(cfg.experiment))
+    run_id = tracker.start_job(result.run_name, os.environ.get(SWEEP_ENV), {})
+    tracker.finish_job(run_id, result)
+    return result
 
 
 def _shape_verdict(result) -> ShapeVerdict:
