@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from harness.report.labels import shape_label
 from harness.report.figures import FigureBlock, png_base64
 from harness.report.render import render
+from harness.report.verdicts import NOT_TIMED
 from harness.report.views import ReportRuns
 from harness.storage.search_trials import (BUILTIN, COLUMNS, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
@@ -97,7 +98,7 @@ def summary_table(trials: pd.DataFrame, direction: str = "maximize") -> pd.DataF
             confirm = g[(g["kind"] == CONFIRM) & (g["label"] == best["label"])]
             if len(confirm):
                 c = confirm.iloc[-1]
-                verdict = c["verdict"] if isinstance(c["verdict"], str) and c["verdict"] else "not timed"
+                verdict = c["verdict"] if isinstance(c["verdict"], str) and c["verdict"] else NOT_TIMED
                 row.update(confirmed_speedup=c["speedup"], confirmed_verdict=verdict,
                            confirmed_ci=("" if pd.isna(c["speedup_ci_lo"]) else
                                          f"[{c['speedup_ci_lo']:.3f}, {c['speedup_ci_hi']:.3f}]"))

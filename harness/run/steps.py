@@ -23,6 +23,7 @@ from harness.job.plan import Arm, PlannedJob, plan_job
 from harness.job.result import BASELINE_ROLE, CANDIDATE_ROLE, FINISHED, JobResult
 from harness.job.shapes import downscale
 from harness.job.spec import JobSpec
+from harness.job.verdict import NO_GPU
 from harness.measure.correctness import compare, make_operands, placed_copies, reference
 from harness.measure.paired import BASELINE, CANDIDATE, NOT_TIMED, measure_paired, vendor_arms
 from harness.measure.roofline import Roofline
@@ -249,9 +250,9 @@ def _measure(plan: PlannedJob, candidate: _Permuted, baseline: _Permuted | None,
     over several placements of their (shared) operands."""
     spec = plan.spec
     if not (device.mode == GPU or options.paired.standin):
-        result.tags["timing"] = "not measured: no GPU (correctness checked under the Triton interpreter)"
+        result.not_timed = NO_GPU
         if spec.has_baseline and result.comparison.missing is None:
-            result.tags["verdict"] = NOT_TIMED
+            result.verdict = NOT_TIMED
         return
     arms = {CANDIDATE: runs[CANDIDATE], **vendor_arms(inst.ops, spec.shape)}
     if BASELINE in runs:

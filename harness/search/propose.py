@@ -45,6 +45,8 @@ import time  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Iterable, TextIO  # noqa: E402
+from harness.job.verdict import Kind  # noqa: E402
+from harness.storage.run_fields import verdict_text  # noqa: E402
 
 ACCEPTED, SYNTAX, NOT_PERMUTATION, UNVERIFIABLE, WRONG_OUTPUT, ERROR = (
     "accepted", "syntax_error", "not_a_permutation", "unverifiable", "wrong_output", "error")
@@ -176,7 +178,8 @@ def _shape_verdict(result) -> ShapeVerdict:
         status=result.status, verdict=verdict, reason=reason, run_id=None,
         l2_hit_rate=_number(m.get("l2_hit_rate")), l2_source=tags.get("profiler"), speedup=speedup,
         speedup_ci=[lo, hi] if lo is not None and hi is not None else None,
-        timing_verdict=tags.get("verdict") or ("not timed" if speedup is None else ""),
+        timing_verdict=(verdict_text(result.verdict) if result.verdict is not None
+                        else Kind.NOT_TIMED.word if speedup is None else ""),
         max_rel_err=_number(m.get("max_rel_err")))
 
 

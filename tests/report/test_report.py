@@ -558,7 +558,8 @@ def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
     difference there is the swizzle's code or the counter's noise (on an H100, l05's hilbert read
     +1.56 points, CI excluding 0, in identity's very order).  The job line says so instead of
     "higher", and the report counts the cell as the same order, not as an effect."""
-    from harness.measure.paired import SAME_ORDER_L2_VERDICT, record_l2
+    from harness.job.verdict import SAME_ORDER_L2 as SAME_ORDER_L2_VERDICT
+    from harness.measure.paired import record_l2
     from harness.run.progress import progress_line
     from harness.job.result import FINISHED, Comparison, JobResult
     from harness.storage.run_fields import run_tags
