@@ -62,6 +62,8 @@ class JobResult:
     verdict: Verdict | None = None      # on time, against the baseline (harness.measure.paired)
     l2_verdict: Verdict | None = None   # on the L2 hit rate, against the baseline
     not_timed: str | None = None        # why a verified job was not timed (harness.job.verdict.NO_GPU)
+    # failed its correctness gate unjudged: on CPU the down-scaled grid is no permutation
+    unverifiable: bool = False
 
     def fail(self, reason: str, gate: str | None = None) -> "JobResult":
         self.status = FAILED

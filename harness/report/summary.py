@@ -106,7 +106,7 @@ def _no_best_reason(grp: pd.DataFrame) -> str:
     if cands["speedup"].notna().any():
         return f"none beats {_names(cands['baseline']) or 'its baseline'} beyond noise"
     if (cands["verdict"] == NOT_TIMED).any():
-        return "not timed: no comparison of speed possible"
+        return f"{NOT_TIMED}: no comparison of speed possible"
     return "; ".join(dict.fromkeys(cands["verdict_detail"]))   # e.g. "no comparison: baseline ... failed"
 
 

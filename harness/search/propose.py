@@ -167,7 +167,7 @@ def _shape_verdict(result) -> ShapeVerdict:
     else:
         verdict = _GATE_VERDICTS.get(result.failed_gate or "", ERROR)
         reason = result.reason
-        if verdict == WRONG_OUTPUT and reason.startswith("unverifiable on CPU"):
+        if verdict == WRONG_OUTPUT and result.unverifiable:
             verdict = UNVERIFIABLE
         for prefix in _PREFIXES:
             reason = reason.removeprefix(prefix)
@@ -204,7 +204,7 @@ def _verdict(proposal: Proposal, label: str, shapes: list[ShapeVerdict]) -> Verd
                  if speedups and len(speedups) == len(shapes) else None),
         speedup_ci=one.speedup_ci if one is not None else None,
         timing_verdict=one.timing_verdict if one is not None else
-        ("not timed" if not speedups else "see shapes"),
+        (Kind.NOT_TIMED.word if not speedups else "see shapes"),
         run_ids=[s.run_id for s in shapes if s.run_id], shapes=shapes)
 
 

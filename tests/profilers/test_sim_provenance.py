@@ -13,7 +13,7 @@ from harness.job.result import FINISHED, JobResult
 from harness.job.spec import JobSpec
 from harness.profilers.sim.bands import prediction_error
 from harness.job.verdict import L2, Kind
-from harness.storage.run_fields import parse_verdict
+from harness.storage.run_fields import parse_verdict, run_tags
 from harness.profilers.sim.profiler import SimProfiler
 from harness.profilers.worker import ProfileRequest
 from harness.run.l2 import _record_outcome, _simulate_alongside
@@ -44,7 +44,7 @@ def test_every_simulated_figure_carries_a_band_or_not_validated(path, tmp_path):
     result = JobResult(run_name="igemm/colmajor/t1", status=FINISHED,
                        metrics={"max_rel_err": 0.0}, )
     _record_outcome(result, outcome, profiler, min_l2_delta=0.5)
-    m, tags = result.metrics, result.tags
+    m, tags = result.metrics, run_tags(result)
     err = prediction_error(target, "igemm")
     # MLflow's record: the hit rate, the reads' rate and the delta each with a band, or the
     # job tagged "not validated ..."; the typed fields say which
