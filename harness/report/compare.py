@@ -38,8 +38,8 @@ from harness.report.prediction import VALIDATION_TAG, mark_simulated
 from harness.job.verdict import L2, TIME
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_KINDS,
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
-                                     ROLE_TAG, SAME_ORDER, TIME_VERDICT_KINDS, l2_band, l2_verdict, paired_verdict,
-                                     speedup_interval, time_verdict)
+                                     ROLE_TAG, SAME_ORDER, TIME_VERDICT_KINDS, identity_l2_verdict,
+                                     identity_time_verdict, l2_band, paired_verdict, speedup_interval)
 from harness.storage.run_fields import VERDICT_TAGS, flag_column, parse_verdict
 from harness.storage.tracking import STATUS_REASON_TAG
 
@@ -187,12 +187,12 @@ def _judge_by_identity(cells: pd.DataFrame, group_cols: list[str]) -> pd.DataFra
     table["baseline"] = np.where(no_base, "", IDENTITY)
     table["comparison"] = np.where(no_base | is_identity, "", BY_IDENTITY_RUN)
 
-    table["verdict"] = [time_verdict(s, lo, hi) for s, lo, hi in
+    table["verdict"] = [identity_time_verdict(s, lo, hi) for s, lo, hi in
                         zip(table["speedup"], table["speedup_lo"], table["speedup_hi"])]
     table.loc[no_base, "verdict"] = NO_BASELINE
     table.loc[table["time_ms_median"].isna(), "verdict"] = NOT_TIMED
     table.loc[is_identity, "verdict"] = BASELINE
-    table["l2_verdict"] = [l2_verdict(d, b) for d, b in zip(table["l2_delta_pts"], table["l2_band_pts"])]
+    table["l2_verdict"] = [identity_l2_verdict(d, b) for d, b in zip(table["l2_delta_pts"], table["l2_band_pts"])]
     table.loc[no_base & table["l2_hit_rate"].notna(), "l2_verdict"] = NO_BASELINE
     table.loc[is_identity, "l2_verdict"] = BASELINE
     same = (~is_identity) & table["remap_hash"].notna() & (table["remap_hash"] == table["id_remap_hash"])

@@ -21,7 +21,8 @@ from matplotlib.ticker import LogFormatter
 from harness.quiet import quiet
 from harness.report.compare import Comparison
 from harness.report.prediction import validation_summary
-from harness.report.verdicts import BY_IDENTITY_RUN, FASTER, NO_DIFFERENCE, NOISE, PAIRED, SAME_ORDER, SLOWER, ordered
+from harness.report.verdicts import (BY_IDENTITY_RUN, FASTER, NO_DIFFERENCE, NOISE, NOT_TIMED, PAIRED, SAME_ORDER, SLOWER,
+                                     ordered)
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def figure_speedup(comparison: Comparison) -> FigureBlock:
     title = "Speedup vs baseline (baseline time / swizzle time)"
     t = _labelled_candidates(comparison).dropna(subset=["speedup"])
     if t.empty:
-        return FigureBlock(title, None, "Skipped: not timed: no cell has a measured speedup (CPU-only runs are "
+        return FigureBlock(title, None, f"Skipped: {NOT_TIMED}: no cell has a measured speedup (CPU-only runs are "
                                         "verified under the Triton interpreter, not timed).")
     kinds = set(t["comparison"])
     caption = "Bars: " + "; ".join(

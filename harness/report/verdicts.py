@@ -57,7 +57,7 @@ def speedup_interval(id_p20: pd.Series, id_p80: pd.Series, sw_p20: pd.Series,
     return id_p20 / sw_p80, id_p80 / sw_p20
 
 
-def time_verdict(speedup: float, lo: float, hi: float) -> str:
+def identity_time_verdict(speedup: float, lo: float, hi: float) -> str:
     """faster / slower only when the whole interval is beyond 1, else within noise (also
     when the interval is unknown because p20/p80 are missing); not timed without a speedup."""
     if not np.isfinite(speedup):
@@ -75,7 +75,7 @@ def l2_band(std_swizzle: pd.Series, std_identity: pd.Series) -> pd.Series:
     return np.maximum(L2_BAND_SIGMAS * combined, L2_BAND_FLOOR_POINTS)
 
 
-def l2_verdict(delta: float, band: float) -> str:
+def identity_l2_verdict(delta: float, band: float) -> str:
     """higher / lower only when the delta (points) is beyond its band (points)."""
     if not np.isfinite(delta):
         return NOT_PROFILED
