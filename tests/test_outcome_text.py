@@ -9,8 +9,9 @@ from harness.job.verdict import NO_GPU, SAME_ORDER_L2, SAME_ORDER_SIM, SAME_ORDE
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFINING, MAPPING = ROOT / "harness/job/verdict.py", ROOT / "harness/storage/run_fields.py"
-#: Names of values that hold a tag's or a reason's text.
-TEXT_LIKE = re.compile(r"verdict|tag|reason|timing", re.I)
+#: Names of values that hold a tag's or a reason's text (a verdict, the roofline's bound, the
+#: simulator's validation).
+TEXT_LIKE = re.compile(r"verdict|tag|reason|timing|bound|validation", re.I)
 #: The words a string literal outside the defining module may not be or open with.  Single
 #: words also name other things (the ``baseline`` arm, ``higher`` is better): only phrases.
 PHRASES = tuple(k.word for k in Kind if " " in k.word) + (SAME_ORDER_SIM, SAME_ORDER_TIME, SAME_ORDER_L2, NO_GPU)

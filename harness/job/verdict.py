@@ -58,6 +58,9 @@ SAME_ORDER_TIME = f"{SAME_ORDER_SIM}; code cost"
 SAME_ORDER_L2 = f"{SAME_ORDER_SIM}: the swizzle's code, not its order"
 #: Why a job on a machine without a GPU is not timed.
 NO_GPU = "no GPU: correctness checked under the Triton interpreter"
+#: How a simulated figure's validation (tag ``sim_validation``) opens where the L2 model was
+#: never validated on the target's hardware: ``not validated on mi300x hardware``.
+NOT_VALIDATED = "not validated"
 #: Why a compared job has no L2 verdict when the sweep runs no profiler.
 NO_PROFILER = "profiler=none"
 

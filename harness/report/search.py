@@ -21,6 +21,7 @@ import pandas as pd
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
+from harness.job.verdict import TIME
 from harness.report.labels import shape_label
 from harness.report.figures import FigureBlock, png_base64
 from harness.report.render import render
@@ -28,6 +29,7 @@ from harness.report.verdicts import NOT_TIMED
 from harness.report.views import ReportRuns
 from harness.storage.search_trials import (BUILTIN, COLUMNS, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
+from harness.storage.run_fields import VERDICT_TAGS
 from harness.storage.tracking import SWEEP_TAG
 
 #: Columns of the per-group table, and their headings.
@@ -63,7 +65,8 @@ def trials_from_runs(runs: pd.DataFrame, objective: str = "l2_hit_rate") -> pd.D
         "status": np.where(col("status") == "FINISHED", "COMPLETE", "FAIL"),
         "reason": col("tags.status_reason"), "run_id": col("run_id"), "spec_hash": col("tags.spec_hash"),
         "speedup": number("metrics.speedup"), "speedup_ci_lo": number("metrics.speedup_ci_lo"),
-        "speedup_ci_hi": number("metrics.speedup_ci_hi"), "verdict": col("tags.verdict"), "start": start})
+        "speedup_ci_hi": number("metrics.speedup_ci_hi"), "verdict": col(f"tags.{VERDICT_TAGS[TIME]}"),
+        "start": start})
     frame = frame.sort_values("start", kind="stable")
     frame["kind"] = np.where(frame["label"].isin(list(SWIZZLES)), BUILTIN, TRIAL)
     frame.loc[(frame["kind"] == TRIAL) & frame.duplicated(["group", "label"]), "kind"] = CONFIRM

@@ -17,7 +17,7 @@ import math
 import re
 
 from harness.job.result import JobResult
-from harness.job.verdict import L2, SAME_ORDER_L2, SAME_ORDER_TIME, TIME, Kind, Verdict
+from harness.job.verdict import L2, NOT_VALIDATED, SAME_ORDER_L2, SAME_ORDER_TIME, TIME, Kind, Verdict
 
 #: Tag names of the typed outcome fields.
 FAILED_GATE_TAG = "failed_gate"
@@ -70,6 +70,21 @@ def run_tags(result: JobResult) -> dict[str, str]:
         typed[TIMING_TAG] = f"not measured: {result.not_timed}"
     tags.update({k: v for k, v in typed.items() if v is not None})
     return tags
+
+
+def bound_column(values):
+    """The ``bound`` tag's column (``memory-bound, at 40 % of its roofline``, as
+    :attr:`harness.measure.roofline.RooflineReading.text` writes it) read back as what bounds
+    each cell: ``compute`` / ``memory`` (:data:`harness.measure.roofline.COMPUTE` / ``MEMORY``),
+    empty for a run without the tag."""
+    return values.fillna("").astype(str).str.partition("-")[0]
+
+
+def validated(text: object) -> bool:
+    """Whether a simulated figure's validation (tag ``sim_validation``: ``validated on H100 ncu
+    ...`` / ``not validated on mi300x hardware``) says the model held a band on hardware; False
+    without the tag."""
+    return isinstance(text, str) and bool(text) and not text.startswith(NOT_VALIDATED)
 
 
 def verdict_text(verdict: Verdict) -> str:

@@ -8,7 +8,8 @@ import pytest
 
 from harness.job.result import FINISHED, Comparison, JobResult
 from harness.job.verdict import L2, TIME, Kind, Verdict
-from harness.storage.run_fields import parse_verdict, run_metrics, run_params, run_tags, verdict_text
+from harness.storage.run_fields import (bound_column, parse_verdict, run_metrics, run_params, run_tags, validated,
+                                        verdict_text)
 
 
 def test_typed_fields_are_written_under_their_tag_names():
@@ -84,3 +85,17 @@ def test_the_typed_verdicts_are_written_under_their_tags():
     result.comparison.missing = "baseline identity failed the correctness gate: y"
     assert run_tags(result)["verdict"] == "no comparison: baseline identity failed the correctness gate: y"
     assert run_tags(JobResult(run_name="r", not_timed="no GPU"))["timing"] == "not measured: no GPU"
+
+
+def test_the_bound_tag_reads_back_as_what_bounds_the_cell():
+    import pandas as pd
+
+    from harness.measure.roofline import COMPUTE, MEMORY, RooflineReading
+
+    texts = [RooflineReading(10.0, b, 40.0, 60.0).text for b in (COMPUTE, MEMORY)]
+    assert list(bound_column(pd.Series([*texts, None]))) == [COMPUTE, MEMORY, ""]
+
+
+def test_a_validation_tag_reads_back_as_validated_or_not():
+    assert validated("validated on H100 ncu, 3 cells not fitted; ± covers 90 %")
+    assert not validated("not validated on mi300x hardware") and not validated("") and not validated(float("nan"))
