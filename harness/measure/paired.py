@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
-
-from dataclasses import replace
 
 from harness.job.result import JobResult
 from harness.job.verdict import NO_GPU, TIME, Kind, Verdict
