@@ -28,6 +28,7 @@ from harness.run.l2 import compared, profile_and_finish
 from harness.run.progress import NAME_WIDTH, progress_line
 from harness.job.result import FINISHED, JobResult
 from harness.job.spec import JobSpec
+from harness.job.verdict import L2, NO_PROFILER, Kind, Verdict
 from harness.job.spec_config import build_spec
 from harness.tune.search import FASTEST
 from harness.profilers import Profiler, make_profiler
@@ -170,7 +171,7 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
         result = sweep.runner.run(spec, sweep.options)
     result.artifacts["config.yaml"] = sweep.config_yaml
     if profiler is None and spec is not None and compared(spec, result):
-        result.tags["l2_verdict"] = "not profiled (profiler=none)"
+        result.l2_verdict = Verdict(L2, Kind.NOT_PROFILED, detail=NO_PROFILER)
     if profiler is not None and result.status == FINISHED:
         sweep.pending.append((run_id, _profiled_spec(spec, result), result, position))  # logged once profiled
         if not profiler.batched:   # the simulator: profiled, logged and printed now, not at the job's end

@@ -8,6 +8,7 @@ from harness.run.steps import JobOptions, run_job
 from harness.job.result import FAILED, FINISHED
 from harness.job.spec import JobSpec
 from harness.measure.timing import PairedSettings
+from harness.storage.run_fields import run_tags
 from kernels.problem import ConvShape
 
 pytestmark = pytest.mark.gpu
@@ -55,7 +56,7 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
     else:
         assert result.comparison.role == "candidate" and m["baseline_time_ms"] > 0
         assert m["speedup_ci_lo"] <= m["speedup"] <= m["speedup_ci_hi"]
-        assert result.tags["verdict"].split()[0] in ("faster", "slower", "no", "same")
+        assert run_tags(result)["verdict"].split()[0] in ("faster", "slower", "no", "same")
 
 
 def test_ncu_profiles_real_dispatches(tmp_path):

@@ -1,11 +1,13 @@
 """JobResult: what one job hands to tracking and to the progress line.  The fields the
-harness decides on are typed (:class:`Comparison`, ``failed_gate``); the free-form
+harness decides on are typed (:class:`Comparison`, ``failed_gate``, the verdicts); the free-form
 ``params`` / ``metrics`` / ``tags`` / ``artifacts`` are what the stages log.  Which MLflow
 names the typed fields are written under is :mod:`harness.storage.run_fields`'s business."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.job.verdict import Verdict
 
 FINISHED = "FINISHED"
 FAILED = "FAILED"
@@ -57,6 +59,11 @@ class JobResult:
     comparison: Comparison = field(default_factory=Comparison)
     failed_gate: str | None = None
     compile_only: bool = False     # compile.only=true: compiled for the target, nothing run
+    verdict: Verdict | None = None      # on time, against the baseline (harness.measure.paired)
+    l2_verdict: Verdict | None = None   # on the L2 hit rate, against the baseline
+    not_timed: str | None = None        # why a verified job was not timed (harness.job.verdict.NO_GPU)
+    # failed its correctness gate unjudged: on CPU the down-scaled grid is no permutation
+    unverifiable: bool = False
 
     def fail(self, reason: str, gate: str | None = None) -> "JobResult":
         self.status = FAILED

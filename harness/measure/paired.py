@@ -10,19 +10,23 @@ Metrics (candidate = the job's swizzle):
 ``event_time_ms_median`` / ``vendor_event_time_ms_median`` (the same launches by CUDA
 events); ``vendor_time_ms`` and ``ratio_to_vendor`` against the faster of the vendor's
 heuristic algorithm choice and its benchmark mode (``vendor_heuristic_time_ms``,
-``vendor_benchmark_time_ms``; tag ``vendor.algo``).  Tags: ``verdict`` and ``l2_verdict`` (:mod:`harness.measure.stats`), ``timer``;
-the job's :class:`~harness.job.result.Comparison` (role, same order) is logged as
-``compare.role`` / ``compare.same_order`` by :mod:`harness.storage.run_fields`.
+``vendor_benchmark_time_ms``; tag ``vendor.algo``).  Tags: ``timer``.  The verdicts
+(:mod:`harness.measure.stats`) are set on the result (``result.verdict``, ``result.l2_verdict``)
+and the job's :class:`~harness.job.result.Comparison` (role, same order) on its own; both are
+logged (tags ``verdict``, ``l2_verdict``, ``compare.role``, ``compare.same_order``) by
+:mod:`harness.storage.run_fields`.
 """
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
 from harness.job.result import JobResult
+from harness.job.verdict import NO_GPU, TIME, Kind, Verdict
 from harness.measure.roofline import place
 from harness.job.spec import JobSpec
 from harness.measure.stats import PairedEstimate, l2_verdict, paired_difference, time_verdict
@@ -32,7 +36,8 @@ from kernels.problem import ConvShape
 
 #: How the job line and the ``timing`` tag name each timer.
 TIMER_WORDS = {"events": "CUDA events around each launch", "cupti": "kernel durations from CUPTI"}
-NOT_TIMED = "not timed (no GPU: correctness checked under the Triton interpreter)"
+#: The time verdict of a compared job on a machine without a GPU.
+NOT_TIMED = Verdict(TIME, Kind.NOT_TIMED, detail=NO_GPU)
 CANDIDATE, BASELINE, VENDOR = "candidate", "baseline", "vendor"
 #: The vendor call with its algorithm search on (``torch.backends.cudnn.benchmark``); VENDOR is
 #: its heuristic choice.  The faster of the two is "the vendor" of the metrics.
@@ -103,49 +108,31 @@ def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, 
     return samples
 
 
-#: How a cell that launches its baseline's very tile order reads: its measured speedup is the
-#: cost of the remap's own code (a few integer operations per program), a result, not noise.
-SAME_ORDER_VERDICT = "same tile order; code cost"
-
-
-#: How the L2 verdict of such a cell reads: a measured difference there comes from the remap's
-#: code (its timing changes which requests merge) or from the counter's noise, never from the
-#: order, which is the same.
-SAME_ORDER_L2_VERDICT = "same tile order: the swizzle's code, not its order"
-
-
 def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float) -> None:
-    """Log a paired speedup and its verdict on ``result``: faster / slower / no difference,
-    or, where the job launches its baseline's tile order (``result.comparison.same_order``),
-    ``same tile order; code cost x0.983 [0.978, 0.988]`` with the verdict's word after it."""
+    """Log a paired speedup on ``result`` and set its verdict: faster / slower / no difference,
+    marked ``same_order`` where the job launches its baseline's tile order
+    (``result.comparison.same_order``: its speedup is the remap code's cost, a result)."""
     result.metrics.update(_finite({"speedup": speedup.estimate, "speedup_ci_lo": speedup.ci_lo,
                                    "speedup_ci_hi": speedup.ci_hi}))
-    verdict = time_verdict(speedup, min_effect)
-    if result.comparison.same_order:
-        verdict = (f"{SAME_ORDER_VERDICT} x{speedup.estimate:.3f} [{speedup.ci_lo:.3f}, {speedup.ci_hi:.3f}]"
-                   f" ({verdict.split(' (')[0]})")
-    result.tags["verdict"] = verdict
+    result.verdict = replace(time_verdict(speedup, min_effect), same_order=bool(result.comparison.same_order))
 
 
 def record_l2(result: JobResult, candidate: list[float], baseline: list[float], min_delta: float,
               source: str, deterministic: bool = False, error: float | None = None) -> PairedEstimate:
     """Log the paired L2 hit-rate difference (candidate - baseline, % points) of
     ``len(candidate)`` pairs read from ``source`` (``ncu``, ``rocprofv3``, ``sim``), with its
-    verdict (``higher`` / ``lower`` / no difference; for a job that launches its baseline's
-    tile order, :data:`SAME_ORDER_L2_VERDICT` and the word after it).  ``deterministic``: the
+    verdict (higher / lower / no difference; marked ``same_order`` for a job that launches its
+    baseline's tile order: a difference there is the remap code's or the counter's noise).  ``deterministic``: the
     source has no noise (the simulator), so one pair is the model's prediction; ``error``: the
     model's measured error of such a difference against hardware (% points, its band), which
     is then the interval the verdict is taken on.  A deterministic difference without an
     ``error`` has no interval: no ``l2_delta_ci_lo/hi``, and the verdict
-    ``predicted, not validated (...)`` (:func:`~harness.measure.stats.unvalidated_l2_verdict`)."""
+    PREDICTED (:func:`~harness.measure.stats.unvalidated_l2_verdict`)."""
     delta = _difference(candidate, baseline, deterministic, error)
     result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
                                    "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
                                    "l2_pairs": float(delta.n)}))
-    verdict = l2_verdict(delta, min_delta)
-    if result.comparison.same_order:
-        verdict = f"{SAME_ORDER_L2_VERDICT} ({verdict.split(' (')[0]})"
-    result.tags["l2_verdict"] = verdict
+    result.l2_verdict = replace(l2_verdict(delta, min_delta), same_order=bool(result.comparison.same_order))
     result.tags["l2_source"] = source
     return delta
 

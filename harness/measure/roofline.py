@@ -53,21 +53,25 @@ def compulsory_bytes(shape: ConvShape) -> int:
     return elems * DTYPE_BYTES.get(shape.dtype, 2)
 
 
+#: :attr:`RooflineReading.bound`: what bounds a cell.
+COMPUTE, MEMORY = "compute", "memory"
+
+
 @dataclass(frozen=True)
 class RooflineReading:
     """One cell on the roofline (%, FLOP/byte)."""
 
     intensity: float          # FLOP per compulsory DRAM byte
-    bound: str                # "compute" or "memory"
+    bound: str                # COMPUTE or MEMORY
     pct_of_peak: float        # achieved TFLOP/s / peak, %
     pct_of_roofline: float    # achieved / min(peak, intensity x bandwidth), %
 
     @property
     def text(self) -> str:
         """``compute-bound, at 64 % of peak`` / ``memory-bound, at 40 % of its roofline``."""
-        if self.bound == "compute":
-            return f"compute-bound, at {self.pct_of_peak:.0f} % of peak"
-        return f"memory-bound, at {self.pct_of_roofline:.0f} % of its roofline"
+        if self.bound == COMPUTE:
+            return f"{COMPUTE}-bound, at {self.pct_of_peak:.0f} % of peak"
+        return f"{MEMORY}-bound, at {self.pct_of_roofline:.0f} % of its roofline"
 
     def as_metrics(self, prefix: str = "") -> dict[str, float]:
         return {f"{prefix}arith_intensity": self.intensity, f"{prefix}pct_of_peak": self.pct_of_peak,
@@ -79,5 +83,5 @@ def place(shape: ConvShape, ms: float, roof: Roofline) -> RooflineReading:
     intensity = shape.flops / compulsory_bytes(shape)
     achieved = shape.flops / (ms * 1e-3) / 1e12                       # TFLOP/s
     ceiling = min(roof.peak_tflops, intensity * roof.dram_bytes_per_s / 1e12)
-    return RooflineReading(intensity, "compute" if intensity >= roof.ridge else "memory",
+    return RooflineReading(intensity, COMPUTE if intensity >= roof.ridge else MEMORY,
                            100 * achieved / roof.peak_tflops, 100 * achieved / ceiling)

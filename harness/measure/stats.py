@@ -13,12 +13,13 @@ alike and cancels in the per-pair difference.
 * L2 hit rate: per pair ``delta_i = hit_candidate_i - hit_baseline_i`` in percentage
   points; mean with a t interval.
 
-A verdict needs *both* statistical and practical significance: the CI excludes "no
-effect" **and** the estimate is at least ``min_effect`` away from it.  Anything else is
-``no difference detected (CI [lo, hi])``: the interval is the detection limit the
+A verdict (:class:`harness.job.verdict.Verdict`) needs *both* statistical and practical
+significance: the CI excludes "no effect" **and** the estimate is at least ``min_effect``
+away from it.  Anything else is NO_DIFFERENCE, with the interval: the detection limit the
 user can read.  A difference with no interval at all (a simulated one on a target whose
 model was never validated on hardware: no band) claims no effect either way: its verdict
-is ``predicted, not validated (+3.70 pts)`` (:func:`unvalidated_l2_verdict`).
+is PREDICTED, with its number (:func:`unvalidated_l2_verdict`).  The words are
+:class:`harness.job.verdict.Kind`'s.
 """
 from __future__ import annotations
 
@@ -27,15 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.job.verdict import L2, TIME, Kind, Verdict
+
 CONFIDENCE = 0.95
 METHODS = ("t", "bootstrap")
-
-# Verdict words: the first word of every verdict string (the report matches on them).
-FASTER, SLOWER = "faster", "slower"
-HIGHER, LOWER = "higher", "lower"
-NO_DIFFERENCE = "no difference detected"
-#: The L2 verdict's words for a prediction with no validated band: no effect is claimed.
-PREDICTED_NOT_VALIDATED = "predicted, not validated"
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ class PairedEstimate:
     @property
     def has_interval(self) -> bool:
         """False for a prediction with no measured error (NaN bounds): no interval, and no
-        verdict beyond :data:`PREDICTED_NOT_VALIDATED` can be taken on it."""
+        verdict beyond ``Kind.PREDICTED`` can be taken on it."""
         return not (math.isnan(self.ci_lo) or math.isnan(self.ci_hi))
 
     @property
@@ -134,37 +130,34 @@ def paired_difference(candidate: np.ndarray, baseline: np.ndarray, method: str =
     return PairedEstimate(mean, lo, hi, int(baseline.size))
 
 
-def time_verdict(speedup: PairedEstimate, min_effect: float) -> str:
-    """``faster`` / ``slower`` when the CI excludes 1 and the speedup is at least
-    ``min_effect`` (a fraction: 0.01 = 1 %) away from 1, on the log scale; else
-    ``no difference detected (CI [lo, hi])``."""
+def time_verdict(speedup: PairedEstimate, min_effect: float) -> Verdict:
+    """FASTER / SLOWER when the CI excludes 1 and the speedup is at least ``min_effect``
+    (a fraction: 0.01 = 1 %) away from 1, on the log scale; else NO_DIFFERENCE."""
     bound = math.log1p(min_effect)
     effect = math.log(speedup.estimate)
+    kind = Kind.NO_DIFFERENCE
     if speedup.ci_lo > 1.0 and effect >= bound:
-        return FASTER
-    if speedup.ci_hi < 1.0 and -effect >= bound:
-        return SLOWER
-    return f"{NO_DIFFERENCE} (CI [{_fmt(speedup.ci_lo, '.4f')}, {_fmt(speedup.ci_hi, '.4f')}])"
+        kind = Kind.FASTER
+    elif speedup.ci_hi < 1.0 and -effect >= bound:
+        kind = Kind.SLOWER
+    return Verdict(TIME, kind, speedup.estimate, speedup.ci_lo, speedup.ci_hi)
 
 
-def l2_verdict(delta: PairedEstimate, min_delta: float) -> str:
-    """``higher`` / ``lower`` when the CI of the hit-rate difference excludes 0 and the
-    difference is at least ``min_delta`` % points; else ``no difference detected``; a
-    difference with no interval (a prediction with no band): :func:`unvalidated_l2_verdict`."""
+def l2_verdict(delta: PairedEstimate, min_delta: float) -> Verdict:
+    """HIGHER / LOWER when the CI of the hit-rate difference excludes 0 and the difference
+    is at least ``min_delta`` % points; else NO_DIFFERENCE; a difference with no interval (a
+    prediction with no band): :func:`unvalidated_l2_verdict`."""
     if not delta.has_interval:
         return unvalidated_l2_verdict(delta.estimate)
+    kind = Kind.NO_DIFFERENCE
     if delta.ci_lo > 0.0 and delta.estimate >= min_delta:
-        return HIGHER
-    if delta.ci_hi < 0.0 and -delta.estimate >= min_delta:
-        return LOWER
-    return f"{NO_DIFFERENCE} (CI [{_fmt(delta.ci_lo, '+.2f')}, {_fmt(delta.ci_hi, '+.2f')}] pts)"
+        kind = Kind.HIGHER
+    elif delta.ci_hi < 0.0 and -delta.estimate >= min_delta:
+        kind = Kind.LOWER
+    return Verdict(L2, kind, delta.estimate, delta.ci_lo, delta.ci_hi)
 
 
-def unvalidated_l2_verdict(estimate: float) -> str:
-    """``predicted, not validated (+3.70 pts)``: the verdict on a predicted hit-rate difference
-    (``estimate``, % points) that has no validated band: its number, and no effect claimed."""
-    return f"{PREDICTED_NOT_VALIDATED} ({estimate:+.2f} pts)"
-
-
-def _fmt(value: float, spec: str) -> str:
-    return format(value, spec) if math.isfinite(value) else ("-inf" if value < 0 else "inf")
+def unvalidated_l2_verdict(estimate: float) -> Verdict:
+    """The verdict on a predicted hit-rate difference (``estimate``, % points) that has no
+    validated band: PREDICTED, its number, and no effect claimed."""
+    return Verdict(L2, Kind.PREDICTED, estimate)

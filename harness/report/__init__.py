@@ -27,12 +27,12 @@ from harness.report.figures import FigureBlock, figure_speedup, make_figures
 from harness.report.summary import best_per_group, kernel_vs_vendor, verdicts_per_swizzle
 from harness.report.verdicts import (BASELINE, FASTER, L2_BAND_FLOOR_POINTS, L2_BAND_SIGMAS, L2_HIGHER, L2_LOWER,
                                      NO_BASELINE, NO_COMPARISON, NO_DIFFERENCE, NOISE, NOT_PROFILED, NOT_TIMED,
-                                     SAME_ORDER, SLOWER, l2_band, l2_verdict, time_verdict)
+                                     SAME_ORDER, SLOWER, identity_l2_verdict, identity_time_verdict, l2_band)
 from harness.report.views import ReportRuns, Selection, load_runs
 
 __all__ = ["BASELINE", "FASTER", "L2_BAND_FLOOR_POINTS", "L2_BAND_SIGMAS", "L2_HIGHER", "L2_LOWER", "NO_BASELINE",
            "NO_COMPARISON", "NO_DIFFERENCE", "NOISE", "NOT_PROFILED", "NOT_TIMED", "SAME_ORDER", "SLOWER",
            "TABLE_COLUMNS", "Comparison", "FigureBlock", "ReportRuns", "Selection", "best_per_group",
            "build_comparison", "build_report", "failed_runs", "figure_speedup", "kernel_vs_vendor", "l2_band",
-           "l2_verdict", "load_runs", "main", "make_figures", "selection_from_args", "time_verdict",
+           "identity_l2_verdict", "identity_time_verdict", "load_runs", "main", "make_figures", "selection_from_args",
            "verdicts_per_swizzle"]

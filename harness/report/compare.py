@@ -33,14 +33,14 @@ import numpy as np
 import pandas as pd
 
 from harness.tune.best_vs_best import BEST_VS_BEST
-from harness.measure.paired import SAME_ORDER_VERDICT
 from harness.report.labels import config_label, frame_column, shape_label, swizzle_label, tiles_label
 from harness.report.prediction import VALIDATION_TAG, mark_simulated
-from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_WORDS,
+from harness.job.verdict import L2, TIME
+from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTER, IDENTITY, L2_VERDICT_KINDS,
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
-                                     ROLE_TAG, SAME_ORDER, TIME_VERDICT_WORDS, l2_band, l2_verdict, paired_verdict,
-                                     speedup_interval, time_verdict)
-from harness.storage.run_fields import flag_column
+                                     ROLE_TAG, SAME_ORDER, TIME_VERDICT_KINDS, identity_l2_verdict,
+                                     identity_time_verdict, l2_band, paired_verdict, speedup_interval)
+from harness.storage.run_fields import VERDICT_TAGS, flag_column, parse_verdict
 from harness.storage.tracking import SPOOL_PENDING_TAG, STATUS_REASON_TAG
 
 OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
@@ -52,7 +52,8 @@ CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_st
              "num_xcds": "params.num_xcds", "dtype": "params.shape.dtype", "target": "params.target",
              "seed": "params.seed", "group_size": "params.group_size"}
 #: Tags of a paired run: cell column -> tag.
-CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": "verdict", "l2_verdict_tag": "l2_verdict", "l2_source": "l2_source",
+CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": VERDICT_TAGS[TIME], "l2_verdict_tag": VERDICT_TAGS[L2],
+             "l2_source": "l2_source",
              "same_order": "compare.same_order", "bound": "bound", "question": "compare.question",
              "sim_order_blind": "sim_order_blind", "sim_validation": VALIDATION_TAG,
              "reused_from": "swizzlebench.reused_from"}
@@ -186,12 +187,12 @@ def _judge_by_identity(cells: pd.DataFrame, group_cols: list[str]) -> pd.DataFra
     table["baseline"] = np.where(no_base, "", IDENTITY)
     table["comparison"] = np.where(no_base | is_identity, "", BY_IDENTITY_RUN)
 
-    table["verdict"] = [time_verdict(s, lo, hi) for s, lo, hi in
+    table["verdict"] = [identity_time_verdict(s, lo, hi) for s, lo, hi in
                         zip(table["speedup"], table["speedup_lo"], table["speedup_hi"])]
     table.loc[no_base, "verdict"] = NO_BASELINE
     table.loc[table["time_ms_median"].isna(), "verdict"] = NOT_TIMED
     table.loc[is_identity, "verdict"] = BASELINE
-    table["l2_verdict"] = [l2_verdict(d, b) for d, b in zip(table["l2_delta_pts"], table["l2_band_pts"])]
+    table["l2_verdict"] = [identity_l2_verdict(d, b) for d, b in zip(table["l2_delta_pts"], table["l2_band_pts"])]
     table.loc[no_base & table["l2_hit_rate"].notna(), "l2_verdict"] = NO_BASELINE
     table.loc[is_identity, "l2_verdict"] = BASELINE
     same = (~is_identity) & table["remap_hash"].notna() & (table["remap_hash"] == table["id_remap_hash"])
@@ -216,9 +217,9 @@ def _apply_paired(table: pd.DataFrame) -> pd.Series:
     l2_absent = np.where(table["l2_delta_pts"].notna(), NO_VERDICT,
                          np.where(table["l2_hit_rate"].notna(), NO_COMPARISON, NOT_PROFILED))
     rows = cand.to_numpy()
-    table.loc[cand, "verdict"] = [paired_verdict(t, TIME_VERDICT_WORDS, a)
+    table.loc[cand, "verdict"] = [paired_verdict(parse_verdict(t, TIME), TIME_VERDICT_KINDS, a)
                                   for t, a in zip(table.loc[cand, "verdict_tag"], time_absent[rows])]
-    table.loc[cand, "l2_verdict"] = [paired_verdict(t, L2_VERDICT_WORDS, a)
+    table.loc[cand, "l2_verdict"] = [paired_verdict(parse_verdict(t, L2), L2_VERDICT_KINDS, a)
                                      for t, a in zip(table.loc[cand, "l2_verdict_tag"], l2_absent[rows])]
     same = cand & flag_column(table["same_order"])
     table.loc[same & ~table["verdict"].isin([NOT_TIMED, NO_COMPARISON]), "verdict"] = SAME_ORDER
@@ -231,9 +232,12 @@ def _apply_paired(table: pd.DataFrame) -> pd.Series:
 def _verdict_details(table: pd.DataFrame, paired: pd.Series) -> None:
     """``verdict_detail`` / ``l2_verdict_detail``: a paired run's own verdict text (e.g.
     ``no difference detected (CI [0.994, 1.003])``) where its word stands, else the word."""
-    for word_col, tag_col in (("verdict", "verdict_tag"), ("l2_verdict", "l2_verdict_tag")):
-        code_cost = table[tag_col].str.startswith(SAME_ORDER_VERDICT)   # the job's own same-order text
-        own = paired & (table[tag_col] != "") & ((table[word_col] != SAME_ORDER) | code_cost) & (table[word_col] != BASELINE)
+    for word_col, tag_col, axis in (("verdict", "verdict_tag", TIME), ("l2_verdict", "l2_verdict_tag", L2)):
+        parsed = [parse_verdict(t, axis) for t in table[tag_col]]
+        tagged = pd.Series([v is not None for v in parsed], index=table.index)
+        # a same-order speedup is the remap code's cost, a result: the job's own text says it
+        code_cost = pd.Series([v is not None and v.same_order and axis == TIME for v in parsed], index=table.index)
+        own = paired & tagged & ((table[word_col] != SAME_ORDER) | code_cost) & (table[word_col] != BASELINE)
         table[f"{word_col}_detail"] = table[tag_col].where(own, table[word_col])
     bvb = paired & (table["question"] == BEST_VS_BEST) & (table["verdict"] != BASELINE)   # which question it answers
     table.loc[bvb, "verdict_detail"] = BEST_VS_BEST + ": " + table.loc[bvb, "verdict_detail"]

@@ -18,10 +18,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
+from harness.measure.roofline import MEMORY
 from harness.quiet import quiet
 from harness.report.compare import Comparison
 from harness.report.prediction import validation_summary
-from harness.report.verdicts import BY_IDENTITY_RUN, FASTER, NO_DIFFERENCE, NOISE, PAIRED, SAME_ORDER, SLOWER, ordered
+from harness.report.verdicts import (BY_IDENTITY_RUN, FASTER, NO_DIFFERENCE, NOISE, NOT_TIMED, PAIRED, SAME_ORDER, SLOWER,
+                                     ordered)
+from harness.storage.run_fields import bound_column
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ def figure_speedup(comparison: Comparison) -> FigureBlock:
     title = "Speedup vs baseline (baseline time / swizzle time)"
     t = _labelled_candidates(comparison).dropna(subset=["speedup"])
     if t.empty:
-        return FigureBlock(title, None, "Skipped: not timed: no cell has a measured speedup (CPU-only runs are "
+        return FigureBlock(title, None, f"Skipped: {NOT_TIMED}: no cell has a measured speedup (CPU-only runs are "
                                         "verified under the Triton interpreter, not timed).")
     kinds = set(t["comparison"])
     caption = "Bars: " + "; ".join(
@@ -208,7 +211,7 @@ def _ceilings(t: pd.DataFrame) -> tuple[float, float]:
     peak = t["roof_peak_tflops"].dropna()
     peak = float(peak.median()) if len(peak) else float((100 * t["tflops"] / t["pct_of_peak"]).median())
     bw = t["roof_dram_bytes_per_s"].dropna()
-    memory = t[t["bound"].str.startswith("memory")]
+    memory = t[bound_column(t["bound"]) == MEMORY]
     implied = 100 * memory["tflops"] * 1e12 / memory["pct_of_roofline"] / memory["arith_intensity"]
     bw = float(bw.median()) if len(bw) else float(implied.median()) if len(implied) else float("nan")
     return peak, bw

@@ -14,7 +14,7 @@ its ``sim_validation`` tag).  Columns it adds to the comparison table (points of
 
 A zero-width interval (a noiseless source without a band, as older runs logged it) is no
 interval: its bounds become NaN.  A simulated delta without a band claims no effect: its L2
-verdict is ``predicted, not validated`` whatever an older run's tag said (``higher``,
+verdict is PREDICTED (:class:`harness.job.verdict.Kind`) whatever an older run's tag said (``higher``,
 ``lower``, ``no difference detected (exact: ...)``) or its identity run's noise band gave.
 """
 from __future__ import annotations
@@ -24,6 +24,8 @@ import pandas as pd
 
 from harness.measure.stats import unvalidated_l2_verdict
 from harness.report.verdicts import L2_HIGHER, L2_LOWER, L2_PREDICTED, NO_DIFFERENCE, NOISE
+from harness.job.verdict import NOT_VALIDATED
+from harness.storage.run_fields import validated, verdict_text
 
 #: The label of a simulated figure wherever it is shown.
 PREDICTION = "prediction"
@@ -37,7 +39,7 @@ def mark_simulated(table: pd.DataFrame) -> None:
     """Add ``simulated``, ``l2_validation`` and ``l2_delta_band_pts`` to ``table`` (in place),
     clear the meaningless spread of a simulated hit rate (no repeats: std 0), drop every
     zero-width interval's bounds, and give a simulated delta without a band the verdict
-    ``predicted, not validated``."""
+    PREDICTED."""
     validation = table["sim_validation"] if "sim_validation" in table else pd.Series("", index=table.index)
     simulated = (table["l2_source"] == "sim") | (validation != "")
     table["simulated"] = simulated
@@ -51,7 +53,8 @@ def mark_simulated(table: pd.DataFrame) -> None:
     unbanded = (simulated & table["l2_delta_band_pts"].isna() & table["l2_delta_pts"].notna()
                 & table["l2_verdict"].isin(_L2_CLAIMS))
     table.loc[unbanded, "l2_verdict"] = L2_PREDICTED
-    table.loc[unbanded, "l2_verdict_detail"] = [unvalidated_l2_verdict(d) for d in table.loc[unbanded, "l2_delta_pts"]]
+    table.loc[unbanded, "l2_verdict_detail"] = [verdict_text(unvalidated_l2_verdict(d))
+                                                for d in table.loc[unbanded, "l2_delta_pts"]]
 
 
 def band_text(r: dict) -> str:
@@ -66,7 +69,7 @@ def band_text(r: dict) -> str:
 def not_validated(r: dict) -> str:
     """``not validated on mi300x hardware``: the run's own words, else from its target."""
     text = str(r.get("l2_validation") or "")
-    return text if text.startswith("not validated") else f"not validated on {r.get('target') or '?'}"
+    return text if text and not validated(text) else f"{NOT_VALIDATED} on {r.get('target') or '?'}"
 
 
 def delta_text(r: dict) -> str:
@@ -86,6 +89,7 @@ def validation_summary(table: pd.DataFrame) -> str:
         return ""
     parts = []
     for target, grp in sim.groupby("target", sort=True):
-        validated = grp["l2_validation"].str.startswith("validated").all()
-        parts.append(f"simulated on {target}, " + (f"{PREDICTION} ± band" if validated else "not validated on hardware"))
+        banded = grp["l2_validation"].map(validated).all()
+        parts.append(f"simulated on {target}, "
+                     + (f"{PREDICTION} ± band" if banded else f"{NOT_VALIDATED} on hardware"))
     return "; ".join(parts)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from harness.job.verdict import Kind
 from harness.tune.best_vs_best import BEST_VS_BEST
 from harness.report.compare import GROUP_KEYS, Comparison
 from harness.report.figures import FigureBlock
@@ -44,6 +45,8 @@ def _escape(value: Any) -> Markup:
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("harness.report", "templates"), autoescape=True,
                           finalize=_escape, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True)
+#: The verdict words, as the templates spell them: ``{{ words.NOT_TIMED }}``.
+_ENV.globals["words"] = {k.name: k.word for k in Kind}
 
 
 def render(template: str, **context: Any) -> str:
@@ -71,7 +74,7 @@ def _compared_text(r: dict) -> str:
     """How a cell was compared: ``paired, 40 rounds`` / ``identity run, [p20, p80] bands`` /
     ``simulated pair`` (an untimed paired job whose L2 figures are predictions)."""
     if r["comparison"] == PAIRED and r["simulated"] and not np.isfinite(r["paired_rounds"]):
-        return "simulated pair (not timed)"
+        return f"simulated pair ({NOT_TIMED})"
     if r["comparison"] == PAIRED:
         rounds = f", {r['paired_rounds']:.0f} rounds" if np.isfinite(r["paired_rounds"]) else ""
         pairs = f", {r['l2_pairs']:.0f} L2 pairs" if np.isfinite(r["l2_pairs"]) else ""

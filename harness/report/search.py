@@ -21,12 +21,15 @@ import pandas as pd
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
+from harness.job.verdict import TIME
 from harness.report.labels import shape_label
 from harness.report.figures import FigureBlock, png_base64
 from harness.report.render import render
+from harness.report.verdicts import NOT_TIMED
 from harness.report.views import ReportRuns
 from harness.storage.search_trials import (BUILTIN, COLUMNS, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
+from harness.storage.run_fields import VERDICT_TAGS
 from harness.storage.tracking import SWEEP_TAG
 
 #: Columns of the per-group table, and their headings.
@@ -62,7 +65,8 @@ def trials_from_runs(runs: pd.DataFrame, objective: str = "l2_hit_rate") -> pd.D
         "status": np.where(col("status") == "FINISHED", "COMPLETE", "FAIL"),
         "reason": col("tags.status_reason"), "run_id": col("run_id"), "spec_hash": col("tags.spec_hash"),
         "speedup": number("metrics.speedup"), "speedup_ci_lo": number("metrics.speedup_ci_lo"),
-        "speedup_ci_hi": number("metrics.speedup_ci_hi"), "verdict": col("tags.verdict"), "start": start})
+        "speedup_ci_hi": number("metrics.speedup_ci_hi"), "verdict": col(f"tags.{VERDICT_TAGS[TIME]}"),
+        "start": start})
     frame = frame.sort_values("start", kind="stable")
     frame["kind"] = np.where(frame["label"].isin(list(SWIZZLES)), BUILTIN, TRIAL)
     frame.loc[(frame["kind"] == TRIAL) & frame.duplicated(["group", "label"]), "kind"] = CONFIRM
@@ -97,7 +101,7 @@ def summary_table(trials: pd.DataFrame, direction: str = "maximize") -> pd.DataF
             confirm = g[(g["kind"] == CONFIRM) & (g["label"] == best["label"])]
             if len(confirm):
                 c = confirm.iloc[-1]
-                verdict = c["verdict"] if isinstance(c["verdict"], str) and c["verdict"] else "not timed"
+                verdict = c["verdict"] if isinstance(c["verdict"], str) and c["verdict"] else NOT_TIMED
                 row.update(confirmed_speedup=c["speedup"], confirmed_verdict=verdict,
                            confirmed_ci=("" if pd.isna(c["speedup_ci_lo"]) else
                                          f"[{c['speedup_ci_lo']:.3f}, {c['speedup_ci_hi']:.3f}]"))

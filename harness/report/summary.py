@@ -106,7 +106,7 @@ def _no_best_reason(grp: pd.DataFrame) -> str:
     if cands["speedup"].notna().any():
         return f"none beats {_names(cands['baseline']) or 'its baseline'} beyond noise"
     if (cands["verdict"] == NOT_TIMED).any():
-        return "not timed: no comparison of speed possible"
+        return f"{NOT_TIMED}: no comparison of speed possible"
     return "; ".join(dict.fromkeys(cands["verdict_detail"]))   # e.g. "no comparison: baseline ... failed"
 
 
@@ -127,7 +127,7 @@ def _ranked_by_l2(cands: pd.DataFrame, comparison: Comparison) -> str:
                   if np.isfinite(row["l2_delta_lo"]) and np.isfinite(row["l2_delta_hi"]) else "")
             text = f"{variant} {row['l2_delta_pts']:+.2f}{ci}"
         parts.append(text + (f" ({SAME_ORDER})" if row["l2_verdict"] == SAME_ORDER else ""))
-    kind = PREDICTION if ranked["simulated"].any() else "measured L2, not timed"
+    kind = PREDICTION if ranked["simulated"].any() else f"measured L2, {NOT_TIMED}"
     said = f" ({'; '.join(dict.fromkeys(qualifiers))})" if qualifiers else ""
     return f"{kind}, ΔL2 points vs {_names(ranked['baseline']) or 'baseline'}{said}: " + ", ".join(parts)
 

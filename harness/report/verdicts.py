@@ -1,7 +1,8 @@
-"""The verdict words of the report and the rules that give them.
+"""The report's verdict words (:class:`harness.job.verdict.Kind`'s, under the names the report
+uses) and the rules that give them to older runs.
 
-Paired runs carry their own verdict (tags ``verdict`` / ``l2_verdict``, :mod:`harness.measure.stats`);
-the report reads the word each tag starts with.  Older runs without paired results are
+Paired runs carry their own verdict (tags ``verdict`` / ``l2_verdict``, :mod:`harness.measure.stats`),
+read back by :func:`harness.storage.run_fields.parse_verdict`.  Older runs without paired results are
 judged here against the identity run of their group: a speedup interval from the two
 [p20, p80] noise bands, an L2 delta against a noise band of combined standard deviations.
 """
@@ -10,30 +11,30 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.measure.stats import PREDICTED_NOT_VALIDATED
+from harness.job.verdict import Kind, Verdict
 
 IDENTITY = "identity"
 
-# Verdicts on time.  Paired runs: the first words of their ``verdict`` tag (harness.measure.stats);
-# identity-run comparisons: speedup interval vs 1.
-FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
-NO_DIFFERENCE = "no difference detected"
-NOT_TIMED, NO_BASELINE, BASELINE = "not timed", "no identity baseline", "baseline"
-#: A paired job whose baseline failed a gate (tag ``verdict`` = ``no comparison: <why>``).
-NO_COMPARISON = "no comparison"
+# Verdicts on time.  Paired runs: their ``verdict`` tag's kind; identity-run comparisons:
+# speedup interval vs 1.
+FASTER, SLOWER, NOISE = Kind.FASTER.word, Kind.SLOWER.word, Kind.NOISE.word
+NO_DIFFERENCE = Kind.NO_DIFFERENCE.word
+NOT_TIMED, NO_BASELINE, BASELINE = Kind.NOT_TIMED.word, Kind.NO_BASELINE.word, Kind.BASELINE.word
+#: A paired job whose baseline failed a gate.
+NO_COMPARISON = Kind.NO_COMPARISON.word
 #: A paired run that carries no verdict tag, or one this report does not know.
-NO_VERDICT, OTHER = "no verdict recorded", "unrecognised verdict"
+NO_VERDICT, OTHER = Kind.NO_VERDICT.word, Kind.OTHER.word
 #: The swizzle's remap table equals its baseline's (e.g. ``xcd`` with num_xcds=1): same
 #: kernel, same order, so any measured difference is noise, never a result.
-SAME_ORDER = "same order as baseline"
+SAME_ORDER = Kind.SAME_ORDER.word
 # Verdicts on the L2 hit rate.
-L2_HIGHER, L2_LOWER, NOT_PROFILED = "higher", "lower", "not profiled"
+L2_HIGHER, L2_LOWER, NOT_PROFILED = Kind.HIGHER.word, Kind.LOWER.word, Kind.NOT_PROFILED.word
 #: A simulated L2 change with no validated band: a prediction, no effect claimed.
-L2_PREDICTED = PREDICTED_NOT_VALIDATED
+L2_PREDICTED = Kind.PREDICTED.word
 
-#: The words a paired ``verdict`` / ``l2_verdict`` tag starts with.
-TIME_VERDICT_WORDS = (FASTER, SLOWER, NO_DIFFERENCE, SAME_ORDER, NOT_TIMED, NO_COMPARISON)
-L2_VERDICT_WORDS = (L2_HIGHER, L2_LOWER, NO_DIFFERENCE, L2_PREDICTED, SAME_ORDER, NOT_PROFILED)
+#: The kinds a paired ``verdict`` / ``l2_verdict`` tag can say.
+TIME_VERDICT_KINDS = (Kind.FASTER, Kind.SLOWER, Kind.NO_DIFFERENCE, Kind.NOT_TIMED, Kind.NO_COMPARISON)
+L2_VERDICT_KINDS = (Kind.HIGHER, Kind.LOWER, Kind.NO_DIFFERENCE, Kind.PREDICTED, Kind.NOT_PROFILED)
 #: Order of the words in verdict counts.
 COUNT_ORDER = (FASTER, L2_HIGHER, SLOWER, L2_LOWER, NO_DIFFERENCE, NOISE, L2_PREDICTED, SAME_ORDER, NO_COMPARISON,
                NO_BASELINE, NOT_TIMED, NOT_PROFILED, NO_VERDICT, OTHER)
@@ -56,7 +57,7 @@ def speedup_interval(id_p20: pd.Series, id_p80: pd.Series, sw_p20: pd.Series,
     return id_p20 / sw_p80, id_p80 / sw_p20
 
 
-def time_verdict(speedup: float, lo: float, hi: float) -> str:
+def identity_time_verdict(speedup: float, lo: float, hi: float) -> str:
     """faster / slower only when the whole interval is beyond 1, else within noise (also
     when the interval is unknown because p20/p80 are missing); not timed without a speedup."""
     if not np.isfinite(speedup):
@@ -74,7 +75,7 @@ def l2_band(std_swizzle: pd.Series, std_identity: pd.Series) -> pd.Series:
     return np.maximum(L2_BAND_SIGMAS * combined, L2_BAND_FLOOR_POINTS)
 
 
-def l2_verdict(delta: float, band: float) -> str:
+def identity_l2_verdict(delta: float, band: float) -> str:
     """higher / lower only when the delta (points) is beyond its band (points)."""
     if not np.isfinite(delta):
         return NOT_PROFILED
@@ -85,11 +86,14 @@ def l2_verdict(delta: float, band: float) -> str:
     return NOISE
 
 
-def paired_verdict(tag: str, words: tuple[str, ...], absent: str) -> str:
-    """The verdict word a paired run's tag starts with; ``absent`` when it has no tag."""
-    if not tag:
+def paired_verdict(verdict: Verdict | None, kinds: tuple[Kind, ...], absent: str) -> str:
+    """The word of a paired run's verdict (read from its tag): SAME_ORDER for one taken in its
+    baseline's tile order, OTHER for a kind not among ``kinds``, ``absent`` when it has none."""
+    if verdict is None:
         return absent
-    return next((w for w in words if tag.startswith(w)), OTHER)
+    if verdict.same_order:
+        return SAME_ORDER
+    return verdict.word if verdict.kind in kinds else OTHER
 
 
 def ordered(verdicts: pd.Series) -> list[str]:

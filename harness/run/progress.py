@@ -6,14 +6,11 @@ from harness.errors import full_error_requested
 from harness.quiet import verbose
 from harness.tune.best_vs_best import comparison_head
 from harness.job.result import FINISHED, JobResult
-from harness.measure.stats import PREDICTED_NOT_VALIDATED
-from harness.storage.run_fields import run_tags
+from harness.job.verdict import SAME_ORDER_SIM, Kind
+from harness.storage.run_fields import run_tags, verdict_text
 
 #: Characters the run name is padded to (the columns of the lines that follow it line up).
 NAME_WIDTH = 28
-#: What the line says of a job verified but not timed (no GPU); the full sentence is its
-#: ``timing`` tag, in MLflow and the report (and the line under HYDRA_FULL_ERROR=1).
-NOT_TIMED_SHORT = "not timed"
 #: What the line says of a simulated delta on an order-blind grid; the whole note
 #: (harness.profilers.sim.bands.ORDER_BLIND_NOTE) is its ``sim_order_blind`` tag.
 ORDER_BLIND_SHORT = "order-blind grid"
@@ -22,37 +19,35 @@ ORDER_BLIND_SHORT = "order-blind grid"
 def verdict_legend(min_effect: float, min_l2_delta: float) -> str:
     """The verdict words of the job lines, said once per sweep: ``min_effect`` a fraction
     (``compare.min_effect``), ``min_l2_delta`` in % points (``compare.min_l2_delta``)."""
+    k = Kind
     return (f"Job lines compare each swizzle with its baseline (vs identity unless compare.baseline says "
-            f"otherwise): faster / slower when the speedup's 95 % CI excludes 1 and it is at least "
-            f"{100 * min_effect:g} % (compare.min_effect); L2 higher / lower when the hit-rate change is at least "
+            f"otherwise): {k.FASTER.word} / {k.SLOWER.word} when the speedup's 95 % CI excludes 1 and it is at least "
+            f"{100 * min_effect:g} % (compare.min_effect); L2 {k.HIGHER.word} / {k.LOWER.word} when the hit-rate change is at least "
             f"{min_l2_delta:g} pts (compare.min_l2_delta) and its CI, or a simulation's band, excludes 0; "
-            f"else 'no difference detected'. Simulated (sim) figures are predictions of the L2 model, with the "
+            f"else '{k.NO_DIFFERENCE.word}'. Simulated (sim) figures are predictions of the L2 model, with the "
             f"band it held on hardware or 'not validated on <target>', whose change claims no effect "
-            f"('{PREDICTED_NOT_VALIDATED}'); 'order-blind grid': every tile order reads "
-            f"the same blocks in the model, which then predicts no difference. 'not timed': no GPU, verified under "
+            f"('{k.PREDICTED.word}'); 'order-blind grid': every tile order reads "
+            f"the same blocks in the model, which then predicts no difference. '{k.NOT_TIMED.word}': no GPU, verified under "
             f"the Triton interpreter.")
 
 
-#: How a simulated job that launches its baseline's tile order reads: the model sees the
-#: order only, so the difference is nil by construction (the remap's code is not modelled).
-SIM_SAME_ORDER = "same tile order"
-
-
-def _l2_verdict(tags: dict[str, str]) -> str:
-    """The L2 verdict as the line shows it: a prediction with no band says
-    :data:`~harness.measure.stats.PREDICTED_NOT_VALIDATED` after the number the line already
-    prints, and a simulated job in its baseline's tile order says just that."""
-    verdict = tags.get("l2_verdict", "")
-    if tags.get("l2_source") != "sim":
-        return verdict
-    if verdict.startswith(SIM_SAME_ORDER):
-        return SIM_SAME_ORDER
-    return PREDICTED_NOT_VALIDATED if verdict.startswith(PREDICTED_NOT_VALIDATED) else verdict
+def _l2_verdict(result: JobResult) -> str:
+    """The L2 verdict as the line shows it: a prediction with no band says its word after the
+    number the line already prints, and a simulated job in its baseline's tile order says
+    :data:`~harness.job.verdict.SAME_ORDER_SIM`."""
+    verdict = result.l2_verdict
+    if verdict is None:
+        return ""
+    if result.tags.get("l2_source") != "sim":
+        return verdict_text(verdict)
+    if verdict.same_order:
+        return SAME_ORDER_SIM
+    return verdict.word if verdict.kind == Kind.PREDICTED else verdict_text(verdict)
 
 
 def progress_line(position: str, result: JobResult) -> str:
     """``[job 2 | 3/23] igemm/xcd/resnet-l03/w8  FINISHED  0.412 ms [0.405, 0.420] ... | vs identity: ...``"""
-    m = result.metrics
+    m, tags = result.metrics, run_tags(result)
     head = f"{position} {result.run_name:<{NAME_WIDTH}} {result.status:<8}"
     if result.status != FINISHED:   # its first line; the whole reason (e.g. a formula's caret excerpt) is stored
         return f"{head} {result.reason if full_error_requested() else result.reason.partition(chr(10))[0]}"
@@ -65,8 +60,8 @@ def progress_line(position: str, result: JobResult) -> str:
         if "bound" in result.tags:      # harness.measure.roofline
             body += f"  ({result.tags['bound']})"
     else:
-        timing = result.tags.get("timing", "")
-        said = NOT_TIMED_SHORT if timing.startswith("not measured: no GPU") and not verbose() else timing
+        timing = tags.get("timing", "")   # the full sentence: in MLflow, the report, and under HYDRA_FULL_ERROR=1
+        said = Kind.NOT_TIMED.word if result.not_timed is not None and not verbose() else timing
         body = f"verified (max_rel_err {m.get('max_rel_err', float('nan')):.2g}), {said}"
     if "l2_hit_rate" in m:
         spread = f" ± {m['l2_hit_rate_std']:.2f}" if m.get("l2_samples", 1) > 1 and m.get("l2_hit_rate_std", 0) > 0 else ""
@@ -85,16 +80,16 @@ def progress_line(position: str, result: JobResult) -> str:
     against = f"  | {comparison_head(result.comparison.question, result.params)}:"
     if "speedup" in m:
         body += (f"{against} x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
-                 f"{m.get('speedup_ci_hi', float('nan')):.4f}] {result.tags.get('verdict', '')}")
+                 f"{m.get('speedup_ci_hi', float('nan')):.4f}] {tags.get('verdict', '')}")
         against = ";"
     elif result.comparison.missing is not None:
-        body += f"  | {run_tags(result)['verdict']}"
+        body += f"  | {tags['verdict']}"
         against = ";"
     if "l2_delta_pts" in m:
         band = ""
         if "sim_validation" in result.tags and m.get("l2_delta_ci_hi", 0) > m.get("l2_delta_ci_lo", 0):
             band = f" ± {(m['l2_delta_ci_hi'] - m['l2_delta_ci_lo']) / 2:.1f}"   # the model's measured delta error
-        body += f"{against} L2 {m['l2_delta_pts']:+.2f}{band} pts {_l2_verdict(result.tags)}"
+        body += f"{against} L2 {m['l2_delta_pts']:+.2f}{band} pts {_l2_verdict(result)}"
         if result.tags.get("sim_order_blind"):   # harness.profilers.sim.bands.order_blind: its note
             body += f" ({result.tags['sim_order_blind'] if verbose() else ORDER_BLIND_SHORT})"
     if m.get("compile.spills") or m.get("compile.spill_bytes"):   # the compiler ran out of registers

@@ -23,6 +23,7 @@ from harness.job.plan import Arm, PlannedJob, plan_job
 from harness.job.result import BASELINE_ROLE, CANDIDATE_ROLE, FINISHED, JobResult
 from harness.job.shapes import downscale
 from harness.job.spec import JobSpec
+from harness.job.verdict import NO_GPU
 from harness.measure.correctness import compare, make_operands, placed_copies, reference
 from harness.measure.paired import BASELINE, CANDIDATE, NOT_TIMED, measure_paired, vendor_arms
 from harness.measure.roofline import Roofline
@@ -81,9 +82,10 @@ class _Instance:
 class _GateFailed(Exception):
     """A gate rejected the job; ``gate`` names it."""
 
-    def __init__(self, reason: str, gate: str):
+    def __init__(self, reason: str, gate: str, unverifiable: bool = False):
         super().__init__(reason)
         self.gate = gate
+        self.unverifiable = unverifiable   # the gate could not judge (JobResult.unverifiable)
 
 
 class _StageError(Exception):
@@ -230,6 +232,7 @@ def _verify_arms(plan: PlannedJob, candidate: _Permuted, baseline: _Permuted | N
         run, check = _verify(kernel, candidate, inst, tiles, device)
     except _GateFailed as exc:
         result.fail(str(exc), gate=exc.gate)
+        result.unverifiable = exc.unverifiable
         return None
     result.metrics["max_rel_err"] = check.max_rel_err
     result.tags["gate.correctness"] = check.reason
@@ -249,9 +252,9 @@ def _measure(plan: PlannedJob, candidate: _Permuted, baseline: _Permuted | None,
     over several placements of their (shared) operands."""
     spec = plan.spec
     if not (device.mode == GPU or options.paired.standin):
-        result.tags["timing"] = "not measured: no GPU (correctness checked under the Triton interpreter)"
+        result.not_timed = NO_GPU
         if spec.has_baseline and result.comparison.missing is None:
-            result.tags["verdict"] = NOT_TIMED
+            result.verdict = NOT_TIMED
         return
     arms = {CANDIDATE: runs[CANDIDATE], **vendor_arms(inst.ops, spec.shape)}
     if BASELINE in runs:
@@ -387,7 +390,7 @@ def _verify(kernel, permuted: _Permuted, inst: _Instance, tiles: dict[str, int],
             raise _GateFailed(
                 f"unverifiable on CPU: swizzle {spec.swizzle} is a permutation of the full grid "
                 f"({inst.grid.num_pids} pids) but on the down-scaled grid used for the interpreter check "
-                f"it is {small_verdict.reason}", "correctness")
+                f"it is {small_verdict.reason}", "correctness", unverifiable=True)
     run, out = kernel.bind(inst.ops, shape, tiles, permuted.arm.binding, permuted.arm.launch, share=share)
     run()
     if device.mode == GPU:

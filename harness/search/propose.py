@@ -45,6 +45,8 @@ import time  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Iterable, TextIO  # noqa: E402
+from harness.job.verdict import Kind  # noqa: E402
+from harness.storage.run_fields import verdict_text  # noqa: E402
 
 from harness.errors import UserError  # noqa: E402
 from swizzles.custom import FormulaError  # noqa: E402
@@ -190,7 +192,7 @@ def _shape_verdict(result) -> ShapeVerdict:
     else:
         verdict = _GATE_VERDICTS.get(result.failed_gate or "", ERROR)
         reason = result.reason
-        if verdict == WRONG_OUTPUT and reason.startswith("unverifiable on CPU"):
+        if verdict == WRONG_OUTPUT and result.unverifiable:
             verdict = UNVERIFIABLE
         for prefix in _PREFIXES:
             reason = reason.removeprefix(prefix)
@@ -201,7 +203,8 @@ def _shape_verdict(result) -> ShapeVerdict:
         status=result.status, verdict=verdict, reason=reason, run_id=None,
         l2_hit_rate=_number(m.get("l2_hit_rate")), l2_source=tags.get("profiler"), speedup=speedup,
         speedup_ci=[lo, hi] if lo is not None and hi is not None else None,
-        timing_verdict=tags.get("verdict") or ("not timed" if speedup is None else ""),
+        timing_verdict=(verdict_text(result.verdict) if result.verdict is not None
+                        else Kind.NOT_TIMED.word if speedup is None else ""),
         max_rel_err=_number(m.get("max_rel_err")))
 
 
@@ -226,7 +229,7 @@ def _verdict(proposal: Proposal, label: str, shapes: list[ShapeVerdict]) -> Verd
                  if speedups and len(speedups) == len(shapes) else None),
         speedup_ci=one.speedup_ci if one is not None else None,
         timing_verdict=one.timing_verdict if one is not None else
-        ("not timed" if not speedups else "see shapes"),
+        (Kind.NOT_TIMED.word if not speedups else "see shapes"),
         run_ids=[s.run_id for s in shapes if s.run_id], shapes=shapes)
 
 

@@ -57,7 +57,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from harness.storage.run_fields import run_tags
+from harness.job.verdict import TIME
+from harness.storage.run_fields import VERDICT_TAGS, run_tags
 from harness.storage.search_trials import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
 from harness.search.space import Candidate, SearchSpace, formula_families
@@ -150,7 +151,7 @@ class JobOutcome:
         return {"value": self.value, "status": self.status, "reason": self.reason[:500],
                 "spec_hash": self.spec_hash, "run_id": self.run_id, "wall_s": wall_s,
                 "metrics": {k: v for k, v in self.metrics.items() if k in keep},
-                "verdict": self.tags.get("verdict", "")}
+                "verdict": self.tags.get(VERDICT_TAGS[TIME], "")}
 
 
 def outcome_from_result(result: Any, metric: str) -> JobOutcome:

@@ -1,16 +1,35 @@
 """The one mapping from a job's outcome (:class:`harness.job.result.JobResult`) to what its
 MLflow run carries: params, metrics and tags, under the names the report, the docs and the
-stores read.  The stages' free-form records pass through as they are; the typed fields are
-written here, and only here, under their tag names."""
+stores read, and back.  The stages' free-form records pass through as they are; the typed
+fields are written here, and only here, under their tag names.
+
+The verdicts (:class:`harness.job.verdict.Verdict`) are stored as text, the words of
+:class:`~harness.job.verdict.Kind` with their numbers: ``faster``, ``no difference detected
+(CI [0.9950, 1.0100])``, ``higher``, ``no difference detected (CI [-0.40, +0.60] pts)``,
+``predicted, not validated (+3.70 pts)``, ``same tile order; code cost x0.983 [0.978, 0.988]
+(faster)``, ``same tile order: the swizzle's code, not its order (higher)``, ``not timed
+(<why>)``, ``not profiled (<why>)``, ``no comparison: <why>``.  :func:`verdict_text` writes
+them and :func:`parse_verdict` reads them back (the report, the search, older stores).
+"""
 from __future__ import annotations
 
+import math
+import re
+
 from harness.job.result import JobResult
+from harness.job.verdict import L2, NOT_VALIDATED, SAME_ORDER_L2, SAME_ORDER_TIME, TIME, Kind, Verdict
 
 #: Tag names of the typed outcome fields.
 FAILED_GATE_TAG = "failed_gate"
 ROLE_TAG, SAME_ORDER_TAG, QUESTION_TAG = "compare.role", "compare.same_order", "compare.question"
-#: The verdict tag's opening for a candidate whose baseline failed a gate.
-NO_COMPARISON = "no comparison"
+#: The tag that says how the job was timed, or why not (``not measured: <why>``).
+TIMING_TAG = "timing"
+#: Tag names of the verdicts, by axis.
+VERDICT_TAGS = {TIME: "verdict", L2: "l2_verdict"}
+#: The kinds a stored verdict can open with (the report's own words never are stored).
+_STORED = (Kind.FASTER, Kind.SLOWER, Kind.HIGHER, Kind.LOWER, Kind.NO_DIFFERENCE, Kind.PREDICTED, Kind.NOT_TIMED,
+           Kind.NOT_PROFILED, Kind.NO_COMPARISON)
+_NUMBER = r"([-+]?(?:inf|nan|\d+(?:\.\d*)?(?:e[-+]?\d+)?))"
 
 
 def flag_text(value: bool) -> str:
@@ -36,12 +55,86 @@ def run_metrics(result: JobResult) -> dict[str, float]:
 
 def run_tags(result: JobResult) -> dict[str, str]:
     """The run's tags: the stages' tags plus the typed fields (``failed_gate``,
-    ``compare.role``, ``compare.same_order`` as ``true``/``false``, ``compare.question``, and
-    ``verdict`` = ``no comparison: <why>`` for a candidate whose baseline failed a gate)."""
+    ``compare.role``, ``compare.same_order`` as ``true``/``false``, ``compare.question``,
+    ``verdict`` and ``l2_verdict`` (:func:`verdict_text`; ``no comparison: <why>`` for a
+    candidate whose baseline failed a gate), and ``timing`` = ``not measured: <why>`` for a
+    job not timed)."""
     tags = {k: str(v) for k, v in result.tags.items()}
     c = result.comparison
+    missing = None if c.missing is None else Verdict(TIME, Kind.NO_COMPARISON, detail=c.missing)
     typed = {FAILED_GATE_TAG: result.failed_gate, ROLE_TAG: c.role, QUESTION_TAG: c.question,
              SAME_ORDER_TAG: None if c.same_order is None else flag_text(c.same_order),
-             "verdict": None if c.missing is None else f"{NO_COMPARISON}: {c.missing}"}
+             VERDICT_TAGS[L2]: result.l2_verdict and verdict_text(result.l2_verdict),
+             VERDICT_TAGS[TIME]: (missing or result.verdict) and verdict_text(missing or result.verdict)}
+    if result.not_timed is not None:
+        typed[TIMING_TAG] = f"not measured: {result.not_timed}"
     tags.update({k: v for k, v in typed.items() if v is not None})
     return tags
+
+
+def bound_column(values):
+    """The ``bound`` tag's column (``memory-bound, at 40 % of its roofline``, as
+    :attr:`harness.measure.roofline.RooflineReading.text` writes it) read back as what bounds
+    each cell: ``compute`` / ``memory`` (:data:`harness.measure.roofline.COMPUTE` / ``MEMORY``),
+    empty for a run without the tag."""
+    return values.fillna("").astype(str).str.partition("-")[0]
+
+
+def validated(text: object) -> bool:
+    """Whether a simulated figure's validation (tag ``sim_validation``: ``validated on H100 ncu
+    ...`` / ``not validated on mi300x hardware``) says the model held a band on hardware; False
+    without the tag."""
+    return isinstance(text, str) and bool(text) and not text.startswith(NOT_VALIDATED)
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """A verdict as its tag and the job line say it (the module's docstring lists the forms)."""
+    kind, word = verdict.kind, verdict.word
+    if verdict.same_order:
+        if verdict.axis == TIME:
+            return (f"{SAME_ORDER_TIME} x{verdict.estimate:.3f} [{verdict.ci_lo:.3f}, {verdict.ci_hi:.3f}]"
+                    f" ({word})")
+        return f"{SAME_ORDER_L2} ({word})"
+    if kind == Kind.NO_COMPARISON:
+        return f"{word}: {verdict.detail}"
+    if kind in (Kind.NOT_TIMED, Kind.NOT_PROFILED) and verdict.detail:
+        return f"{word} ({verdict.detail})"
+    if kind == Kind.PREDICTED:
+        return f"{word} ({verdict.estimate:+.2f} pts)"
+    if kind == Kind.NO_DIFFERENCE and verdict.axis == TIME:
+        return f"{word} (CI [{_fmt(verdict.ci_lo, '.4f')}, {_fmt(verdict.ci_hi, '.4f')}])"
+    if kind == Kind.NO_DIFFERENCE:
+        return f"{word} (CI [{_fmt(verdict.ci_lo, '+.2f')}, {_fmt(verdict.ci_hi, '+.2f')}] pts)"
+    return word
+
+
+def parse_verdict(text: object, axis: str) -> Verdict | None:
+    """The verdict a ``verdict`` (``axis`` TIME) or ``l2_verdict`` (L2) tag stores; None for
+    no tag (empty, None, NaN: a pandas column's missing cell); kind OTHER for text that is no
+    verdict this module writes."""
+    if not isinstance(text, str) or not text:
+        return None
+    for opening in (SAME_ORDER_TIME, SAME_ORDER_L2):
+        if text.startswith(opening):
+            inner = parse_verdict(text.rpartition(" (")[2].removesuffix(")"), axis)
+            kind = inner.kind if inner is not None else Kind.OTHER
+            found = re.match(rf" x{_NUMBER} \[{_NUMBER}, {_NUMBER}\]", text[len(opening):])
+            numbers = [float(g) for g in found.groups()] if found else []
+            return Verdict(axis, kind, *numbers, same_order=True)
+    kind = next((k for k in sorted(_STORED, key=lambda k: -len(k.word)) if text.startswith(k.word)), None)
+    if kind is None:
+        return Verdict(axis, Kind.OTHER, detail=text)
+    rest = text[len(kind.word):]
+    if kind == Kind.NO_COMPARISON:
+        return Verdict(axis, kind, detail=rest.removeprefix(":").strip())
+    numbers = [float(n) for n in re.findall(_NUMBER, rest)] if kind in (Kind.NO_DIFFERENCE, Kind.PREDICTED) else []
+    if kind == Kind.PREDICTED and numbers:
+        return Verdict(axis, kind, numbers[0])
+    if kind == Kind.NO_DIFFERENCE and len(numbers) >= 2:
+        return Verdict(axis, kind, math.nan, numbers[0], numbers[1])
+    detail = rest.strip().removeprefix("(").removesuffix(")") if kind in (Kind.NOT_TIMED, Kind.NOT_PROFILED) else ""
+    return Verdict(axis, kind, detail=detail)
+
+
+def _fmt(value: float, spec: str) -> str:
+    return format(value, spec) if math.isfinite(value) else ("-inf" if value < 0 else "inf")

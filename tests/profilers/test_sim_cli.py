@@ -154,7 +154,11 @@ def _ordered_job(tmp_path, target: str):
 def test_a_prediction_without_a_band_claims_no_effect(tmp_path):
     # mi300x has no validated band: the predicted change is said as such, with no interval
     # (absent, not zero-width) and no higher / lower, in MLflow, the job line and the report
-    from harness.measure.stats import PREDICTED_NOT_VALIDATED, unvalidated_l2_verdict
+    from harness.job.verdict import Kind
+    from harness.measure.stats import unvalidated_l2_verdict
+    from harness.storage.run_fields import verdict_text
+
+    PREDICTED_NOT_VALIDATED = Kind.PREDICTED.word
 
     line, job, runs = _ordered_job(tmp_path, "mi300x")
     m, tags = job.data.metrics, job.data.tags
@@ -162,14 +166,14 @@ def test_a_prediction_without_a_band_claims_no_effect(tmp_path):
     delta = m["l2_delta_pts"]
     assert abs(delta) >= 0.5 and "l2_read_delta_pts" in m   # a change a band would have been asked to judge
     assert not set(CI_METRICS) & set(m), m
-    assert tags["l2_verdict"] == unvalidated_l2_verdict(delta) == f"{PREDICTED_NOT_VALIDATED} ({delta:+.2f} pts)"
+    assert tags["l2_verdict"] == verdict_text(unvalidated_l2_verdict(delta)) == f"{PREDICTED_NOT_VALIDATED} ({delta:+.2f} pts)"
     assert f"| vs identity: L2 {delta:+.2f} pts {PREDICTED_NOT_VALIDATED}" in line and "±" not in line, line
     for run in runs:   # nothing the store holds says "exact"
         fields = {**run.data.tags, **run.data.params}
         assert not [k for k, v in fields.items() if "exact" in f"{k} {v}".lower()], fields
     (page,) = (tmp_path / "reports" / "bands").glob("*/index.html")
     text = page.read_text()
-    assert unvalidated_l2_verdict(delta) in text and "exact" not in text.lower()
+    assert verdict_text(unvalidated_l2_verdict(delta)) in text and "exact" not in text.lower()
     assert "L2: 0 higher, 0 lower, 1 predicted, not validated" in text
 
 

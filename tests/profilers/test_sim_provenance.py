@@ -12,7 +12,8 @@ import yaml
 from harness.job.result import FINISHED, JobResult
 from harness.job.spec import JobSpec
 from harness.profilers.sim.bands import prediction_error
-from harness.measure.stats import unvalidated_l2_verdict
+from harness.job.verdict import L2, Kind
+from harness.storage.run_fields import parse_verdict, run_tags
 from harness.profilers.sim.profiler import SimProfiler
 from harness.profilers.worker import ProfileRequest
 from harness.run.l2 import _record_outcome, _simulate_alongside
@@ -43,7 +44,7 @@ def test_every_simulated_figure_carries_a_band_or_not_validated(path, tmp_path):
     result = JobResult(run_name="igemm/colmajor/t1", status=FINISHED,
                        metrics={"max_rel_err": 0.0}, )
     _record_outcome(result, outcome, profiler, min_l2_delta=0.5)
-    m, tags = result.metrics, result.tags
+    m, tags = result.metrics, run_tags(result)
     err = prediction_error(target, "igemm")
     # MLflow's record: the hit rate, the reads' rate and the delta each with a band, or the
     # job tagged "not validated ..."; the typed fields say which
@@ -61,7 +62,8 @@ def test_every_simulated_figure_carries_a_band_or_not_validated(path, tmp_path):
             assert f"{delta}_ci_lo" not in m and f"{delta}_ci_hi" not in m, m
         else:
             assert m[f"{delta}_ci_hi"] - m[f"{delta}_ci_lo"] == pytest.approx(2 * error) and error > 0
-    unbanded = tags["l2_verdict"] == unvalidated_l2_verdict(m["l2_delta_pts"])
+    verdict = parse_verdict(tags["l2_verdict"], L2)
+    unbanded = verdict.kind == Kind.PREDICTED and verdict.estimate == pytest.approx(m["l2_delta_pts"], abs=0.005)
     assert unbanded == (outcome.delta_error is None), tags["l2_verdict"]
     # the job line: the simulated hit rate is followed by its ± or by "not validated"
     line = progress_line("[job 1 | 1/1]", result)

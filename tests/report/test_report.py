@@ -317,15 +317,15 @@ def test_cli(built, tmp_path, capsys):
 
 
 def test_verdict_rules_at_the_edges():
-    assert report.time_verdict(1.2, 1.0, 1.4) == NOISE          # touching 1 is not "above 1"
-    assert report.time_verdict(1.2, 1.0001, 1.4) == FASTER
-    assert report.time_verdict(0.8, 0.7, 1.0) == NOISE
-    assert report.time_verdict(0.8, 0.7, 0.9999) == SLOWER
-    assert report.time_verdict(float("nan"), float("nan"), float("nan")) == NOT_TIMED
+    assert report.identity_time_verdict(1.2, 1.0, 1.4) == NOISE          # touching 1 is not "above 1"
+    assert report.identity_time_verdict(1.2, 1.0001, 1.4) == FASTER
+    assert report.identity_time_verdict(0.8, 0.7, 1.0) == NOISE
+    assert report.identity_time_verdict(0.8, 0.7, 0.9999) == SLOWER
+    assert report.identity_time_verdict(float("nan"), float("nan"), float("nan")) == NOT_TIMED
     band = report.l2_band(pd.Series([0.0, 3.0]), pd.Series([0.0, 4.0]))
     assert list(band) == [report.L2_BAND_FLOOR_POINTS, 10.0]      # floor; 2 * 5 points
-    assert report.l2_verdict(0.4, 0.5) == NOISE
-    assert report.l2_verdict(-0.6, 0.5) == "lower"
+    assert report.identity_l2_verdict(0.4, 0.5) == NOISE
+    assert report.identity_l2_verdict(-0.6, 0.5) == "lower"
 
 
 # -- the Hydra callback hook -------------------------------------------------------------
@@ -577,7 +577,8 @@ def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
     difference there is the swizzle's code or the counter's noise (on an H100, l05's hilbert read
     +1.56 points, CI excluding 0, in identity's very order).  The job line says so instead of
     "higher", and the report counts the cell as the same order, not as an effect."""
-    from harness.measure.paired import SAME_ORDER_L2_VERDICT, record_l2
+    from harness.job.verdict import SAME_ORDER_L2 as SAME_ORDER_L2_VERDICT
+    from harness.measure.paired import record_l2
     from harness.run.progress import progress_line
     from harness.job.result import FINISHED, Comparison, JobResult
     from harness.storage.run_fields import run_tags

@@ -29,6 +29,7 @@ from harness import report
 from harness.report import (FASTER, NO_COMPARISON, NO_DIFFERENCE, NOT_TIMED, SAME_ORDER, SLOWER,
                             Selection, build_report)
 from harness.measure.stats import unvalidated_l2_verdict
+from harness.storage.run_fields import verdict_text
 from harness.report.cli import _parser
 from harness.report.verdicts import L2_PREDICTED
 from harness.report.views import load_runs
@@ -327,7 +328,7 @@ def test_cpu_only_says_not_timed_in_every_summary(tmp_path):
     assert "Time verdicts over 4 compared cells: not timed." in text
     assert f"xcd: not timed (vs identity, 2 cells); L2: 0 higher, 0 lower, 2 {L2_PREDICTED}" in text
     assert f"grouped: not timed (vs identity, 2 cells); L2: 0 higher, 0 lower, 2 {L2_PREDICTED}" in text
-    assert unvalidated_l2_verdict(3.0) in text and "exact" not in text
+    assert verdict_text(unvalidated_l2_verdict(3.0)) in text and "exact" not in text
     best = report.best_per_group(report.build_comparison(
         load_runs(client, CPU_EXPERIMENT, Selection.sweep(sweep), uri).runs))
     # nothing timed: the swizzles ranked by their predicted ΔL2, said to be a prediction, and L2 verdict counts

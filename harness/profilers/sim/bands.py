@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from harness.job.verdict import NOT_VALIDATED
 from harness.profilers.sim.target import calibration
 from kernels.access import AccessModel, element_bytes
 
@@ -112,7 +113,7 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
     (``class_bands["order-blind"]``) where the record has them."""
     cal = calibration(target)
     if not cal.get("hit_rate_mae"):
-        return PredictionError(None, None, None, None, f"not validated on {target.get('name', '?')} hardware",
+        return PredictionError(None, None, None, None, f"{NOT_VALIDATED} on {target.get('name', '?')} hardware",
                                published=str(target.get("sim_published") or ""))
     coverage = cal.get("band_coverage")
     kind = "band" if coverage is not None and cal.get("hit_rate_band") else "mae"
@@ -133,7 +134,7 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
 
     if pick("hit_rate") is None and pick("delta") is None:   # a record that validates other families only
         return PredictionError(None, None, None, None,
-                               f"not validated on {target.get('name', '?')} hardware for {kernel}",
+                               f"{NOT_VALIDATED} on {target.get('name', '?')} hardware for {kernel}",
                                published=str(target.get("sim_published") or ""))
     validated = f"validated on {cal.get('validated_on', '?')}"
     if kind == "band":
