@@ -72,14 +72,6 @@ def not_validated(r: dict) -> str:
     return text if text and not validated(text) else f"{NOT_VALIDATED} on {r.get('target') or '?'}"
 
 
-def delta_text(r: dict) -> str:
-    """A simulated ΔL2 cell: ``+1.38 ± 0.9 (prediction, 90 % band)`` or ``+1.38 (prediction,
-    not validated on mi300x hardware)``."""
-    band = r.get("l2_delta_band_pts", np.nan)
-    spread = f" ± {band:.1f}" if np.isfinite(band) else ""
-    return f"{r['l2_delta_pts']:+.2f}{spread} ({PREDICTION}, {band_text(r)})"
-
-
 def validation_summary(table: pd.DataFrame) -> str:
     """The simulated cells' validations in a few words, for a title: ``simulated on mi300x, not
     validated on hardware``, ``simulated on h100, prediction ± band`` (both when mixed); empty

@@ -21,7 +21,7 @@ from harness.job.verdict import Kind
 from harness.tune.best_vs_best import BEST_VS_BEST
 from harness.report.compare import GROUP_KEYS, Comparison
 from harness.report.figures import FigureBlock
-from harness.report.prediction import band_text, delta_text
+from harness.report.prediction import PREDICTION, band_text
 from harness.report.summary import best_per_group, kernel_vs_vendor, verdicts_per_swizzle
 from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, FASTER, L2_BAND_FLOOR_POINTS, L2_BAND_SIGMAS,
                                      L2_HIGHER, L2_LOWER, NO_DIFFERENCE, NOISE, NOT_PROFILED, NOT_TIMED, PAIRED,
@@ -62,12 +62,16 @@ def num(value: float | None, fmt: str) -> str:
     return DASH if value is None or not np.isfinite(value) else format(value, fmt)
 
 
+def bounds(lo: float, hi: float, fmt: str) -> str:
+    """``[1.210, 1.291]``; empty when both bounds are unknown."""
+    return f"[{num(lo, fmt)}, {num(hi, fmt)}]" if np.isfinite(lo) or np.isfinite(hi) else ""
+
+
 def interval(value: float, lo: float, hi: float, fmt: str) -> str:
     """``1.250 [1.210, 1.291]``; the bracket is left out when both bounds are unknown."""
     if not np.isfinite(value):
         return DASH
-    bounds = f" [{num(lo, fmt)}, {num(hi, fmt)}]" if np.isfinite(lo) or np.isfinite(hi) else ""
-    return format(value, fmt) + bounds
+    return f"{format(value, fmt)} {bounds(lo, hi, fmt)}".rstrip()
 
 
 def _compared_text(r: dict) -> str:
@@ -94,33 +98,65 @@ def _l2_text(r: dict) -> str:
     return f"{r['l2_hit_rate']:.2f}" + (f" ± {std:.2f}" if np.isfinite(std) and std > 0 else "")
 
 
-def _delta_l2_text(r: dict) -> str:
+def _delta_l2_parts(r: dict) -> tuple[str, str, str]:
+    """A cell's ΔL2 (percentage points) as (value, interval, basis): ``+1.23``, ``[+0.50,
+    +1.90]`` (paired: 95 % CI) / ``± 0.50`` (noise band; a simulated prediction's band ``± 0.9``)
+    and, for a prediction, ``prediction, 90 % band`` / ``prediction, not validated on ...``
+    with an order-blind grid's note; dashes and empty text where there is none."""
     if r["verdict"] == BASELINE or not np.isfinite(r["l2_delta_pts"]):
-        return DASH
+        return DASH, "", ""
+    value = f"{r['l2_delta_pts']:+.2f}"
     if r["simulated"]:
-        text = delta_text(r)
+        band = r.get("l2_delta_band_pts", np.nan)
+        spread, basis = (f"± {band:.1f}" if np.isfinite(band) else ""), f"{PREDICTION}, {band_text(r)}"
     elif r["comparison"] == PAIRED:
-        text = interval(r["l2_delta_pts"], r["l2_delta_lo"], r["l2_delta_hi"], "+.2f")
+        spread, basis = bounds(r["l2_delta_lo"], r["l2_delta_hi"], "+.2f"), ""
     else:
-        text = f"{r['l2_delta_pts']:+.2f} ± {num(r['l2_band_pts'], '.2f')}"
+        spread, basis = f"± {num(r['l2_band_pts'], '.2f')}", ""
     if r.get("sim_order_blind"):   # the simulator cannot tell this grid's orders apart: its note
-        text += f" ({r['sim_order_blind']})"
-    return text
+        basis = f"{basis}; {r['sim_order_blind']}" if basis else r["sim_order_blind"]
+    return value, spread, basis
 
 
 # --------------------------------------------------------------------------------------
 # The page's parts
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class CellRow:
+    """One cell of the "All cells" table: its row classes, its decision cells (class, text)
+    and its details (label, class, text), shown in the expandable row under it."""
+
+    classes: str
+    cells: list[tuple[str, str]]
+    summary: str
+    details: list[tuple[str, str, str]]
+
+
+@dataclass(frozen=True)
 class CellTable:
-    """The "All cells" table: its headings and, per row, its classes and (class, text) cells."""
+    """The "All cells" table: the decision columns' headings and one :class:`CellRow` per cell."""
 
     heads: list[str]
-    rows: list[dict[str, Any]]
+    rows: list[CellRow]
+
+
+def _cell_name(r: dict, extra_group: list[str]) -> str:
+    """The cell a row is about, in a few words: ``igemm · resnet-l03 · w8`` (then any other
+    launch knob of its group: ``· stages 4``)."""
+    extra = [f"{EXTRA_GROUP_HEADS.get(c, c).lower()} {r[c]}" for c in extra_group]
+    return " · ".join([str(r["kernel"]), str(r["shape"]), f"w{r['num_warps']}", *extra])
+
+
+def _verdict_cell(verdict: str, text: str, basis: str = "") -> tuple[str, str]:
+    """A verdict's (class, text): its colour class and words, a prediction's basis after them."""
+    return "verdict " + VERDICT_CLASSES.get(verdict, ""), f"{text} ({basis})" if basis else text
 
 
 def cell_table(comparison: Comparison) -> CellTable:
-    """One row per cell, groups separated, the best cell of each group marked."""
+    """One row per cell, groups separated, the best cell of each group marked.  The decision
+    columns (cell, swizzle, verdict, speedup and its interval when anything was timed, ΔL2 and
+    its interval, L2 verdict) are the row; the rest (config, times, hit rates, vendor ratio,
+    roofline, compile figures) are its details."""
     t = comparison.table
     extra_group = [c for c in comparison.group_cols if c not in GROUP_KEYS]
     show_gsize = "group_size" in comparison.variant_cols
@@ -130,43 +166,48 @@ def cell_table(comparison: Comparison) -> CellTable:
     timed = bool(t["speedup"].notna().any()) if len(t) else False
     measured_l2 = bool((t["l2_hit_rate"].notna() & ~t["simulated"]).any()) if len(t) else False
     simulated_l2 = bool((t["l2_hit_rate"].notna() & t["simulated"]).any()) if len(t) else False
-    l2_heads = {(True, False): ("L2 hit % ± std", "ΔL2 vs baseline (points) [95 % CI] or ± band"),
-                (False, True): ("L2 hit % (simulated: ± band or not validated)",
-                                "ΔL2 vs baseline (points; prediction ± band or not validated)"),
+    l2_heads = {(True, False): ("L2 hit % ± std", "[95 % CI] or ± band"),
+                (False, True): ("L2 hit % (simulated: ± band or not validated)", "± band (prediction)"),
                 (True, True): ("L2 hit %: measured ± std, simulated ± band or not validated",
-                               "ΔL2 vs baseline (points): measured [95 % CI] or ± band; simulated: prediction ± band")}
-    l2_hit_head, l2_delta_head = l2_heads.get((measured_l2, simulated_l2), ("L2 hit %", "ΔL2 vs baseline (points)"))
-    heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group], "Swizzle",
-             *(["Group size"] if show_gsize else []), "Config measured on" if timed else "Config", "Baseline", "Compared",
-             "Time ms: median [p20, p80]", "Baseline time ms",
-             "Speedup vs baseline [95 % CI or band interval]" if timed else "Speedup vs baseline",
-             "Verdict", l2_hit_head, l2_delta_head, "L2 verdict",
-             *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s",
-             *(["What bounds it (roofline)"] if show_bound else []),
-             *(COMPILE_HEADS if show_compile else [])]
+                               "measured [95 % CI] or ± band; simulated ± band")}
+    l2_hit_head, l2_spread_head = l2_heads.get((measured_l2, simulated_l2), ("L2 hit %", "interval"))
+    heads = ["Cell", "Swizzle", "Verdict",
+             *(["Speedup", "[95 % CI or band interval]"] if timed else []),
+             "ΔL2 (points)", l2_spread_head, "L2 verdict"]
+    detail_heads = ["Kernel", "Shape", "Warps", *[EXTRA_GROUP_HEADS.get(c, c) for c in extra_group],
+                    *(["Group size"] if show_gsize else []), "Config measured on" if timed else "Config",
+                    "Baseline", "Compared", "Time ms: median [p20, p80]", "Baseline time ms", l2_hit_head,
+                    *(["Simulated L2 %"] if show_sim else []), "Time / vendor", "TFLOP/s",
+                    *(["What bounds it (roofline)"] if show_bound else []), *(COMPILE_HEADS if show_compile else [])]
     rows, previous_group = [], None
     for row in t.itertuples(index=False):
         r = row._asdict()
         group = tuple(r[c] for c in comparison.group_cols)
         classes = (["best"] if r["best"] else []) + (["group-start"] if group != previous_group else [])
         previous_group = group
-        speed = ("1 (baseline)" if r["verdict"] == BASELINE else
-                 interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], ".3f"))
-        l2 = _l2_text(r)
-        cells = [("", r["kernel"]), ("", r["shape"]), ("num", r["num_warps"]),
-                 *[("", r[c]) for c in extra_group], ("sw", r["swizzle"]),
-                 *([("num", r["group_size"])] if show_gsize else []), _config_cell(r),
-                 ("", r["baseline"] or DASH), ("", _compared_text(r) or DASH),
-                 ("num", interval(r["time_ms_median"], r["time_ms_p20"], r["time_ms_p80"], ".4f")),
-                 ("num", num(r["baseline_time_ms"], ".4f")),
-                 ("num", speed), (VERDICT_CLASSES.get(r["verdict"], ""), r["verdict_detail"]),
-                 ("num", l2), ("num", _delta_l2_text(r)),
-                 (VERDICT_CLASSES.get(r["l2_verdict"], ""), r["l2_verdict_detail"]),
-                 *([("num", num(r["sim_l2_hit_rate"], ".2f"))] if show_sim else []),
-                 ("num", num(r["ratio_to_vendor"], ".3f")), ("num", num(r["tflops"], ".1f")),
-                 *([("", r["bound"] or DASH)] if show_bound else []),
-                 *(_compile_cells(r) if show_compile else [])]
-        rows.append({"classes": " ".join(classes), "cells": cells})
+        if r["verdict"] == BASELINE:
+            speed, speed_interval = "1", "(baseline)"
+        else:
+            speed = num(r["speedup"], ".3f")
+            speed_interval = bounds(r["speedup_lo"], r["speedup_hi"], ".3f") if np.isfinite(r["speedup"]) else ""
+        l2_value, l2_spread, l2_basis = _delta_l2_parts(r)
+        swizzle = f"{r['swizzle']} (group size {r['group_size']})" if show_gsize else r["swizzle"]
+        cells = [("name", _cell_name(r, extra_group)), ("sw", swizzle), _verdict_cell(r["verdict"], r["verdict_detail"]),
+                 *([("num", speed), ("num", speed_interval)] if timed else []),
+                 ("num", l2_value), ("num", l2_spread),
+                 _verdict_cell(r["l2_verdict"], r["l2_verdict_detail"], l2_basis)]
+        config = _config_cell(r)
+        values = [("", r["kernel"]), ("", r["shape"]), ("num", r["num_warps"]), *[("", r[c]) for c in extra_group],
+                  *([("num", r["group_size"])] if show_gsize else []), config,
+                  ("", r["baseline"] or DASH), ("", _compared_text(r) or DASH),
+                  ("num", interval(r["time_ms_median"], r["time_ms_p20"], r["time_ms_p80"], ".4f")),
+                  ("num", num(r["baseline_time_ms"], ".4f")), ("num", _l2_text(r)),
+                  *([("num", num(r["sim_l2_hit_rate"], ".2f"))] if show_sim else []),
+                  ("num", num(r["ratio_to_vendor"], ".3f")), ("num", num(r["tflops"], ".1f")),
+                  *([("", r["bound"] or DASH)] if show_bound else []),
+                  *(_compile_cells(r) if show_compile else [])]
+        details = [(head, cls, text) for head, (cls, text) in zip(detail_heads, values)]
+        rows.append(CellRow(" ".join(classes), cells, config[1], details))
     return CellTable(heads, rows)
 
 
