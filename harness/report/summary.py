@@ -53,6 +53,21 @@ def _duration(seconds: float) -> str:
     return f"{h} h {m:02d} min {s:02d} s" if h else f"{m} min {s:02d} s"
 
 
+def _profiler_settings(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """The facts rows naming each profiler's own settings: ncu's cache control (runs not
+    simulated), the simulated L2's target and validation (runs with ``profiler=sim``)."""
+    profiler = runs.get("tags.profiler", pd.Series("", index=runs.index, dtype=object)).fillna("")
+    simulated, measured = runs[profiler == "sim"], runs[profiler != "sim"]
+    rows = []
+    recorded = "tags.cache_control" in measured and measured["tags.cache_control"].notna().any()
+    if recorded or not len(simulated):   # runs that never reached a profiler do not ask for the row
+        rows.append(("Cache control", _distinct(measured, "cache_control")))
+    if len(simulated):
+        rows += [("Simulated target", _distinct(simulated, "sim_target")),
+                 ("Simulator validation", _distinct(simulated, "sim_validation"))]
+    return rows
+
+
 def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame) -> list[tuple[str, str]]:
     """(label, value) pairs describing which runs the report covers, where and when they ran."""
     runs = data.runs
@@ -66,7 +81,7 @@ def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame)
          + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")
          + (" (the simulated L2: its hit rates are predictions, not measurements)"
             if _distinct(runs, "profiler") == "sim" else "")),
-        ("Cache control", _distinct(runs, "cache_control")),
+        *_profiler_settings(runs),
         ("torch / triton", f"{_distinct(runs, 'torch_version')} / {_distinct(runs, 'triton_version')}"),
         ("Git commit", _distinct(runs, "git_commit")),
     ]

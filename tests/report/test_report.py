@@ -435,7 +435,7 @@ def test_cells_name_their_config_and_flag_near_tie_choices(tmp_path):
     """Every cell says which config it was measured on (tune mode's choice, or the configured
     tiles); a tuned config chosen among near-equal candidates (tag tune.near_tie=true) is
     flagged in its row and counted in a note; the labels are text, escaped."""
-    from tests.report.pages import section, table_rows
+    from tests.report.pages import cell_rows, section
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
     exp = client.create_experiment("tuned")
@@ -467,22 +467,21 @@ def test_cells_name_their_config_and_flag_near_tie_choices(tmp_path):
     text = out.read_text()
     assert HOSTILE not in text and "<script" not in text.lower()
     part = section(text, "<h2>All cells</h2>", "<h2>Failed")
-    heads = re.findall(r"<th>(.*?)</th>", part)
-    col = heads.index("Config measured on")
-    rows = {(r[1], r[heads.index("Swizzle")]): r for r in table_rows(part)}
+    rows = {(r["Shape"], r["Swizzle"]): r for r in cell_rows(part)}
+    col = "Config measured on"
     assert rows[("resnet-l03", "xcd")][col] == f"{hostile_config} [near-tie config]"
     assert rows[("resnet-l03", "identity")][col] == f"{hostile_config} [near-tie config]"
     assert rows[("resnet-l12", "xcd")][col] == "M64 N128 K32 w8 s4"
     assert rows[("resnet-l20", "xcd")][col] == "M128 N128 K64 w8 s3"
-    assert part.count('<td class="cfg near-tie">') == 2
-    assert f'<td class="cfg near-tie">{html.escape(hostile_config)} [near-tie config]</td>' in part
+    assert part.count('<dd class="cfg near-tie">') == 2
+    assert f'<dd class="cfg near-tie">{html.escape(hostile_config)} [near-tie config]</dd>' in part
     assert "1 compared cell(s) were measured on a near-tie config" in text
 
 
 def test_cells_say_what_bounds_them_when_the_target_has_a_roofline(tmp_path):
     """A run tagged ``bound`` (harness.measure.roofline) shows it in a "What bounds it" column
     and table.csv; a report of runs without the tag has no such column."""
-    from tests.report.pages import section, table_rows
+    from tests.report.pages import cell_rows, section
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
     exp = client.create_experiment("roof")
@@ -499,9 +498,8 @@ def test_cells_say_what_bounds_them_when_the_target_has_a_roofline(tmp_path):
     text = out.read_text()
     assert HOSTILE not in text
     part = section(text, "<h2>All cells</h2>", "<h2>Failed")
-    heads = re.findall(r"<th>(.*?)</th>", part)
-    col = heads.index("What bounds it (roofline)")
-    rows = {r[heads.index("Swizzle")]: r for r in table_rows(part)}
+    col = "What bounds it (roofline)"
+    rows = {r["Swizzle"]: r for r in cell_rows(part)}
     assert rows["identity"][col] == "compute-bound, at 64 % of peak"
     assert rows["xcd"][col].startswith("memory-bound, at 40 % of its roofline")
 
