@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from harness.storage.tracking import FIRST_VIEW_COLUMNS
 from tests.cli_fork import run_cli
 from tests.mlflow_server import running_mlflow_server
-from tests.report.test_browser import CHROMIUM, chromium
+from tests.report.test_browser import CHROMIUM, assert_cells_fit, chromium
 from tests.storage.test_mlflow_server import _column_ids
 
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
@@ -232,7 +232,7 @@ def test_cpu_report_claims_nothing_it_did_not_measure(sweep, tmp_path):
     simulated = [row for row in cells if "(sim," in row]
     assert len(simulated) == 6                                              # identity and xcd on t1..t3
     assert all("(sim, not validated on mi300x hardware)" in row for row in simulated)
-    predictions = [row for row in simulated if "(prediction, " in row]
+    predictions = [row for row in cells if "(prediction, " in row]            # the decision rows
     assert len(predictions) == 3 and all("(prediction, not validated on mi300x hardware)" in row for row in predictions)
     best = text[text.index("Best swizzle per group"):text.index("Kernel vs vendor")].splitlines()
     assert "Swizzles ranked by predicted ΔL2 vs baseline (prediction: not timed)" in "\n".join(best[:3])
@@ -242,6 +242,9 @@ def test_cpu_report_claims_nothing_it_did_not_measure(sweep, tmp_path):
     assert "(the simulated L2: its hit rates are predictions, not measurements)" in text   # the facts' Profiler
     heatmap = "L2 hit-rate delta vs baseline (percentage points): simulated on mi300x, not validated on hardware"
     assert f'alt="{heatmap}"' in result.stdout                              # the figure's title
+    assert "Cache control" not in text                                     # ncu's setting, not the simulator's
+    assert "Simulated target | mi300x" in text and "Simulator validation | not validated on mi300x hardware" in text
+    assert_cells_fit(page, tmp_path)                                        # the decision table reads at 1,600 px
 
 
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} not installed (apt-get install -y chromium)")

@@ -186,7 +186,7 @@ def cell_table(comparison: Comparison) -> CellTable:
         classes = (["best"] if r["best"] else []) + (["group-start"] if group != previous_group else [])
         previous_group = group
         if r["verdict"] == BASELINE:
-            speed, speed_interval = "1", "(baseline)"
+            speed, speed_interval = num(1.0, ".3f"), "(baseline)"   # by definition
         else:
             speed = num(r["speedup"], ".3f")
             speed_interval = bounds(r["speedup_lo"], r["speedup_hi"], ".3f") if np.isfinite(r["speedup"]) else ""

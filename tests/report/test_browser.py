@@ -143,3 +143,53 @@ def test_report_screenshot_is_not_blank(report_page, tmp_path):
     saturated = int(((hsv[..., 1] > 120) & (hsv[..., 2] > 60)).sum())
     assert saturated > 2000, f"only {saturated} coloured pixels: the figures did not render"
     print(f"screenshot: {shot}")
+
+
+#: The measuring script: added to a copy of a page (the report itself has no script), it writes
+#: into the DOM the viewport's width, the page's scroll width, the cell table's right edge
+#: and its decision rows' median height (CSS px), after opening every <details> when the URL asks.
+MEASURE = ('<script>if (location.hash === "#open") document.querySelectorAll("details").forEach(d => d.open = true);'
+           'const t = document.querySelector("table.cells"), h = [...t.querySelectorAll("tr:not(.more)")].slice(1)'
+           '.map(r => r.getBoundingClientRect().height).sort((a, b) => a - b);'
+           'document.body.dataset.measured = [innerWidth, document.documentElement.scrollWidth,'
+           't.getBoundingClientRect().right, h[h.length >> 1]].map(Math.ceil).join(" ");</script>')
+
+
+def measure_cell_table(page: Path, tmp_path: Path, width: int = 1600, open_details: bool = False) -> dict[str, int]:
+    """The cell table of ``page`` as Chromium lays it out in a ``width`` px wide window:
+    ``viewport``, ``scroll_width`` (> viewport: the page scrolls sideways), ``table_right``
+    and ``row_height`` (a decision row's median), in CSS px."""
+    copy = tmp_path / f"measured-{page.parent.name}.html"
+    copy.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    result = chromium(copy.resolve().as_uri() + ("#open" if open_details else ""), tmp_path / "profile",
+                      "--dump-dom", f"--window-size={width},1000")
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = re.search(r'data-measured="(\d+) (\d+) (\d+) (\d+)"', result.stdout)
+    assert found, "the measuring script did not run"
+    return dict(zip(("viewport", "scroll_width", "table_right", "row_height"), map(int, found.groups())))
+
+
+def assert_cells_fit(page: Path, tmp_path: Path) -> None:
+    """The decision table fits a 1,600 px window, closed and with every cell's details open,
+    and a decision row is at most two lines tall (the row of the table before it: 49 px on this
+    module's store, about 120 px on a CPU sweep's, where the config wrapped)."""
+    for open_details in (False, True):
+        m = measure_cell_table(page, tmp_path, open_details=open_details)
+        assert m["viewport"] == 1600, m
+        assert m["table_right"] <= m["viewport"] and m["scroll_width"] <= m["viewport"], (open_details, m)
+        assert m["row_height"] <= 40, m
+
+
+def test_width_check_sees_a_table_that_overflows(tmp_path):
+    """Control: a cell table wider than the window is measured as overflowing."""
+    wide = tmp_path / "wide" / "index.html"
+    wide.parent.mkdir()
+    wide.write_text('<!DOCTYPE html><html><body><table class="cells"><tr><th>h</th></tr><tr><td style="white-space:'
+                    'nowrap">' + "overflowing " * 300 + "</td></tr></table></body></html>")
+    m = measure_cell_table(wide, tmp_path)
+    assert m["table_right"] > m["viewport"] and m["scroll_width"] > m["viewport"], m
+
+
+def test_cell_table_fits_1600_px(report_page, tmp_path):
+    """The report's decision columns fit a 1,600 px window; the details stay inside it too."""
+    assert_cells_fit(report_page, tmp_path)
