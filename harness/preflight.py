@@ -304,17 +304,19 @@ def refuse_before_sweep(config: DictConfig) -> None:
 
     overrides = overrides_as_typed(config.hydra.overrides.task)
     device = describe_device(select_execution_mode())
+    as_launched = overrides   # the one job's overrides as the sweeper hands them to it, when nothing is swept
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
         swept = any(override.is_sweep_override() for override in parsed)
-        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch] if swept else []
+        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+        as_launched, jobs = (overrides, jobs) if swept or len(jobs) != 1 else (jobs[0], [])
     except HydraException:   # a sweeper of its own syntax: its base config alone
         jobs = []
     notices: list[str | None] = []
     try:
         _SWEEP_CHECKED.clear()
         if not jobs:   # nothing swept: every job's config is this one (composing it again costs ~0.3 s)
-            _check_for_sweep(_task_config(config), device, overrides, notices)
+            _check_for_sweep(_task_config(config), device, overrides, notices, as_launched)
         loader = GlobalHydra.instance().config_loader() if jobs else None
         for job_overrides in jobs:
             job_cfg = loader.load_sweep_config(config, job_overrides)
@@ -329,11 +331,13 @@ def refuse_before_sweep(config: DictConfig) -> None:
     show(*notices)   # after every job's checks: no notice before a refusal, each once
 
 
-def _check_for_sweep(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str],
-                     notices: list[str | None]) -> None:
-    """:func:`check_job` a job of the sweep, kept for the job's task (:func:`checked_job`)."""
+def _check_for_sweep(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str], notices: list[str | None],
+                     as_launched: Sequence[str] | None = None) -> None:
+    """:func:`check_job` a job of the sweep, kept for the job's task (:func:`checked_job`), whose
+    overrides are ``as_launched`` (the sweeper's form of them: values re-quoted; default
+    ``overrides``)."""
     checked = check_job(cfg, device, overrides, notices)
-    _SWEEP_CHECKED.append((tuple(overrides), device, OmegaConf.to_container(cfg, resolve=False), checked))
+    _SWEEP_CHECKED.append((tuple(overrides if as_launched is None else as_launched), device, OmegaConf.to_container(cfg, resolve=False), checked))
 
 
 def _task_config(config: DictConfig) -> DictConfig:

@@ -52,17 +52,16 @@ def _run_main(argv: list[str], monkeypatch) -> list[tuple[str, ...]]:
     return calls
 
 
-@pytest.mark.parametrize("multirun", [True, False])
-def test_check_job_runs_once_per_job(tmp_path, monkeypatch, multirun):
-    """A CPU multirun of two jobs checks each job once (the sweep's refusal, its check taken by
-    the job's task); a single run checks its job once."""
+@pytest.mark.parametrize(("flags", "swizzles", "jobs"), [(["-m"], "swizzle=identity,xcd", 2),
+                                                      (["-m"], "swizzle=xcd", 1), ([], "swizzle=xcd", 1)])
+def test_check_job_runs_once_per_job(tmp_path, monkeypatch, flags, swizzles, jobs):
+    """A CPU multirun checks each job once (the sweep's refusal, its check taken by the job's
+    task), with a swept value or none; a single run checks its job once."""
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/store.db"
-    swizzles = "swizzle=identity,xcd" if multirun else "swizzle=xcd"
     args = [swizzles, "shape=tiny", "shape.select=[t1]", "profiler=none", *SMALL_TILES,
             f"tracking.uri={uri}", "experiment=once", f"hydra.sweep.dir={tmp_path}/m", f"hydra.run.dir={tmp_path}/r"]
-    calls = _run_main(["-m", *args] if multirun else args, monkeypatch)
-    jobs = 2 if multirun else 1
+    calls = _run_main([*flags, *args], monkeypatch)
     assert len(calls) == jobs and len(set(calls)) == jobs, calls
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("once").experiment_id],
