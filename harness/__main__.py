@@ -34,12 +34,12 @@ def main(cfg: DictConfig) -> list:
     """The task: the job's results (one JobResult per shape run, none for a shape skipped by
     resume), which Hydra hands to the sweeper as ``JobReturn.return_value``."""
     from harness.hardware.device import describe_device
-    from harness.preflight import check_job, task_overrides
+    from harness.preflight import checked_job, task_overrides
 
-    check_job(cfg, describe_device(MODE), task_overrides())   # before the pipeline's imports: fast and small
+    checked = checked_job(cfg, describe_device(MODE), task_overrides())   # before the pipeline's imports: fast and small
     from harness.app import run_hydra_job
 
-    return run_hydra_job(cfg, MODE)
+    return run_hydra_job(checked, MODE)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The Hydra task: one job = one kernel x swizzle x launch config over every shape of
 the chosen preset, each shape a tracked MLflow run.
 
-:func:`run_hydra_job` reads top to bottom as the job's steps: the device and the target ->
-the typed config, its shapes and the job's options, checked (harness.preflight; harness.schema
-is the one place the composed ``cfg`` is read) -> profiler, store and runner -> each shape: spec,
+:func:`run_hydra_job` reads top to bottom as the job's steps, from the checked job (the
+resolved config, the typed config, its shapes and the job's options: harness.preflight, run
+once per job by the task; harness.schema is the one place the composed ``cfg`` is read) -> profiler, store and runner -> each shape: spec,
 resume, run, log -> the verified shapes profiled and logged.  Every later step gets typed
 objects (harness.schema.Config and its nodes), never ``cfg``."""
 from __future__ import annotations
@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from harness.callbacks import sweep_run_id
 from harness.hardware.device import GPU, DeviceInfo, describe_device
 from harness.run.interrupt import Interrupted
 from harness.run.isolation import InProcessRunner, IsolatedRunner
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
-from harness.preflight import check_job, task_overrides
+from harness.preflight import CheckedJob
 from harness.run.steps import JobOptions
 from harness.run.l2 import compared, profile_and_finish
 from harness.run.progress import NAME_WIDTH, progress_line
@@ -40,11 +40,12 @@ from harness.storage.tracking import Reuse, Tracker, resolve_tracking_uri
 log = logging.getLogger("swizzlebench")
 
 
-def run_hydra_job(cfg: DictConfig, mode: str) -> list[JobResult]:
-    """Run every shape of the job's preset and log each to MLflow; returns the results."""
+def run_hydra_job(checked: CheckedJob, mode: str) -> list[JobResult]:
+    """Run every shape of the checked job's preset (harness.preflight.check_job: user errors
+    come first, nothing logged if refused) and log each to MLflow; returns the results."""
     device = describe_device(mode)
-    job, entries, options = check_job(cfg, device, task_overrides())   # user errors first: nothing logged if refused
-    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    job, entries, options = checked.job, checked.entries, checked.options
+    config_yaml = OmegaConf.to_yaml(checked.config, resolve=True)
     profiler = (None if options.compile.only else   # compile.only runs nothing, so profiles nothing
                 make_profiler(job.profiler, device, job.target.as_dict()))  # fails fast when the tool is missing
     tracker = Tracker(resolve_tracking_uri(job.tracking.uri), job.experiment,

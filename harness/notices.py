@@ -3,8 +3,9 @@
 A notice (``target=auto resolved to mi300x ...``, a launch config given on the command line
 taking over from ``tune=table``) is printed only once the command's checks have passed
 (harness.preflight: no notice before an error), and once per sweep: in a multirun the
-launching process checks every job's config first and prints their notices; each job,
-checked again as it starts, finds its notices already printed.  What was printed is kept in
+launching process checks every job's config first and prints their notices; a job that
+checks its config again (one the launching process did not check, or one run in a launcher's
+worker) finds its notices already printed.  What was printed is kept in
 the environment (:data:`SHOWN_ENV`), so that job processes started by the launching process
 (a launcher's workers) do not print it again either.
 """

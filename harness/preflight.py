@@ -4,9 +4,11 @@
 pipeline's options, refusing with a one-line :class:`harness.errors.UserError` what no job
 of it could run: a bad ``shape.select`` or preset, a padding the CPU check cannot fit, a
 kernel, ``num_warps`` or tile size the target cannot run, a contradiction among the options.
-The job runs it before it opens the store; in a multirun the sweep's callback runs it first
-(:func:`refuse_before_sweep`) on the config of every job of the sweep, before the sweep's
-run is created, so a refused command logs nothing.  The shape checks come first and import
+It leaves that config as it is and returns what it resolved (:class:`CheckedJob`).  It runs
+once per job, before the job opens the store: in a multirun the sweep's callback runs it
+first (:func:`refuse_before_sweep`) on the config of every job of the sweep, before the
+sweep's run is created, so a refused command logs nothing, and each job's task takes that
+check (:func:`checked_job`) rather than running it again.  The shape checks come first and import
 no kernel (torch): most refusals stay quick and small.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import copy
 import importlib.resources
 import sys
 import traceback
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -34,16 +37,30 @@ if TYPE_CHECKING:
 LAUNCH_OVERRIDES = ("kernel.tiles.", "kernel.tiles=", "launch.")
 
 
+@dataclass(frozen=True)
+class CheckedJob:
+    """What :func:`check_job` made of a job's composed config: ``config``, a resolved copy of
+    it (``target: auto`` replaced, tune=table giving way; what the run records as its
+    config.yaml), the typed config, its shape entries and the pipeline's options."""
+
+    config: DictConfig
+    job: Config
+    entries: list[ShapeEntry]
+    options: JobOptions
+
+
 def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str],
-              notices: list[str | None] | None = None) -> tuple[Config, list[ShapeEntry], JobOptions]:
-    """The job's typed config, its shape entries and the pipeline's options, after every
-    check that needs no run; ``cfg`` (the task's config) is resolved in place (``target:
-    auto``, tune=table giving way to a launch config in ``overrides``).  What was resolved is
-    printed once every check has passed (harness.notices: once per sweep), or added to
-    ``notices`` when given.  Raises UserError."""
-    found = [resolve_target(cfg, device), given_config_wins(cfg, overrides)]
-    refuse_unrunnable(cfg.shape, on_cpu=device.mode != GPU)   # before the typed config, which imports torch
-    job = typed_config(cfg)
+              notices: list[str | None] | None = None) -> CheckedJob:
+    """The job's resolved config, typed config, shape entries and pipeline options, after
+    every check that needs no run; ``cfg`` (the task's config) is left as it is (the resolved
+    copy: ``target: auto``, tune=table giving way to a launch config in ``overrides``).  What
+    was resolved is printed once every check has passed (harness.notices: once per sweep),
+    or added to ``notices`` when given.  Raises UserError."""
+    resolved, target_notice = resolve_target(cfg, device)
+    resolved, tune_notice = given_config_wins(resolved, overrides)
+    found = [target_notice, tune_notice]
+    refuse_unrunnable(resolved.shape, on_cpu=device.mode != GPU)   # before the typed config, which imports torch
+    job = typed_config(resolved)
     check_swizzle(job)
     check_baseline(job)
     entries = expand_preset(vars(job.shape))
@@ -55,7 +72,24 @@ def check_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str],
         show(*found)
     else:
         notices.extend(found)
-    return job, entries, options
+    return CheckedJob(resolved, job, entries, options)
+
+
+#: The jobs the sweep's refusal (:func:`refuse_before_sweep`) checked in this process, each
+#: as (its overrides, its device, its composed config as a container, what the check made of it).
+_SWEEP_CHECKED: list[tuple[tuple[str, ...], DeviceInfo, object, CheckedJob]] = []
+
+
+def checked_job(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str]) -> CheckedJob:
+    """The job's check: the one :func:`refuse_before_sweep` made in this process of the same
+    config, device and overrides (taken, so each is used once), else :func:`check_job` of it.
+    Raises UserError."""
+    key = (tuple(overrides), device, OmegaConf.to_container(cfg, resolve=False))
+    for i, (*seen, checked) in enumerate(_SWEEP_CHECKED):
+        if tuple(seen) == key:
+            del _SWEEP_CHECKED[i]
+            return checked
+    return check_job(cfg, device, overrides)
 
 
 def task_overrides() -> list[str]:
@@ -72,12 +106,12 @@ def overrides_as_typed(node) -> list[str]:
     return [str(o) for o in OmegaConf.to_container(node, resolve=False)]
 
 
-def resolve_target(cfg: DictConfig, device: DeviceInfo) -> str | None:
-    """Replace ``target: auto`` by the preset matching the device (in place, so that
-    interpolations such as ``swizzle.num_xcds`` follow it); the notice saying so, None when
-    the target was given."""
+def resolve_target(cfg: DictConfig, device: DeviceInfo) -> tuple[DictConfig, str | None]:
+    """``cfg`` with ``target: auto`` replaced by the preset matching the device (a copy, so
+    that interpolations such as ``swizzle.num_xcds`` follow it; ``cfg`` itself when the target
+    was given) and the notice saying so (None when the target was given)."""
     if cfg.target.name != "auto":
-        return None
+        return cfg, None
     name = target_name_for(device)
     if name is not None:
         path = importlib.resources.files("swizzlebench_conf") / "target" / f"{name}.yaml"
@@ -87,23 +121,26 @@ def resolve_target(cfg: DictConfig, device: DeviceInfo) -> str | None:
             "name": device.name.lower().replace(" ", "_"), "vendor": device.vendor, "arch": device.arch,
             "num_xcds": 1, "compute_units": device.num_sms, "l2_bytes": device.l2_bytes,
             "l2_ways": None, "l2_line_bytes": 128, "l2_domains": 1, "mall_bytes": 0})
-    with open_dict(cfg):
-        cfg.target = OmegaConf.merge(OmegaConf.structured(TargetConfig), target)
-    return f"target=auto resolved to {target.name} for device {device.name!r}"
+    resolved = copy.deepcopy(cfg)
+    with open_dict(resolved):
+        resolved.target = OmegaConf.merge(OmegaConf.structured(TargetConfig), target)
+    return resolved, f"target=auto resolved to {target.name} for device {device.name!r}"
 
 
-def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> str | None:
+def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> tuple[DictConfig, str | None]:
     """``tune=table`` (the default) launches each layer's committed config; a launch config
     given on the command line (``kernel.tiles.*``, ``launch.*``, among ``overrides``) is what
-    the user asked to measure, so with one the job runs it as configured (``tune=none``);
-    returns the notice saying so, None when nothing changed."""
+    the user asked to measure, so with one the job runs it as configured (``tune=none``).
+    Returns ``cfg`` with that applied (a copy; ``cfg`` itself when nothing changed) and the
+    notice saying so (None when nothing changed)."""
     if cfg.tune.name != TABLE:
-        return None
+        return cfg, None
     given = [o for o in overrides if o.lstrip("+~").startswith(LAUNCH_OVERRIDES)]
     if not given:
-        return None
-    cfg.tune.name = NONE
-    return f"tune=table: {', '.join(given)} given, so the configured launch config runs (tune=none)"
+        return cfg, None
+    resolved = copy.deepcopy(cfg)
+    resolved.tune.name = NONE
+    return resolved, f"tune=table: {', '.join(given)} given, so the configured launch config runs (tune=none)"
 
 
 def check_swizzle(job: Config) -> None:
@@ -267,20 +304,23 @@ def refuse_before_sweep(config: DictConfig) -> None:
 
     overrides = overrides_as_typed(config.hydra.overrides.task)
     device = describe_device(select_execution_mode())
+    as_launched = overrides   # the one job's overrides as the sweeper hands them to it, when nothing is swept
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
         swept = any(override.is_sweep_override() for override in parsed)
-        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch] if swept else []
+        jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+        as_launched, jobs = (overrides, jobs) if swept or len(jobs) != 1 else (jobs[0], [])
     except HydraException:   # a sweeper of its own syntax: its base config alone
         jobs = []
     notices: list[str | None] = []
     try:
+        _SWEEP_CHECKED.clear()
         if not jobs:   # nothing swept: every job's config is this one (composing it again costs ~0.3 s)
-            check_job(_task_config(config), device, overrides, notices)
+            _check_for_sweep(_task_config(config), device, overrides, notices, as_launched)
         loader = GlobalHydra.instance().config_loader() if jobs else None
         for job_overrides in jobs:
             job_cfg = loader.load_sweep_config(config, job_overrides)
-            check_job(_task_config(job_cfg), device, job_overrides, notices)
+            _check_for_sweep(_task_config(job_cfg), device, job_overrides, notices)
     except (UserError, HydraException, UnicodeDecodeError) as exc:
         if full_error_requested():
             traceback.print_exc()
@@ -289,6 +329,15 @@ def refuse_before_sweep(config: DictConfig) -> None:
         raise SystemExit(USER_ERROR_EXIT) from None
     start_sweep()
     show(*notices)   # after every job's checks: no notice before a refusal, each once
+
+
+def _check_for_sweep(cfg: DictConfig, device: DeviceInfo, overrides: Sequence[str], notices: list[str | None],
+                     as_launched: Sequence[str] | None = None) -> None:
+    """:func:`check_job` a job of the sweep, kept for the job's task (:func:`checked_job`), whose
+    overrides are ``as_launched`` (the sweeper's form of them: values re-quoted; default
+    ``overrides``)."""
+    checked = check_job(cfg, device, overrides, notices)
+    _SWEEP_CHECKED.append((tuple(overrides if as_launched is None else as_launched), device, OmegaConf.to_container(cfg, resolve=False), checked))
 
 
 def _task_config(config: DictConfig) -> DictConfig:

@@ -145,6 +145,8 @@ def evaluate(proposal: Proposal, base_cfg, workdir: Path) -> Verdict:
     from omegaconf import open_dict
 
     from harness.app import run_hydra_job
+    from harness.hardware.device import describe_device
+    from harness.preflight import check_job, task_overrides
 
     digest = hashlib.sha256(proposal.formula.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     label = f"proposal-{proposal.index}-{digest}"
@@ -158,7 +160,7 @@ def evaluate(proposal: Proposal, base_cfg, workdir: Path) -> Verdict:
     started_ms = int(time.time() * 1000)
     with contextlib.redirect_stdout(sys.stderr):   # stdout carries the JSON lines only
         try:
-            results = run_hydra_job(cfg, MODE)
+            results = run_hydra_job(check_job(cfg, describe_device(MODE), task_overrides()), MODE)
         except UserError as exc:   # refused before any shape ran: the formula is outside the language
             if not isinstance(exc.__cause__, FormulaError):
                 raise

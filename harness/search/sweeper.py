@@ -246,7 +246,8 @@ class SearchSweeper(Sweeper):
         from harness.job.shapes import expand_preset
 
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, combination)
-        show(resolve_target(cfg, describe_device(select_execution_mode())))
+        cfg, notice = resolve_target(cfg, describe_device(select_execution_mode()))
+        show(notice)
         fixed = tuple(o for o in combination if not o.lstrip("+~").startswith("shape.select"))
         groups = []
         for entry in expand_preset(cfg.shape):
