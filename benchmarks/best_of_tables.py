@@ -143,11 +143,13 @@ def build_h100(runs: dict) -> TunedTable:
     return TunedTable(fast.device, entries, how)
 
 
-def _h200_member(family: str, runs: dict, h100: TunedTable) -> tuple[TunedTable, dict[str, float]]:
-    """``family``'s H200 table: the config each H200 run tuned for a layer (the newest run
-    first), the H100's entry, marked ``tuned_on: H100``, for layers no H200 run tuned; and the
-    cuDNN / ours ratio per key as the H200 measured it (the H100's where it did not)."""
-    h100_ratio = measured_ratio(family, h100, load_runs(), FAST_RUNS if family == "igemm_fast" else WS_RUNS)
+def _h200_member(family: str, runs: dict, h100_runs: dict) -> tuple[TunedTable, dict[str, float]]:
+    """``family``'s H200 table: the config each H200 run (of ``runs``) tuned for a layer (the
+    newest run first), the H100's entry, marked ``tuned_on: H100``, for layers no H200 run tuned;
+    and the cuDNN / ours ratio per key as the H200 measured it (the H100's, from ``h100_runs``,
+    where it did not)."""
+    h100 = load_table(family, "h100")
+    h100_ratio = measured_ratio(family, h100, h100_runs, FAST_RUNS if family == "igemm_fast" else WS_RUNS)
     entries, ratios = {}, {}
     for name in reversed(H200_RUNS[family]):   # newest last, so it wins
         for row in runs[name]["rows"]:
@@ -167,9 +169,9 @@ def _h200_member(family: str, runs: dict, h100: TunedTable) -> tuple[TunedTable,
     return TunedTable("NVIDIA H200", entries, how), ratios
 
 
-def build_h200(runs: dict) -> dict[str, TunedTable]:
+def build_h200(runs: dict, h100_runs: dict) -> dict[str, TunedTable]:
     """The H200's member tables and igemm_best's from them (module doc)."""
-    members = {f: _h200_member(f, runs, load_table(f, "h100")) for f in ("igemm_fast", "igemm_ws")}
+    members = {f: _h200_member(f, runs, h100_runs) for f in ("igemm_fast", "igemm_ws")}
     (fast, fast_ratio), (ws, ws_ratio) = members["igemm_fast"], members["igemm_ws"]
     entries = {}
     for key, entry in fast.entries.items():
@@ -211,8 +213,9 @@ def main() -> int:
     if args.add_run:
         add_run(args.add_run[0], Path(args.add_run[1]))
     stale = []
-    h200 = build_h200(load_runs(H200_ROWS))
-    tables = [("igemm_best", "h100", build_h100(load_runs())), ("igemm_best", "mi300x", build_mi300x()),
+    h100_runs = load_runs()
+    h200 = build_h200(load_runs(H200_ROWS), h100_runs)
+    tables = [("igemm_best", "h100", build_h100(h100_runs)), ("igemm_best", "mi300x", build_mi300x()),
               *((family, "h200", table) for family, table in h200.items())]
     for kernel, target, table in tables:
         path = table_path(kernel, target)

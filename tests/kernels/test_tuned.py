@@ -39,12 +39,12 @@ def test_own_entry_then_nearest_of_the_same_kind():
 
 def test_a_layer_of_no_kind_in_the_table_takes_the_nearest_kind_and_says_so():
     table = _table((L03, A), (L02, B))
-    s2 = table.lookup(ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1))
+    stride2 = ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1)
+    s2 = table.lookup(stride2)
     assert s2.config == A and "nearest kind" in s2.source       # 3x3 stride 2: the 3x3 entry
     one_by_seven = table.lookup(ConvShape("i17", N=32, C=64, H=17, W=17, F=64, R=1, S=7))
     assert one_by_seven.config == B and "nearest kind" in one_by_seven.source   # 1x7: nearer 1x1 than 3x3
-    assert table.lookup(s2_shape := ConvShape("s2", N=32, C=64, H=56, W=56, F=64, R=3, S=3, stride=2, padding=1),
-                        accept=lambda cfg: cfg != A).config == B, s2_shape   # the next kind where refused
+    assert table.lookup(stride2, accept=lambda cfg: cfg != A).config == B   # the next kind where refused
 
 
 def test_nearest_is_closest_in_log_dims_and_accepted():

@@ -132,7 +132,8 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
             value = table.get(kernel, table.get("all"))
         return None if value is None or not math.isfinite(float(value)) else float(value)
 
-    if pick("hit_rate") is None and pick("delta") is None:   # a record that validates other families only
+    hit, delta, read_hit, read_delta = (pick(stem) for stem in ("hit_rate", "delta", "read_hit_rate", "read_delta"))
+    if hit is None and delta is None:   # a record that validates other families only
         return PredictionError(None, None, None, None,
                                f"{NOT_VALIDATED} on {target.get('name', '?')} hardware for {kernel}",
                                published=str(target.get("sim_published") or ""))
@@ -142,5 +143,5 @@ def prediction_error(target: Mapping[str, Any], kernel: str, layer: str = "",
         validated += f"; ± covers {100 * float(coverage):.0f} %{whose}"
         if blind_bands is not None:
             validated += f" (Δ: of {ORDER_BLIND} grids)"
-    return PredictionError(pick("hit_rate"), pick("delta"), pick("read_hit_rate"), pick("read_delta"), validated,
+    return PredictionError(hit, delta, read_hit, read_delta, validated,
                            float(coverage) if kind == "band" else None)
