@@ -4,6 +4,9 @@
 #        configs on six ResNet-50 layers x six orders), then held-out unseen3 layers;
 #   held_a, held_b: the pre-registered held-out cells (igemm_best on layers of other networks, x six orders);
 #   indep: the independent check cells (layers outside every preset: benchmarks/conf/shape/h200_indep.yaml);
+#   held2a, held2b, held2c: the second held-out set (PLAN2.md, benchmarks/conf/shape/h200_held2.yaml);
+#   kinds: both families tuned on the kinds preset (1xN, Nx1, strides above 2, C or F not multiples of 8);
+#   speed_all: the committed igemm_best H200 table timed against cuDNN on every preset (no tuning);
 #   ws_resnet, fast_resnet, ws_u1, ws_u2, fast_u1, fast_u2: igemm_ws / igemm_fast tuned on the H200
 #        itself (conv_speed.py, against cuDNN) on ResNet-50 / unseen..unseen5 / unseen6..unseen10 (issue 52).
 # Lanes 0-2 are ncu cells (8 ABBA pairs, lookup counters, no simulation on the node: the CPU
@@ -40,6 +43,19 @@ heldout_a() {
 heldout_b() {
   run held_unseen2 520 "$SW" shape=unseen2 'shape.select=[cnxt1,incep3,yolos2]' "${R8[@]}"
 }
+heldout2() {   # PLAN2.md's set H2, four of its layers a lane
+  run "held2_$1" 515 "$SW" "$SP" shape=h200_held2 "shape.select=[$2]" "${R8[@]}"
+}
+speed() {   # the igemm_best tables as committed, timed against cuDNN (no tuning): issue 52's acceptance
+  cd "$REPO"
+  timeout "${TUNE_S:-540}" python3 benchmarks/conv_speed.py --kernel igemm_best --table "kernels/tuned/igemm_best_$1.json" \
+    --out "$OUT/time" --presets "$2" --deadline-s "$(( ${TUNE_S:-540} - 40 ))" > "$OUT/tune.log" 2>&1
+  tail -n 40 "$OUT/tune.log"
+}
+tune_kinds() {   # both families tuned on the kinds preset, each in half the lane's time
+  TUNE_S=$(( ${TUNE_S:-540} / 2 )) tune igemm_ws kinds; mv "$OUT/tune" "$OUT/tune_ws"; mv "$OUT/tune.log" "$OUT/tune_ws.log"
+  TUNE_S=$(( ${TUNE_S:-540} / 2 )) tune igemm_fast kinds
+}
 independent() {
   run indep 520 "$SW" "$SP" shape=h200_indep "${R8[@]}"
 }
@@ -56,10 +72,15 @@ for l in ${LANES:-cal held_a held_b indep}; do
   case $l in
     cal) lane "$gpu" cal calibration ;; held_a) lane "$gpu" held_a heldout_a ;; held_b) lane "$gpu" held_b heldout_b ;;
     indep) lane "$gpu" indep independent ;;
+    held2a) lane "$gpu" held2a heldout2 a sdu320,sdu640,fpnp3,retina4 ;;
+    held2b) lane "$gpu" held2b heldout2 b sdu1280,wrn50l2,dn201t3,rgy1x1 ;;
+    held2c) lane "$gpu" held2c heldout2 c r50ds64,yolo8c2f,sdvae,r50w28 ;;
+    kinds) lane "$gpu" kinds tune_kinds ;;
+    speed_all) lane "$gpu" speed_all speed h200 "resnet,kinds,$U1,$U2" ;;
     ws_resnet) lane "$gpu" ws_resnet tune igemm_ws resnet ;; fast_resnet) lane "$gpu" fast_resnet tune igemm_fast resnet ;;
     ws_u1) lane "$gpu" ws_u1 tune igemm_ws "$U1" ;; ws_u2) lane "$gpu" ws_u2 tune igemm_ws "$U2" ;;
     fast_u1) lane "$gpu" fast_u1 tune igemm_fast "$U1" ;; fast_u2) lane "$gpu" fast_u2 tune igemm_fast "$U2" ;;
-    *) echo "unknown lane $l (cal held_a held_b indep ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
+    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c kinds speed_all ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
   esac
   gpu=$((gpu + 1))
 done
