@@ -55,8 +55,9 @@ FAMILIES = {0: "igemm_fast", 1: "igemm_ws"}
 H200_ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h200_rows.json.xz"
 #: The H200's runs of h200_rows.json.xz per family, newest first (benchmarks/gpu_h200_session.sh's
 #: tuning lanes: conv_speed.py on the H200 against cuDNN, four lanes of one host side by side).
-H200_RUNS = {"igemm_fast": ("h200_fast_resnet_tune",),
-             "igemm_ws": ("h200_ws_resnet_tune", "h200_ws_unseen1to5_tune", "h200_ws_unseen6to10_tune")}
+H200_RUNS = {"igemm_fast": ("h200_fast_kinds_tune", "h200_fast_resnet_tune"),
+             "igemm_ws": ("h200_ws_kinds_tune", "h200_ws_resnet_tune", "h200_ws_unseen1to5_tune",
+                          "h200_ws_unseen6to10_tune")}
 
 
 def row_key(dims: str, dtype: str) -> str:
@@ -83,6 +84,8 @@ def measured_ratio(family: str, table: TunedTable, runs: dict, run_names: tuple[
                          "keep a run first: --add-run NAME RESULTS_JSON")
     out, unmeasured = {}, []
     for key, entry in table.entries.items():
+        if entry.get("tuned_on"):    # another GPU's entry: its ratio is that GPU's (build_h200, _borrowed)
+            continue
         for name in run_names:
             rows = [r for r in runs[name]["rows"] if row_key(r["dims"], entry["shape"]["dtype"]) == key]
             if rows and _same_config(family, rows[0]["config"], entry["config"]):
@@ -99,13 +102,15 @@ def load_runs(path: Path = ROWS) -> dict:
     return json.loads(lzma.decompress(path.read_bytes()))
 
 
-def add_run(name: str, results: Path, path: Path = ROWS) -> None:
+def add_run(name: str, results: Path) -> None:
     """Store a ``conv_speed.py`` ``results.json`` (meta, command, rows, compile_errors) as run
-    ``name`` of the rows file, replacing a run of that name."""
+    ``name`` of the rows file of the GPU it ran on (H200: ``h200_rows.json.xz``), replacing a
+    run of that name."""
     run = json.loads(results.read_text())
     missing = {"meta", "command", "rows"} - set(run)
     if missing:
         raise SystemExit(f"{results}: not a conv_speed.py results.json (no {', '.join(sorted(missing))})")
+    path = H200_ROWS if "H200" in run["meta"]["device"] else ROWS
     runs = load_runs(path)
     runs[name] = {k: run.get(k, []) for k in ("meta", "command", "rows", "compile_errors")}
     path.write_bytes(lzma.compress(json.dumps(runs).encode()))
@@ -123,9 +128,20 @@ def _with_ws(ws: int, config: dict) -> dict:
     return {**config, "tiles": {"WS": ws, **config["tiles"]}}
 
 
-def build_h100(runs: dict) -> TunedTable:
-    fast, ws = load_table("igemm_fast", "h100"), load_table("igemm_ws", "h100")
-    ratios = {0: measured_ratio("igemm_fast", fast, runs, FAST_RUNS), 1: measured_ratio("igemm_ws", ws, runs, WS_RUNS)}
+def _borrowed(family: str, h200: TunedTable) -> TunedTable:
+    """``family``'s H100 table as committed (its own entries), plus the H200's own entry, marked
+    ``tuned_on: H200``, for each layer no H100 run tuned (layers added since an H100 was lent)."""
+    h100 = load_table(family, "h100")
+    own = {k: e for k, e in h100.entries.items() if e.get("tuned_on") != "H200"}
+    extra = {k: {**e, "tuned_on": "H200"} for k, e in h200.entries.items() if k not in own and "tuned_on" not in e}
+    return TunedTable(h100.device, {**own, **extra}, h100.how)
+
+
+def build_h100(runs: dict, fast: TunedTable, ws: TunedTable, h200_ratio: dict[str, dict[str, float]]) -> TunedTable:
+    """igemm_best's H100 table from the H100 member tables ``fast`` and ``ws`` (their
+    :func:`_borrowed` entries with the H200's ratios, ``h200_ratio``: family -> key -> cuDNN / ours)."""
+    ratios = {0: {**h200_ratio["igemm_fast"], **measured_ratio("igemm_fast", fast, runs, FAST_RUNS)},
+              1: {**h200_ratio["igemm_ws"], **measured_ratio("igemm_ws", ws, runs, WS_RUNS)}}
     outside = sorted(set(ws.entries) - set(fast.entries))
     if outside:
         raise SystemExit(f"igemm_ws_h100.json has layers igemm_fast_h100.json has not: {outside}")
@@ -133,14 +149,25 @@ def build_h100(runs: dict) -> TunedTable:
     for key, entry in fast.entries.items():
         ws_ratio = ratios[1].get(key)
         pick = 1 if ws_ratio is not None and ws_ratio > ratios[0][key] else 0
-        entries[key] = {"shape": entry["shape"], "config": _with_ws(pick, (ws if pick else fast).entries[key]["config"]),
+        chosen = (ws if pick else fast).entries[key]
+        entries[key] = {"shape": entry["shape"], "config": _with_ws(pick, chosen["config"]),
                         "measured": {"igemm_fast": ratios[0][key], "igemm_ws": ws_ratio}}
+        if "tuned_on" in chosen:
+            entries[key]["tuned_on"] = chosen["tuned_on"]
         if pick:
             entries[key]["fallback"] = _with_ws(0, entry["config"])
     wins = sum(e["config"]["tiles"]["WS"] for e in entries.values())
     how = (f"per layer the faster of igemm_fast and igemm_ws, each timed on an {fast.device}: igemm_ws on {wins} of "
            f"{len(entries)} layers, the two timed on different nodes (best_of_tables.py; docs/benchmarks.md)")
     return TunedTable(fast.device, entries, how)
+
+
+def _row_shape(row: dict) -> dict:
+    """A ``conv_speed.py`` row's layer as a table entry's ``shape`` (its name, fp16, its dims)."""
+    n, c, hw, f, rs, s, p = row["dims"].split()
+    (h, w), (r, s_) = hw.split("x"), rs.split("x")
+    return {"name": row["shape"], "dtype": "float16", "N": int(n), "C": int(c), "H": int(h), "W": int(w),
+            "F": int(f), "R": int(r), "S": int(s_), "stride": int(s[1:]), "padding": int(p[1:])}
 
 
 def _h200_member(family: str, runs: dict, h100_runs: dict) -> tuple[TunedTable, dict[str, float]]:
@@ -154,13 +181,11 @@ def _h200_member(family: str, runs: dict, h100_runs: dict) -> tuple[TunedTable, 
     for name in reversed(H200_RUNS[family]):   # newest last, so it wins
         for row in runs[name]["rows"]:
             key = row_key(row["dims"], "float16")
-            dims = h100.entries[key]["shape"] if key in h100.entries else None
-            if dims is None:
-                raise SystemExit(f"{family}: H200 run {name} tuned {row['shape']}, which the H100 table lacks")
-            entries[key] = {"shape": dims, "config": row["config"]}
+            entries[key] = {"shape": h100.entries[key]["shape"] if key in h100.entries else _row_shape(row),
+                            "config": row["config"]}
             ratios[key] = row["ratio"]
     for key, entry in h100.entries.items():
-        if key not in entries:
+        if key not in entries and entry.get("tuned_on") != "H200":
             entries[key] = {**entry, "tuned_on": "H100"}
             ratios[key] = h100_ratio[key]
     tuned = sum("tuned_on" not in e for e in entries.values())
@@ -169,8 +194,9 @@ def _h200_member(family: str, runs: dict, h100_runs: dict) -> tuple[TunedTable, 
     return TunedTable("NVIDIA H200", entries, how), ratios
 
 
-def build_h200(runs: dict, h100_runs: dict) -> dict[str, TunedTable]:
-    """The H200's member tables and igemm_best's from them (module doc)."""
+def build_h200(runs: dict, h100_runs: dict) -> tuple[dict[str, TunedTable], dict[str, dict[str, float]]]:
+    """The H200's member tables and igemm_best's from them (module doc), and each member's
+    cuDNN / ours ratio per key."""
     members = {f: _h200_member(f, runs, h100_runs) for f in ("igemm_fast", "igemm_ws")}
     (fast, fast_ratio), (ws, ws_ratio) = members["igemm_fast"], members["igemm_ws"]
     entries = {}
@@ -189,7 +215,8 @@ def build_h200(runs: dict, h100_runs: dict) -> dict[str, TunedTable]:
     wins = sum(e["config"]["tiles"]["WS"] for e in entries.values())
     how = (f"the faster member per layer by cuDNN / ours, timed on an H200 where it was, else on an H100; igemm_ws on "
            f"{wins} of {len(entries)}: benchmarks/best_of_tables.py")
-    return {"igemm_fast": fast, "igemm_ws": ws, "igemm_best": TunedTable("NVIDIA H200", entries, how)}
+    return ({"igemm_fast": fast, "igemm_ws": ws, "igemm_best": TunedTable("NVIDIA H200", entries, how)},
+            {"igemm_fast": fast_ratio, "igemm_ws": ws_ratio})
 
 
 def build_mi300x() -> TunedTable:
@@ -214,9 +241,10 @@ def main() -> int:
         add_run(args.add_run[0], Path(args.add_run[1]))
     stale = []
     h100_runs = load_runs()
-    h200 = build_h200(load_runs(H200_ROWS), h100_runs)
-    tables = [("igemm_best", "h100", build_h100(h100_runs)), ("igemm_best", "mi300x", build_mi300x()),
-              *((family, "h200", table) for family, table in h200.items())]
+    h200, h200_ratio = build_h200(load_runs(H200_ROWS), h100_runs)
+    fast, ws = (_borrowed(f, h200[f]) for f in ("igemm_fast", "igemm_ws"))
+    tables = [("igemm_fast", "h100", fast), ("igemm_ws", "h100", ws), ("igemm_best", "h100", build_h100(h100_runs, fast, ws, h200_ratio)),
+              *((family, "h200", table) for family, table in h200.items()), ("igemm_best", "mi300x", build_mi300x())]
     for kernel, target, table in tables:
         path = table_path(kernel, target)
         if args.check:

@@ -171,3 +171,16 @@ def test_every_layer_kind_gets_a_tuned_entry_the_kernel_accepts(target, dims):
     same_kind = any((e["shape"]["R"], e["shape"]["S"], e["shape"]["stride"], e["shape"]["padding"] > 0)
                     == (shape.R, shape.S, shape.stride, shape.padding > 0) for e in table.entries.values())
     assert same_kind or "nearest kind" in choice.source
+
+
+@pytest.mark.parametrize("family", ["igemm_fast", "igemm_ws", "igemm_best"])
+def test_h100_layers_no_h100_tuned_take_the_h200s_entry_and_say_so(family):
+    """Layers added after an H100 was last lent (the kinds preset) have no H100 timing: the H100
+    table holds the H200's own entry for them, marked ``tuned_on: H200``, never an untimed guess."""
+    h100, h200 = load_table(family, "h100"), load_table(family, "h200")
+    kinds = [shape_key(s) for s in _preset_layers() if s.name.startswith("kinds/")]
+    borrowed = {k: e for k, e in h100.entries.items() if e.get("tuned_on") == "H200"}
+    assert borrowed and set(borrowed) <= set(h200.entries)
+    assert set(borrowed) & set(kinds)
+    for key, entry in borrowed.items():
+        assert "tuned_on" not in h200.entries[key] and entry["config"] == h200.entries[key]["config"]
