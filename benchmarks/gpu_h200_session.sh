@@ -6,6 +6,8 @@
 #   indep: the independent check cells (layers outside every preset: benchmarks/conf/shape/h200_indep.yaml);
 #   held2a, held2b, held2c: the second held-out set (PLAN2.md, benchmarks/conf/shape/h200_held2.yaml);
 #   kinds: both families tuned on the kinds preset (1xN, Nx1, strides above 2, C or F not multiples of 8);
+#   gpu_tests: the suite's GPU tests (tests/faults/test_signals.py's first); ws_1x1: igemm_ws re-tuned
+#        with a longer selection on ResNet-50's slowest 1x1 layers; main: the main command and its report;
 #   speed_all: the committed igemm_best H200 table timed against cuDNN on every preset (no tuning);
 #   ws_resnet, fast_resnet, ws_u1, ws_u2, fast_u1, fast_u2: igemm_ws / igemm_fast tuned on the H200
 #        itself (conv_speed.py, against cuDNN) on ResNet-50 / unseen..unseen5 / unseen6..unseen10 (issue 52).
@@ -56,6 +58,22 @@ tune_kinds() {   # both families tuned on the kinds preset, each in half the lan
   TUNE_S=$(( ${TUNE_S:-540} / 2 )) tune igemm_ws kinds; mv "$OUT/tune" "$OUT/tune_ws"; mv "$OUT/tune.log" "$OUT/tune_ws.log"
   TUNE_S=$(( ${TUNE_S:-540} / 2 )) tune igemm_fast kinds
 }
+gpu_tests() {   # the suite's GPU tests (pytest carried in the wheelhouse), the signal tests first
+  cd "$REPO"
+  timeout "${TUNE_S:-540}" python3 -m pytest -o addopts="" -p no:cacheprovider -q -m gpu tests/faults/test_signals.py \
+    tests/test_gpu.py tests/test_gpu_families.py > "$OUT/pytest.log" 2>&1
+  tail -n 40 "$OUT/pytest.log"
+}
+retune() {   # family, presets, layers: a longer selection (8 finalists, 8 rounds) on those layers only
+  cd "$REPO"
+  timeout "${TUNE_S:-540}" python3 benchmarks/conv_speed.py --kernel "$1" --out "$OUT/tune" --presets "$2" --shapes "$3" \
+    --finalists 8 --rounds 8 --jobs 12 --deadline-s "$(( ${TUNE_S:-540} - 40 ))" > "$OUT/tune.log" 2>&1
+  tail -n 30 "$OUT/tune.log"
+}
+main_command() {   # the README's main command on the GPU, with its report
+  run main_command "$(( ${TUNE_S:-540} - 20 ))" swizzle=xcd,grouped shape=resnet
+  cp -a "$W/reports" "$OUT/" 2>/dev/null
+}
 independent() {
   run indep 520 "$SW" "$SP" shape=h200_indep "${R8[@]}"
 }
@@ -76,11 +94,14 @@ for l in ${LANES:-cal held_a held_b indep}; do
     held2b) lane "$gpu" held2b heldout2 b sdu1280,wrn50l2,dn201t3,rgy1x1 ;;
     held2c) lane "$gpu" held2c heldout2 c r50ds64,yolo8c2f,sdvae,r50w28 ;;
     kinds) lane "$gpu" kinds tune_kinds ;;
+    gpu_tests) lane "$gpu" gpu_tests gpu_tests ;;
+    ws_1x1) lane "$gpu" ws_1x1 retune igemm_ws resnet l08,l16,l18,l20,l22 ;;
+    main) lane "$gpu" main main_command ;;
     speed_all) lane "$gpu" speed_all speed h200 "resnet,kinds,$U1,$U2" ;;
     ws_resnet) lane "$gpu" ws_resnet tune igemm_ws resnet ;; fast_resnet) lane "$gpu" fast_resnet tune igemm_fast resnet ;;
     ws_u1) lane "$gpu" ws_u1 tune igemm_ws "$U1" ;; ws_u2) lane "$gpu" ws_u2 tune igemm_ws "$U2" ;;
     fast_u1) lane "$gpu" fast_u1 tune igemm_fast "$U1" ;; fast_u2) lane "$gpu" fast_u2 tune igemm_fast "$U2" ;;
-    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c kinds speed_all ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
+    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c kinds speed_all gpu_tests ws_1x1 main ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
   esac
   gpu=$((gpu + 1))
 done
