@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import FAST, RunState, harness, runs_of, snapshot
+from tests.faults import FAST, RunState, cli_env, harness, runs_of, snapshot
 
 SEED_EXPERIMENT = "seed"
 SUITE_DIR = "tests/faults/"
@@ -36,14 +36,18 @@ class SeededStore:
 
 @pytest.fixture(scope="session")
 def seeded_store(tmp_path_factory) -> SeededStore:
-    """A store with one finished sweep (2 swizzles x 3 tiny shapes) logged before any fault."""
+    """A store with one finished sweep (2 swizzles x 3 tiny shapes) logged before any fault, on
+    the CPU under the interpreter also on a GPU node (``CUDA_VISIBLE_DEVICES`` empty: the
+    interpreter runs no kernel on CUDA tensors)."""
     root = tmp_path_factory.mktemp("faults")
     uri = f"sqlite:///{root}/store.db"
     proc = harness(["-m", "swizzle=identity,xcd", "shape=tiny", *FAST, f"tracking.uri={uri}",
-                    f"experiment={SEED_EXPERIMENT}", f"hydra.sweep.dir={root}/seed-sweep"], cwd=root)
+                    f"experiment={SEED_EXPERIMENT}", f"hydra.sweep.dir={root}/seed-sweep"], cwd=root,
+                   env=cli_env(CUDA_VISIBLE_DEVICES=""))
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = runs_of(uri, SEED_EXPERIMENT)
-    assert len(jobs) == 6 and all(r.info.status == "FINISHED" for r in jobs), [r.info.status for r in jobs]
+    assert len(jobs) == 6 and all(r.info.status == "FINISHED" for r in jobs), \
+        [(r.info.status, r.data.tags.get("status_reason")) for r in jobs]
     return SeededStore(root, uri, snapshot(uri, SEED_EXPERIMENT))
 
 
