@@ -60,8 +60,8 @@ tune_kinds() {   # both families tuned on the kinds preset, each in half the lan
 }
 gpu_tests() {   # the suite's GPU tests (pytest carried in the wheelhouse), the signal tests first
   cd "$REPO"
-  timeout "${TUNE_S:-540}" python3 -m pytest -o addopts="" -p no:cacheprovider -q -m gpu tests/faults/test_signals.py \
-    tests/test_gpu.py tests/test_gpu_families.py > "$OUT/pytest.log" 2>&1
+  timeout "${TUNE_S:-540}" python3 -m pytest -o addopts="" -p no:cacheprovider -q -m gpu ${GPU_TESTS:-tests/faults/test_signals.py \
+    tests/test_gpu.py tests/test_gpu_families.py} > "$OUT/pytest.log" 2>&1
   tail -n 40 "$OUT/pytest.log"
 }
 retune() {   # family, presets, layers: a longer selection (8 finalists, 8 rounds) on those layers only
