@@ -42,7 +42,8 @@ from multiprocessing.connection import Connection
 
 from harness.hardware.device import DeviceInfo, describe_device, select_execution_mode
 from harness.hardware.environment import temporary_environment
-from harness.run.steps import JobOptions, run_job
+from harness.run.options import JobOptions
+from harness.run.steps import run_job
 from harness.hardware.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices
 from harness.hardware.processes import kill_group
 from harness.job.result import FAILED, JobResult
