@@ -11,6 +11,7 @@ from harness.gates.compile import record_compile, refuse
 from harness.job.plan import PlannedJob
 from harness.job.result import FINISHED, JobResult
 from harness.tune.search import FASTEST, candidates
+from harness.storage.field_names import Metric, Tag
 from kernels.tuning import Config, DeviceTraits
 
 
@@ -27,7 +28,7 @@ def compile_only(plan: PlannedJob, copts: CompileOptions, result: JobResult) -> 
         return refuse(result, copts, exc)
     record_compile(result, report)
     result.compile_only = True
-    result.tags["timing"] = f"not run: compile.only=true (compiled for {copts.arch})"
+    result.tags[Tag.TIMING] = f"not run: compile.only=true (compiled for {copts.arch})"
     if spec.tune == FASTEST:
         traits = DeviceTraits.for_target(copts.target, copts.arch, copts.compute_units)
         default = Config.make(spec.tiles_dict, spec.num_warps, spec.num_stages)
@@ -38,14 +39,14 @@ def compile_only(plan: PlannedJob, copts: CompileOptions, result: JobResult) -> 
                 trials.append({"config": cfg.label, "summary": built.summary(), "seconds": built.seconds})
             except CompileFailed as exc:
                 failed.append({"config": cfg.label, "error": str(exc)})
-        result.metrics.update({"compile.candidates": float(len(trials) + len(failed)),
-                               "compile.candidate_failures": float(len(failed))})
+        result.metrics.update({Metric.COMPILE_CANDIDATES: float(len(trials) + len(failed)),
+                               Metric.COMPILE_CANDIDATE_FAILURES: float(len(failed))})
         result.artifacts["compile_candidates.json"] = json.dumps({"compiled": trials, "failed": failed}, indent=1)
         if failed:
             return result.fail(f"compile for {copts.target or copts.arch}: {len(failed)} of {len(trials) + len(failed)} "
                                f"tune candidates do not compile; first: {failed[0]['config']}: {failed[0]['error']}",
                                gate="compile")
-        result.tags["timing"] += f"; {len(trials)} tune candidates compiled"
+        result.tags[Tag.TIMING] += f"; {len(trials)} tune candidates compiled"
     result.status = FINISHED
     result.reason = f"compiled: {report.summary()}"
     return result

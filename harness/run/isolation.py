@@ -48,6 +48,7 @@ from harness.hardware.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_dev
 from harness.hardware.processes import kill_group
 from harness.job.result import FAILED, JobResult
 from harness.job.spec import JobSpec
+from harness.storage.field_names import Tag
 
 
 @dataclass
@@ -330,5 +331,5 @@ def _serve(conn: Connection) -> None:
 
 def _failed(spec: JobSpec, reason: str, kind: str) -> JobResult:
     result = JobResult(run_name=spec.run_name, params=spec.as_params())
-    result.tags.update({"spec_hash": spec.spec_hash, "isolation": kind})
+    result.tags.update({Tag.SPEC_HASH: spec.spec_hash, Tag.ISOLATION: kind})
     return result.fail(reason, gate="isolation")

@@ -20,6 +20,7 @@ from harness.job.spec import JobSpec
 from harness.run import stages
 from harness.run.options import JobOptions
 from harness.run.stage import JobContext, JobState, Stage
+from harness.storage.field_names import Tag
 
 #: The stages of a job, in order (the name is the gate an unexpected error fails it at).
 STAGES = (
@@ -38,9 +39,9 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
     """Run one job through :data:`STAGES`; never raises for a problem of the job itself (it
     becomes a FAILED result, by the module's failure rule)."""
     result = JobResult(run_name=spec.run_name, params=spec.as_params())
-    result.tags.update({"spec_hash": spec.spec_hash, "mode": device.mode, "device": device.name})
+    result.tags.update({Tag.SPEC_HASH: spec.spec_hash, Tag.MODE: device.mode, Tag.DEVICE: device.name})
     if device.uuid:
-        result.tags["device_uuid"] = device.uuid
+        result.tags[Tag.DEVICE_UUID] = device.uuid
     job, ctx = JobState(spec), JobContext(device, options)
     for stage in STAGES:
         try:
@@ -50,7 +51,7 @@ def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult
             result.artifacts["traceback.txt"] = traceback.format_exc()
             return result.fail(f"{stage.name} error: {type(exc).__name__}: {_first_line(exc)}", gate=stage.name)
     result.status = FINISHED
-    result.reason = f"verified: {result.tags['gate.permutation']}; {job.check.reason}"
+    result.reason = f"verified: {result.tags[Tag.GATE_PERMUTATION]}; {job.check.reason}"
     return result
 
 
