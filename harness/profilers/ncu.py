@@ -388,7 +388,8 @@ class NcuProfiler(ProcessWrappingProfiler):
         for outcome in outcomes.values():
             reading = outcome.reading
             if reading is not None and reading.l2_hits is not None and reading.l2_misses:
-                outcome.metrics[Metric.L2_READ_HIT_RATE] = 100.0 * reading.l2_hits / (reading.l2_hits + reading.l2_misses)
+                lookups = reading.l2_hits + reading.l2_misses
+                outcome.metrics[Metric.L2_READ_HIT_RATE] = 100.0 * reading.l2_hits / lookups
         return outcomes
 
     def tags(self) -> dict[str, str]:

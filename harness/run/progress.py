@@ -67,7 +67,8 @@ def progress_line(position: str, result: JobResult) -> str:
         said = Kind.NOT_TIMED.word if result.not_timed is not None and not verbose() else timing
         body = f"verified (max_rel_err {m.get(Metric.MAX_REL_ERR, float('nan')):.2g}), {said}"
     if Metric.L2_HIT_RATE in m:
-        spread = f" ± {m[Metric.L2_HIT_RATE_STD]:.2f}" if m.get(Metric.L2_SAMPLES, 1) > 1 and m.get(Metric.L2_HIT_RATE_STD, 0) > 0 else ""
+        repeated = m.get(Metric.L2_SAMPLES, 1) > 1 and m.get(Metric.L2_HIT_RATE_STD, 0) > 0
+        spread = f" ± {m[Metric.L2_HIT_RATE_STD]:.2f}" if repeated else ""
         source = result.tags.get(Tag.PROFILER, "?")
         if Param.SIM_CONFIG in result.params:   # the target's config, not the one launched here (harness.tune.per_job)
             config = result.params[Param.SIM_CONFIG] if verbose() else "config"
@@ -91,12 +92,14 @@ def progress_line(position: str, result: JobResult) -> str:
     if Metric.L2_DELTA_PTS in m:
         band = ""
         if Tag.SIM_VALIDATION in result.tags and m.get(Metric.L2_DELTA_CI_HI, 0) > m.get(Metric.L2_DELTA_CI_LO, 0):
-            band = f" ± {(m[Metric.L2_DELTA_CI_HI] - m[Metric.L2_DELTA_CI_LO]) / 2:.1f}"   # the model's measured delta error
+            # the model's measured delta error
+            band = f" ± {(m[Metric.L2_DELTA_CI_HI] - m[Metric.L2_DELTA_CI_LO]) / 2:.1f}"
         body += f"{against} L2 {m[Metric.L2_DELTA_PTS]:+.2f}{band} pts {_l2_verdict(result)}"
         if result.tags.get(Tag.SIM_ORDER_BLIND):   # harness.profilers.sim.bands.order_blind: its note
             body += f" ({result.tags[Tag.SIM_ORDER_BLIND] if verbose() else ORDER_BLIND_SHORT})"
     if m.get(Metric.COMPILE_SPILLS) or m.get(Metric.COMPILE_SPILL_BYTES):   # the compiler ran out of registers
         unit = "spill stores" if str(result.params.get(Param.COMPILE_ARCH, "")).startswith("sm_") else "VGPRs spilled"
-        body += (f"  SPILLS on {result.params.get(Param.COMPILE_ARCH, '?')}: {int(m.get(Metric.COMPILE_SPILLS, 0))} {unit}, "
+        body += (f"  SPILLS on {result.params.get(Param.COMPILE_ARCH, '?')}: "
+                 f"{int(m.get(Metric.COMPILE_SPILLS, 0))} {unit}, "
                  f"{int(m.get(Metric.COMPILE_SPILL_BYTES, 0))} B per thread")
     return f"{head} {body}"

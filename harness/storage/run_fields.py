@@ -17,8 +17,8 @@ import math
 import re
 
 from harness.job.result import JobResult
-from harness.storage.field_names import Tag
 from harness.job.verdict import L2, NOT_VALIDATED, SAME_ORDER_L2, SAME_ORDER_TIME, TIME, Kind, Verdict
+from harness.storage.field_names import Tag
 
 #: Tag names of the typed outcome fields.
 FAILED_GATE_TAG = "failed_gate"

@@ -79,8 +79,10 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
         why = "no table" if table is None else "no entry of this kind of layer"
         result.tags[Tag.TUNE] = f"table: {why} for {kernel.name} on {plan.target}; the configured config runs"
     else:
-        result.params.update({Param.TUNE_TABLE: name, Param.TUNE_TABLE_TARGET: target, Param.TUNE_TABLE_ENTRY: choice.source,
-                              Param.TUNE_CONFIGURED: plan.candidate.config.label, Param.TUNE_CHOSEN: choice.config.label})
+        result.params.update({Param.TUNE_TABLE: name, Param.TUNE_TABLE_TARGET: target,
+                              Param.TUNE_TABLE_ENTRY: choice.source,
+                              Param.TUNE_CONFIGURED: plan.candidate.config.label,
+                              Param.TUNE_CHOSEN: choice.config.label})
         how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
         if choice.tuned_on:
             how += f", tuned on an {choice.tuned_on}"

@@ -10,7 +10,7 @@ from harness.job.result import FAILED, FINISHED
 from harness.run import steps
 from harness.run.stage import Stage
 from harness.storage.field_names import Tag
-from tests.run.test_steps import SHAPES, TILES, _spec
+from tests.run.test_steps import SHAPES, _spec
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = describe_device("interpreter")

@@ -15,6 +15,7 @@ from harness.profilers.sim.target import SimTarget
 from harness.profilers.wrapped import Profiler
 from harness.storage.field_names import Metric, Tag
 
+
 class SimProfiler(Profiler):
     """Predicted L2 hit rates from the trace-driven model of the target's L2s."""
 
