@@ -49,7 +49,7 @@ def seconds(fn: Callable[[], object]) -> tuple[float, object]:
 
 
 def placements(make: Callable[[], Operands], shape: ConvShape) -> list:
-    """What ``_placements`` makes per placement but the kernel's binding: spacer, operands, vendor call."""
+    """What ``placements_of`` (harness.run.rounds) makes per placement but the binding: spacer, operands, vendor call."""
     rng = np.random.default_rng(1)
     return [(torch.empty(int(rng.integers(0, 4096)) * 4096 + 1, dtype=torch.uint8, device="cuda"),
              vendor_conv(make(), shape)) for _ in range(EXTRA_PLACEMENTS)]

@@ -23,7 +23,7 @@ from harness.run.interrupt import Interrupted
 from harness.run.isolation import InProcessRunner, IsolatedRunner
 from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devices, require_isolation
 from harness.preflight import CheckedJob
-from harness.run.steps import JobOptions
+from harness.run.options import JobOptions
 from harness.run.l2 import compared, profile_and_finish
 from harness.run.progress import NAME_WIDTH, progress_line
 from harness.job.result import FINISHED, JobResult

@@ -31,7 +31,7 @@ from harness.schema import Config, TargetConfig, typed_config
 from harness.tune.modes import NONE, TABLE
 
 if TYPE_CHECKING:
-    from harness.run.steps import JobOptions
+    from harness.run.options import JobOptions
 
 #: Overrides that give a launch config: with any of them, ``tune=table`` gives way to it.
 LAUNCH_OVERRIDES = ("kernel.tiles.", "kernel.tiles=", "launch.")
@@ -282,7 +282,7 @@ def check_simulation(job: Config, shape, budget_bytes: int, available_bytes: int
 def job_options(job: Config) -> JobOptions:
     """The pipeline's knobs, each built by its typed config node; UserError for a bad value."""
     from harness.measure.roofline import Roofline
-    from harness.run.steps import JobOptions
+    from harness.run.options import JobOptions
 
     job.compare.configs_mode(job.tune.name)   # best vs best needs tune mode and a baseline: refuse early
     return JobOptions(interpret_tiles={str(k): int(v) for k, v in job.kernel["interpret_tiles"].items()},

@@ -16,6 +16,7 @@ from harness.job.shapes import downscale
 from harness.measure.correctness import compare, make_operands, reference
 from harness.measure.paired import BASELINE, CANDIDATE
 from harness.tune.best_vs_best import shared_buffers
+from harness.storage.field_names import Metric, Param, Tag
 from kernels.base import Operands
 from kernels.problem import ConvShape
 from kernels.tuning import Config
@@ -46,8 +47,8 @@ def correctness_gate(plan: PlannedJob, candidate: Permuted, baseline: Permuted |
         shape, tiles = spec.shape, plan.candidate.tiles
     else:
         shape, tiles = downscale(spec.shape), kernel.check_tiles(interpret_tiles)
-        result.params["verified_shape"] = f"N{shape.N} C{shape.C} H{shape.H} W{shape.W} F{shape.F}"
-        result.params["verified_config"] = Config.make(interpret_tiles, spec.num_warps, spec.num_stages).label
+        result.params[Param.VERIFIED_SHAPE] = f"N{shape.N} C{shape.C} H{shape.H} W{shape.W} F{shape.F}"
+        result.params[Param.VERIFIED_CONFIG] = Config.make(interpret_tiles, spec.num_warps, spec.num_stages).label
     base_tiles = None
     if baseline is not None:   # on its own config in best-vs-best mode (harness.tune.best_vs_best)
         base_tiles = tiles if device.mode != GPU else baseline.arm.tiles
@@ -59,8 +60,8 @@ def correctness_gate(plan: PlannedJob, candidate: Permuted, baseline: Permuted |
         result.fail(str(exc), gate=exc.gate)
         result.unverifiable = exc.unverifiable
         return None
-    result.metrics["max_rel_err"] = check.max_rel_err
-    result.tags["gate.correctness"] = check.reason
+    result.metrics[Metric.MAX_REL_ERR] = check.max_rel_err
+    result.tags[Tag.GATE_CORRECTNESS] = check.reason
     runs = {CANDIDATE: run}
     if baseline is not None:
         try:   # on the candidate's own buffers: the same addresses for both (kernels.base.bind)

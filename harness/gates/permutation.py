@@ -14,6 +14,7 @@ from harness.hardware.device import DeviceInfo
 from harness.job.plan import Arm, PlannedJob
 from harness.job.result import BASELINE_ROLE, CANDIDATE_ROLE, JobResult
 from harness.tune.best_vs_best import record_configs
+from harness.storage.field_names import Param, Tag
 from swizzles.custom import zero_divisor
 from swizzles.permutation import check_permutation, remap_fingerprint, remap_table
 
@@ -37,14 +38,14 @@ def permutation_gate(plan: PlannedJob, grid, device: DeviceInfo,
     try:
         candidate = permuted(plan.candidate, grid, device)
     except GateFailed as exc:
-        result.tags["gate.permutation"] = str(exc)
+        result.tags[Tag.GATE_PERMUTATION] = str(exc)
         result.fail(f"swizzle {spec.swizzle}: {exc}", gate=exc.gate)
         return None
-    result.tags["gate.permutation"] = candidate.reason
+    result.tags[Tag.GATE_PERMUTATION] = candidate.reason
     # Two swizzles with the same table launch the same kernel in the same order (e.g. xcd
     # with num_xcds=1): the report must not call their difference a speedup.
-    result.params["remap.hash"] = candidate.remap_hash
-    result.params["remap.is_identity"] = str(candidate.is_identity)
+    result.params[Param.REMAP_HASH] = candidate.remap_hash
+    result.params[Param.REMAP_IS_IDENTITY] = str(candidate.is_identity)
     return candidate, _baseline_gate(plan, candidate, device, result)
 
 
@@ -81,7 +82,7 @@ def _baseline_gate(plan: PlannedJob, candidate: Permuted, device: DeviceInfo, re
     except GateFailed as exc:
         result.comparison.missing = f"baseline {spec.baseline} failed the {exc.gate} gate: {exc}"
         return None
-    result.params["baseline.remap.hash"] = baseline.remap_hash
+    result.params[Param.BASELINE_REMAP_HASH] = baseline.remap_hash
     same = baseline.remap_hash == candidate.remap_hash and plan.same_config   # same kernel, same order
     result.comparison.same_order = same
     return baseline

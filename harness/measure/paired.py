@@ -31,6 +31,7 @@ from harness.measure.roofline import place
 from harness.job.spec import JobSpec
 from harness.measure.stats import PairedEstimate, l2_verdict, paired_difference, time_verdict
 from harness.measure.timing import RoundSamples, time_interleaved, tflops, vendor_conv
+from harness.storage.field_names import Metric, Param, Tag
 from kernels.base import Operands
 from kernels.problem import ConvShape
 
@@ -67,42 +68,44 @@ def measure_paired(result: JobResult, spec: JobSpec, placements: list[dict[str, 
     best = min(vendors, key=lambda arm: vendors[arm][0])
     v_median, v_p20, v_p80 = vendors[best]
     vs_vendor = samples.ratio(CANDIDATE, best, options.paired.method)
-    result.tags["vendor.algo"] = VENDOR_ALGOS[best]
-    m.update({f"vendor_{VENDOR_ALGOS[arm]}_time_ms": q[0] for arm, q in vendors.items()})
+    result.tags[Tag.VENDOR_ALGO] = VENDOR_ALGOS[best]
+    m.update({Metric.vendor_time(VENDOR_ALGOS[arm]): q[0] for arm, q in vendors.items()})
     m.update({
-        "time_ms_median": median, "time_ms_p20": p20, "time_ms_p80": p80, "tflops": tflops(spec.shape, median),
-        "vendor_time_ms": v_median, "vendor_time_ms_p20": v_p20, "vendor_time_ms_p80": v_p80,
-        "vendor_tflops": tflops(spec.shape, v_median),
+        Metric.TIME_MS_MEDIAN: median, Metric.TIME_MS_P20: p20, Metric.TIME_MS_P80: p80,
+        Metric.TFLOPS: tflops(spec.shape, median),
+        Metric.VENDOR_TIME_MS: v_median, Metric.VENDOR_TIME_MS_P20: v_p20, Metric.VENDOR_TIME_MS_P80: v_p80,
+        Metric.VENDOR_TFLOPS: tflops(spec.shape, v_median),
         # time / vendor time, paired per round (geometric mean): < 1 means faster than the vendor
-        "ratio_to_vendor": vs_vendor.estimate,
-        "paired_rounds": float(samples.rounds), "paired_time_s": samples.wall_s,
-        "paired_drained_batches": float(samples.drained_batches),
-        "paired_launches_per_round": float(options.paired.launches_per_round),
-        "paired_placements": float(len(set(samples.placements))),
+        Metric.RATIO_TO_VENDOR: vs_vendor.estimate,
+        Metric.PAIRED_ROUNDS: float(samples.rounds), Metric.PAIRED_TIME_S: samples.wall_s,
+        Metric.PAIRED_DRAINED_BATCHES: float(samples.drained_batches),
+        Metric.PAIRED_LAUNCHES_PER_ROUND: float(options.paired.launches_per_round),
+        Metric.PAIRED_PLACEMENTS: float(len(set(samples.placements))),
     })
     roof = options.roofline
     if roof is not None:     # what bounds the candidate, and where it sits on the roofline
         reading = place(spec.shape, median, roof)
         m.update(reading.as_metrics())
-        result.tags["bound"] = reading.text
+        result.tags[Tag.BOUND] = reading.text
         result.params.update(roof.as_params())    # the ceilings the reading is against (report's figure)
     if samples.event_times_ms is not None:   # timer=cupti: what CUDA events saw of the same launches
-        m["event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[CANDIDATE], float)))
-        m["vendor_event_time_ms_median"] = float(np.median(np.asarray(samples.event_times_ms[best], float)))
-    result.tags["timer"] = options.paired.timer
-    result.params.update({"compare.placements": str(options.paired.placements), "compare.timer": options.paired.timer})
+        m[Metric.EVENT_TIME_MS_MEDIAN] = float(np.median(np.asarray(samples.event_times_ms[CANDIDATE], float)))
+        m[Metric.VENDOR_EVENT_TIME_MS_MEDIAN] = float(np.median(np.asarray(samples.event_times_ms[best], float)))
+    result.tags[Tag.TIMER] = options.paired.timer
+    result.params.update({Param.PLACEMENTS: str(options.paired.placements), Param.TIMER: options.paired.timer})
     placed = len(set(samples.placements))
-    result.tags["timing"] = (f"measured: {samples.rounds} interleaved rounds of {', '.join(arms)} "
+    result.tags[Tag.TIMING] = (f"measured: {samples.rounds} interleaved rounds of {', '.join(arms)} "
                              f"({options.paired.launches_per_round} launches each, L2 flushed before every launch"
                              f"{f', over {placed} operand placements' if placed > 1 else ''}; "
                              f"{TIMER_WORDS.get(options.paired.timer, 'stand-in timer ' + options.paired.timer)})")
     if run_baseline is not None:
         b_median, b_p20, b_p80 = samples.quantiles(BASELINE)
         speedup = samples.ratio(BASELINE, CANDIDATE, options.paired.method)
-        m.update({"baseline_time_ms": b_median, "baseline_time_ms_p20": b_p20, "baseline_time_ms_p80": b_p80})
+        m.update({Metric.BASELINE_TIME_MS: b_median, Metric.BASELINE_TIME_MS_P20: b_p20,
+                  Metric.BASELINE_TIME_MS_P80: b_p80})
         spread = samples.placement_spread(BASELINE, CANDIDATE)
         if np.isfinite(spread):    # how much the speedup moved between operand placements, %
-            m["speedup_placement_sd_pct"] = spread
+            m[Metric.SPEEDUP_PLACEMENT_SD_PCT] = spread
         record_speedup(result, speedup, options.min_effect)
     result.artifacts["paired_samples.json"] = json.dumps(samples.to_json())
     return samples
@@ -112,8 +115,8 @@ def record_speedup(result: JobResult, speedup: PairedEstimate, min_effect: float
     """Log a paired speedup on ``result`` and set its verdict: faster / slower / no difference,
     marked ``same_order`` where the job launches its baseline's tile order
     (``result.comparison.same_order``: its speedup is the remap code's cost, a result)."""
-    result.metrics.update(_finite({"speedup": speedup.estimate, "speedup_ci_lo": speedup.ci_lo,
-                                   "speedup_ci_hi": speedup.ci_hi}))
+    result.metrics.update(_finite({Metric.SPEEDUP: speedup.estimate, Metric.SPEEDUP_CI_LO: speedup.ci_lo,
+                                   Metric.SPEEDUP_CI_HI: speedup.ci_hi}))
     result.verdict = replace(time_verdict(speedup, min_effect), same_order=bool(result.comparison.same_order))
 
 
@@ -129,11 +132,12 @@ def record_l2(result: JobResult, candidate: list[float], baseline: list[float], 
     ``error`` has no interval: no ``l2_delta_ci_lo/hi``, and the verdict
     PREDICTED (:func:`~harness.measure.stats.unvalidated_l2_verdict`)."""
     delta = _difference(candidate, baseline, deterministic, error)
-    result.metrics.update(_finite({"l2_delta_pts": delta.estimate, "l2_delta_ci_lo": delta.ci_lo,
-                                   "l2_delta_ci_hi": delta.ci_hi, "baseline_l2_hit_rate": float(np.mean(baseline)),
-                                   "l2_pairs": float(delta.n)}))
+    result.metrics.update(_finite({Metric.L2_DELTA_PTS: delta.estimate, Metric.L2_DELTA_CI_LO: delta.ci_lo,
+                                   Metric.L2_DELTA_CI_HI: delta.ci_hi,
+                                   Metric.BASELINE_L2_HIT_RATE: float(np.mean(baseline)),
+                                   Metric.L2_PAIRS: float(delta.n)}))
     result.l2_verdict = replace(l2_verdict(delta, min_delta), same_order=bool(result.comparison.same_order))
-    result.tags["l2_source"] = source
+    result.tags[Tag.L2_SOURCE] = source
     return delta
 
 
@@ -148,9 +152,9 @@ def record_read_l2(result: JobResult, pairs: list[tuple[float, float]], determin
         return None
     baseline = [b for _, b in pairs]
     delta = _difference([c for c, _ in pairs], baseline, deterministic, error)
-    result.metrics.update(_finite({"l2_read_delta_pts": delta.estimate, "l2_read_delta_ci_lo": delta.ci_lo,
-                                   "l2_read_delta_ci_hi": delta.ci_hi,
-                                   "baseline_l2_read_hit_rate": float(np.mean(baseline))}))
+    result.metrics.update(_finite({Metric.L2_READ_DELTA_PTS: delta.estimate, Metric.L2_READ_DELTA_CI_LO: delta.ci_lo,
+                                   Metric.L2_READ_DELTA_CI_HI: delta.ci_hi,
+                                   Metric.BASELINE_L2_READ_HIT_RATE: float(np.mean(baseline))}))
     return delta
 
 

@@ -32,7 +32,7 @@ Sharing one set of buffers between the arms removes the bias *inside* a job, not
 dependence on where those buffers landed, which differs from one process to the next (two
 processes can give CIs that exclude each other).  So a job spreads its rounds over
 ``placements`` fresh copies of its operands at other addresses
-(:func:`harness.run.steps._placements`; both arms share each copy): batches of ``check_every`` rounds take the
+(:func:`harness.run.rounds.placements_of`; both arms share each copy): batches of ``check_every`` rounds take the
 placements in turn, and the speedup's CI is Student's t over the per-placement means
 (:func:`harness.measure.stats.clustered_ratio`), so it covers the between-placement spread
 (logged: ``speedup_placement_sd_pct``).  Every placement gets a batch before the CI may end

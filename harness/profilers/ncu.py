@@ -35,6 +35,7 @@ from pathlib import Path
 
 from harness.profilers.wrapped import ProcessWrappingProfiler
 from harness.profilers.base import DispatchCounters, lookup_hit_rate
+from harness.storage.field_names import Metric
 
 # The metrics every dispatch is asked for.  The L2 ("lts") figures: ncu's own hit rate over
 # all sectors, the read-lookup hits / misses coming from the SM's texture/L1 path (where a conv
@@ -387,7 +388,8 @@ class NcuProfiler(ProcessWrappingProfiler):
         for outcome in outcomes.values():
             reading = outcome.reading
             if reading is not None and reading.l2_hits is not None and reading.l2_misses:
-                outcome.metrics["l2_read_hit_rate"] = 100.0 * reading.l2_hits / (reading.l2_hits + reading.l2_misses)
+                lookups = reading.l2_hits + reading.l2_misses
+                outcome.metrics[Metric.L2_READ_HIT_RATE] = 100.0 * reading.l2_hits / lookups
         return outcomes
 
     def tags(self) -> dict[str, str]:

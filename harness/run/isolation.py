@@ -42,11 +42,13 @@ from multiprocessing.connection import Connection
 
 from harness.hardware.device import DeviceInfo, describe_device, select_execution_mode
 from harness.hardware.environment import temporary_environment
-from harness.run.steps import JobOptions, run_job
+from harness.run.options import JobOptions
+from harness.run.steps import run_job
 from harness.hardware.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices
 from harness.hardware.processes import kill_group
 from harness.job.result import FAILED, JobResult
 from harness.job.spec import JobSpec
+from harness.storage.field_names import Tag
 
 
 @dataclass
@@ -329,5 +331,5 @@ def _serve(conn: Connection) -> None:
 
 def _failed(spec: JobSpec, reason: str, kind: str) -> JobResult:
     result = JobResult(run_name=spec.run_name, params=spec.as_params())
-    result.tags.update({"spec_hash": spec.spec_hash, "isolation": kind})
+    result.tags.update({Tag.SPEC_HASH: spec.spec_hash, Tag.ISOLATION: kind})
     return result.fail(reason, gate="isolation")

@@ -12,6 +12,7 @@ from harness.profilers.worker import ProfileRequest
 from harness.run.progress import progress_line
 from harness.schema import ProfilerConfig, TargetConfig
 from harness.storage.tracking import Tracker
+from harness.storage.field_names import Metric, Tag
 
 
 def compared(spec: JobSpec, result: JobResult) -> bool:
@@ -35,10 +36,10 @@ def _simulate_alongside(profiler, settings: ProfilerConfig, target: TargetConfig
     for key, o in outcomes.items():
         if o.reading is None:
             continue
-        metrics = {"sim_l2_hit_rate": o.reading.l2_hit_rate}
-        if "l2_hit_rate_err" in o.metrics:
-            metrics["sim_l2_hit_rate_err"] = o.metrics["l2_hit_rate_err"]
-        predicted[key] = (metrics, {"sim_l2_validation": o.tags["sim_validation"]})
+        metrics = {Metric.SIM_L2_HIT_RATE: o.reading.l2_hit_rate}
+        if Metric.L2_HIT_RATE_ERR in o.metrics:
+            metrics[Metric.SIM_L2_HIT_RATE_ERR] = o.metrics[Metric.L2_HIT_RATE_ERR]
+        predicted[key] = (metrics, {Tag.SIM_L2_VALIDATION: o.tags[Tag.SIM_VALIDATION]})
     return predicted
 
 
@@ -49,7 +50,7 @@ def _compiled(result: JobResult, metric: str) -> int | None:
     prediction is for the config the target launches, which this machine did not build."""
     if result.target_launch is not None:
         return None
-    value = result.metrics.get(f"compile.{metric}")
+    value = result.metrics.get(Metric.COMPILE_PREFIX + metric)
     return int(value) if value else None
 
 

@@ -6,14 +6,17 @@ from harness.errors import full_error_requested
 from harness.quiet import verbose
 from harness.tune.best_vs_best import comparison_head
 from harness.job.result import FINISHED, JobResult
-from harness.job.verdict import SAME_ORDER_SIM, Kind
-from harness.storage.run_fields import run_tags, verdict_text
+from harness.job.verdict import SAME_ORDER_SIM, TIME, Kind
+from harness.storage.run_fields import VERDICT_TAGS, run_tags, verdict_text
+from harness.storage.field_names import Metric, Param, Tag
 
 #: Characters the run name is padded to (the columns of the lines that follow it line up).
 NAME_WIDTH = 28
 #: What the line says of a simulated delta on an order-blind grid; the whole note
 #: (harness.profilers.sim.bands.ORDER_BLIND_NOTE) is its ``sim_order_blind`` tag.
 ORDER_BLIND_SHORT = "order-blind grid"
+#: The tag of the time verdict (harness.storage.run_fields).
+VERDICT_TAG = VERDICT_TAGS[TIME]
 
 
 def verdict_legend(min_effect: float, min_l2_delta: float) -> str:
@@ -38,7 +41,7 @@ def _l2_verdict(result: JobResult) -> str:
     verdict = result.l2_verdict
     if verdict is None:
         return ""
-    if result.tags.get("l2_source") != "sim":
+    if result.tags.get(Tag.L2_SOURCE) != "sim":
         return verdict_text(verdict)
     if verdict.same_order:
         return SAME_ORDER_SIM
@@ -53,47 +56,50 @@ def progress_line(position: str, result: JobResult) -> str:
         return f"{head} {result.reason if full_error_requested() else result.reason.partition(chr(10))[0]}"
     if result.compile_only:
         return f"{head} {result.reason}"
-    if "time_ms_median" in m:
-        body = (f"{m['time_ms_median']:.4f} ms [p20 {m['time_ms_p20']:.4f}, p80 {m['time_ms_p80']:.4f}]  "
-                f"{m['tflops']:.1f} TFLOP/s  vendor {m['vendor_time_ms']:.4f} ms  "
-                f"max_rel_err {m['max_rel_err']:.2g}")
-        if "bound" in result.tags:      # harness.measure.roofline
-            body += f"  ({result.tags['bound']})"
+    if Metric.TIME_MS_MEDIAN in m:
+        body = (f"{m[Metric.TIME_MS_MEDIAN]:.4f} ms [p20 {m[Metric.TIME_MS_P20]:.4f}, p80 {m[Metric.TIME_MS_P80]:.4f}]  "
+                f"{m[Metric.TFLOPS]:.1f} TFLOP/s  vendor {m[Metric.VENDOR_TIME_MS]:.4f} ms  "
+                f"max_rel_err {m[Metric.MAX_REL_ERR]:.2g}")
+        if Tag.BOUND in result.tags:      # harness.measure.roofline
+            body += f"  ({result.tags[Tag.BOUND]})"
     else:
-        timing = tags.get("timing", "")   # the full sentence: in MLflow, the report, and under HYDRA_FULL_ERROR=1
+        timing = tags.get(Tag.TIMING, "")   # the full sentence: in MLflow, the report, and under HYDRA_FULL_ERROR=1
         said = Kind.NOT_TIMED.word if result.not_timed is not None and not verbose() else timing
-        body = f"verified (max_rel_err {m.get('max_rel_err', float('nan')):.2g}), {said}"
-    if "l2_hit_rate" in m:
-        spread = f" ± {m['l2_hit_rate_std']:.2f}" if m.get("l2_samples", 1) > 1 and m.get("l2_hit_rate_std", 0) > 0 else ""
-        source = result.tags.get("profiler", "?")
-        if "sim.config" in result.params:   # the target's config, not the one launched here (harness.tune.per_job)
-            config = result.params["sim.config"] if verbose() else "config"
-            source += f" of the target's {result.params['sim.family']} {config}"
-        if "sim_validation" in result.tags:   # a prediction: its measured error, and against what
-            spread = f" ± {m['l2_hit_rate_err']:.1f}" if "l2_hit_rate_err" in m else ""
-            validation = result.tags["sim_validation"]
+        body = f"verified (max_rel_err {m.get(Metric.MAX_REL_ERR, float('nan')):.2g}), {said}"
+    if Metric.L2_HIT_RATE in m:
+        repeated = m.get(Metric.L2_SAMPLES, 1) > 1 and m.get(Metric.L2_HIT_RATE_STD, 0) > 0
+        spread = f" ± {m[Metric.L2_HIT_RATE_STD]:.2f}" if repeated else ""
+        source = result.tags.get(Tag.PROFILER, "?")
+        if Param.SIM_CONFIG in result.params:   # the target's config, not the one launched here (harness.tune.per_job)
+            config = result.params[Param.SIM_CONFIG] if verbose() else "config"
+            source += f" of the target's {result.params[Param.SIM_FAMILY]} {config}"
+        if Tag.SIM_VALIDATION in result.tags:   # a prediction: its measured error, and against what
+            spread = f" ± {m[Metric.L2_HIT_RATE_ERR]:.1f}" if Metric.L2_HIT_RATE_ERR in m else ""
+            validation = result.tags[Tag.SIM_VALIDATION]
             source += ", " + (validation if verbose() else validation.removesuffix(" hardware"))
-        body += f"  L2 hit {m['l2_hit_rate']:.2f}%{spread} ({source})"
-        if "l2_read_hit_rate" in m:   # the reads alone (ncu's tex read lookups; the simulator's loads)
-            read_err = f" ± {m['l2_read_hit_rate_err']:.1f}" if "l2_read_hit_rate_err" in m else ""
-            body += f", reads {m['l2_read_hit_rate']:.2f}%{read_err}"
+        body += f"  L2 hit {m[Metric.L2_HIT_RATE]:.2f}%{spread} ({source})"
+        if Metric.L2_READ_HIT_RATE in m:   # the reads alone (ncu's tex read lookups; the simulator's loads)
+            read_err = f" ± {m[Metric.L2_READ_HIT_RATE_ERR]:.1f}" if Metric.L2_READ_HIT_RATE_ERR in m else ""
+            body += f", reads {m[Metric.L2_READ_HIT_RATE]:.2f}%{read_err}"
     against = f"  | {comparison_head(result.comparison.question, result.params)}:"
-    if "speedup" in m:
-        body += (f"{against} x{m['speedup']:.4f} [{m.get('speedup_ci_lo', float('nan')):.4f}, "
-                 f"{m.get('speedup_ci_hi', float('nan')):.4f}] {tags.get('verdict', '')}")
+    if Metric.SPEEDUP in m:
+        body += (f"{against} x{m[Metric.SPEEDUP]:.4f} [{m.get(Metric.SPEEDUP_CI_LO, float('nan')):.4f}, "
+                 f"{m.get(Metric.SPEEDUP_CI_HI, float('nan')):.4f}] {tags.get(VERDICT_TAG, '')}")
         against = ";"
     elif result.comparison.missing is not None:
-        body += f"  | {tags['verdict']}"
+        body += f"  | {tags[VERDICT_TAG]}"
         against = ";"
-    if "l2_delta_pts" in m:
+    if Metric.L2_DELTA_PTS in m:
         band = ""
-        if "sim_validation" in result.tags and m.get("l2_delta_ci_hi", 0) > m.get("l2_delta_ci_lo", 0):
-            band = f" ± {(m['l2_delta_ci_hi'] - m['l2_delta_ci_lo']) / 2:.1f}"   # the model's measured delta error
-        body += f"{against} L2 {m['l2_delta_pts']:+.2f}{band} pts {_l2_verdict(result)}"
-        if result.tags.get("sim_order_blind"):   # harness.profilers.sim.bands.order_blind: its note
-            body += f" ({result.tags['sim_order_blind'] if verbose() else ORDER_BLIND_SHORT})"
-    if m.get("compile.spills") or m.get("compile.spill_bytes"):   # the compiler ran out of registers
-        unit = "spill stores" if str(result.params.get("compile.arch", "")).startswith("sm_") else "VGPRs spilled"
-        body += (f"  SPILLS on {result.params.get('compile.arch', '?')}: {int(m.get('compile.spills', 0))} {unit}, "
-                 f"{int(m.get('compile.spill_bytes', 0))} B per thread")
+        if Tag.SIM_VALIDATION in result.tags and m.get(Metric.L2_DELTA_CI_HI, 0) > m.get(Metric.L2_DELTA_CI_LO, 0):
+            # the model's measured delta error
+            band = f" ± {(m[Metric.L2_DELTA_CI_HI] - m[Metric.L2_DELTA_CI_LO]) / 2:.1f}"
+        body += f"{against} L2 {m[Metric.L2_DELTA_PTS]:+.2f}{band} pts {_l2_verdict(result)}"
+        if result.tags.get(Tag.SIM_ORDER_BLIND):   # harness.profilers.sim.bands.order_blind: its note
+            body += f" ({result.tags[Tag.SIM_ORDER_BLIND] if verbose() else ORDER_BLIND_SHORT})"
+    if m.get(Metric.COMPILE_SPILLS) or m.get(Metric.COMPILE_SPILL_BYTES):   # the compiler ran out of registers
+        unit = "spill stores" if str(result.params.get(Param.COMPILE_ARCH, "")).startswith("sm_") else "VGPRs spilled"
+        body += (f"  SPILLS on {result.params.get(Param.COMPILE_ARCH, '?')}: "
+                 f"{int(m.get(Metric.COMPILE_SPILLS, 0))} {unit}, "
+                 f"{int(m.get(Metric.COMPILE_SPILL_BYTES, 0))} B per thread")
     return f"{head} {body}"

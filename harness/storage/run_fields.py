@@ -18,12 +18,13 @@ import re
 
 from harness.job.result import JobResult
 from harness.job.verdict import L2, NOT_VALIDATED, SAME_ORDER_L2, SAME_ORDER_TIME, TIME, Kind, Verdict
+from harness.storage.field_names import Tag
 
 #: Tag names of the typed outcome fields.
 FAILED_GATE_TAG = "failed_gate"
 ROLE_TAG, SAME_ORDER_TAG, QUESTION_TAG = "compare.role", "compare.same_order", "compare.question"
 #: The tag that says how the job was timed, or why not (``not measured: <why>``).
-TIMING_TAG = "timing"
+TIMING_TAG = Tag.TIMING
 #: Tag names of the verdicts, by axis.
 VERDICT_TAGS = {TIME: "verdict", L2: "l2_verdict"}
 #: The kinds a stored verdict can open with (the report's own words never are stored).

@@ -23,6 +23,7 @@ from harness.errors import UserError
 from harness.job.result import JobResult
 from harness.job.plan import PlannedJob
 from harness.job.spec import TUNED_EACH
+from harness.storage.field_names import Param
 from kernels.base import Bound
 
 SAME = "same"
@@ -56,7 +57,7 @@ def compare_configs(compare: Mapping, tune_mode: str) -> str | None:
 def record_configs(result: JobResult, plan: PlannedJob) -> None:
     """Log the baseline's config (param ``baseline_config``) and the question the comparison
     answers (tag ``compare.question``) on a compared job's ``result``."""
-    result.params["baseline_config"] = plan.baseline.config.label
+    result.params[Param.BASELINE_CONFIG] = plan.baseline.config.label
     result.comparison.question = QUESTIONS[plan.spec.compare_configs or SAME]
 
 

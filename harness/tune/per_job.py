@@ -32,11 +32,9 @@ from harness.measure.timing import PairedSettings, load_standin_timer, time_inte
 from harness.tune.search import TABLE, TuneCache, TuneError, TuneOptions, TuneResult, tune_kernel
 from kernels.tuning import Config
 from harness.tune.ties import Remeasured
+from harness.storage.field_names import BASELINE_PREFIX, Param, Tag
 from kernels.base import SwizzleBinding, ToolchainError
 from kernels.tuned import TableChoice, load_table, table_path
-
-#: The prefix of the baseline's tuning record in best-vs-best mode (params, tags, artifacts).
-BASELINE_PREFIX = "baseline."
 
 
 #: Targets without a table of their own that take another's: the H200 is the H100's chip
@@ -79,10 +77,12 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
     launched = plan
     if choice is None:
         why = "no table" if table is None else "no entry of this kind of layer"
-        result.tags["tune"] = f"table: {why} for {kernel.name} on {plan.target}; the configured config runs"
+        result.tags[Tag.TUNE] = f"table: {why} for {kernel.name} on {plan.target}; the configured config runs"
     else:
-        result.params.update({"tune.table": name, "tune.table_target": target, "tune.table_entry": choice.source,
-                              "tune.configured": plan.candidate.config.label, "tune.chosen": choice.config.label})
+        result.params.update({Param.TUNE_TABLE: name, Param.TUNE_TABLE_TARGET: target,
+                              Param.TUNE_TABLE_ENTRY: choice.source,
+                              Param.TUNE_CONFIGURED: plan.candidate.config.label,
+                              Param.TUNE_CHOSEN: choice.config.label})
         how = "its own entry" if choice.exact else f"the nearest entry, {choice.source}"
         if choice.tuned_on:
             how += f", tuned on an {choice.tuned_on}"
@@ -90,7 +90,7 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
         if choice.refused is not None:
             how = "its own entry's fallback config"
             refused = f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
-        result.tags["tune"] = f"table {name}{borrowed}: {how} ({table.how.split(':')[0]}, not timed here){refused}"
+        result.tags[Tag.TUNE] = f"table {name}{borrowed}: {how} ({table.how.split(':')[0]}, not timed here){refused}"
         launched = plan.with_configs(choice.config)
         result.params.update(launched.spec.as_params())
         result.launched = launched.spec.to_dict()
@@ -113,8 +113,8 @@ def _predict_for_target(plan: PlannedJob, theirs: TableChoice, table: str, why: 
     family = plan.kernel.family_for(target.candidate.tiles).name
     here = plan.kernel.family_for(plan.candidate.tiles).name
     result.target_launch = target.spec.to_dict()
-    result.params.update({"sim.config": theirs.config.label, "sim.family": family})
-    result.tags["sim_config"] = (f"predicted for {family} {theirs.config.label}, the config {plan.target} launches "
+    result.params.update({Param.SIM_CONFIG: theirs.config.label, Param.SIM_FAMILY: family})
+    result.tags[Tag.SIM_CONFIG] = (f"predicted for {family} {theirs.config.label}, the config {plan.target} launches "
                                  f"on this layer ({table}: {theirs.source}); this machine launches {here} "
                                  f"{plan.candidate.config.label} instead, as it cannot build that one: {why}")
 
@@ -132,7 +132,7 @@ def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: Jo
         return table_job(plan, arch, result, off_target=device.mode != GPU)
     spec, kernel = plan.requested, plan.kernel
     if device.mode != GPU and not topt.on_cpu:
-        result.tags["tune"] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
+        result.tags[Tag.TUNE] = "not tuned: no GPU (the configured config is launched; tune.on_cpu=true tunes " \
                               "under the interpreter, by wall clock)"
         return plan
     shape = spec.shape if device.mode == GPU else downscale(spec.shape)
@@ -149,7 +149,7 @@ def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: Jo
         tuned = trials.run(plan.candidate.binding, spec.swizzle_fn or spec.swizzle_formula or spec.swizzle)
     else:
         tuned = trials.run(fixed, base_formula or base_name)
-    result.params["tune.configured"] = trials.default.label
+    result.params[Param.TUNE_CONFIGURED] = trials.default.label
     _record(result, tuned, "", note)
     base_config = None
     if best_vs_best and spec.has_baseline:   # the baseline on its own swizzle, tuned the same way
@@ -159,7 +159,7 @@ def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: Jo
             raise TuneError(f"baseline {spec.baseline}: {exc}") from None
         base_config = base.config
         _record(result, base, BASELINE_PREFIX, note)
-        result.tags["tune"] += f"; baseline {spec.baseline} {result.tags.pop(BASELINE_PREFIX + 'tune')}"
+        result.tags[Tag.TUNE] += f"; baseline {spec.baseline} {result.tags.pop(BASELINE_PREFIX + Tag.TUNE)}"
     launched = plan.with_configs(tuned.config, base_config)
     result.params.update(launched.spec.as_params())
     result.launched = launched.spec.to_dict()
@@ -192,7 +192,7 @@ def _record(result: JobResult, tuned: TuneResult, prefix: str, note: str) -> Non
     """A tuning's choice, runner-ups and trials on ``result``, names prefixed by ``prefix``."""
     result.params.update({prefix + k: v for k, v in tuned.as_params().items()})
     result.tags.update({prefix + k: v for k, v in tuned.as_tags().items()})
-    result.tags[prefix + "tune"] = tuned.summary + note
+    result.tags[prefix + Tag.TUNE] = tuned.summary + note
     result.artifacts[prefix.replace(".", "_") + "tune_trials.json"] = json.dumps(
         [t.as_dict() for t in tuned.trials], indent=1)
     if tuned.tie is not None:

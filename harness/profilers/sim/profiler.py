@@ -13,6 +13,8 @@ from harness.profilers.sim.lru import ENGINE
 from harness.profilers.sim.result import SimResult
 from harness.profilers.sim.target import SimTarget
 from harness.profilers.wrapped import Profiler
+from harness.storage.field_names import Metric, Tag
+
 
 class SimProfiler(Profiler):
     """Predicted L2 hit rates from the trace-driven model of the target's L2s."""
@@ -61,23 +63,23 @@ class SimProfiler(Profiler):
                 enumerate(zip(result.xcd_hits, result.xcd_misses, result.xcd_hit_rates))]
             outcome = ProfileOutcome(result.as_reading(), None, [],
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
-                                     metrics={**result.as_metrics(prefix="sim."),
-                                              "sim.programs_per_cu": float(self._residency(occupancy))})
+                                     metrics={**result.as_metrics(prefix=Metric.SIM_PREFIX),
+                                              Metric.SIM_PROGRAMS_PER_CU: float(self._residency(occupancy))})
             err = prediction_error(self.target, spec_kernel(spec).family_for(spec.tiles_dict).name, result.layer_class,
                                    result.order_blind)
-            outcome.tags["sim_layer_class"] = result.layer_class
+            outcome.tags[Tag.SIM_LAYER_CLASS] = result.layer_class
             if result.order_blind:   # the model cannot tell this grid's orders apart
-                outcome.tags["sim_order_blind"] = ORDER_BLIND_NOTE
-            outcome.tags["sim_validation"] = err.validated
+                outcome.tags[Tag.SIM_ORDER_BLIND] = ORDER_BLIND_NOTE
+            outcome.tags[Tag.SIM_VALIDATION] = err.validated
             if err.published:   # the public record checked, and why it gives no band
-                outcome.tags["sim_published"] = err.published
-            outcome.metrics["l2_read_hit_rate"] = result.read_hit_rate
+                outcome.tags[Tag.SIM_PUBLISHED] = err.published
+            outcome.metrics[Metric.L2_READ_HIT_RATE] = result.read_hit_rate
             if err.hit_rate is not None:
-                outcome.metrics["l2_hit_rate_err"] = err.hit_rate
+                outcome.metrics[Metric.L2_HIT_RATE_ERR] = err.hit_rate
             if err.read_hit_rate is not None:
-                outcome.metrics["l2_read_hit_rate_err"] = err.read_hit_rate
+                outcome.metrics[Metric.L2_READ_HIT_RATE_ERR] = err.read_hit_rate
             if err.coverage is not None:   # the ± are bands that held this share of unfitted cells (%)
-                outcome.metrics["l2_err_coverage"] = 100.0 * err.coverage
+                outcome.metrics[Metric.L2_ERR_COVERAGE] = 100.0 * err.coverage
             outcome.delta_error, outcome.read_delta_error = err.delta, err.read_delta
             if baseline is not None:   # deterministic: one pair is the model's whole difference
                 outcome.baseline_reading = baseline.as_reading()
