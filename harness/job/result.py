@@ -38,6 +38,20 @@ class Comparison:
         return self.role == CANDIDATE_ROLE and self.missing is None
 
 
+@dataclass(frozen=True)
+class ProfilerReport:
+    """The profiler's own report file that holds a job's L2 measurement (Nsight Compute's
+    ``.ncu-rep``, opened with ``ncu-ui``), kept as an artifact of the job's run.  ``file``: where
+    the profiler wrote it on this machine; ``first_result`` / ``last_result``: the IDs (0-based,
+    ncu's ``ID`` column) of the job's own profiled launches in it, baseline arm included: one
+    profiler launch measures every shape of a batch (``profiler.batch``), so its report holds
+    the other shapes' results too."""
+
+    file: Path
+    first_result: int
+    last_result: int
+
+
 @dataclass
 class JobResult:
     """Outcome of one (job, shape).  ``status`` is FINISHED only when both gates passed;
@@ -62,6 +76,7 @@ class JobResult:
     verdict: Verdict | None = None      # on time, against the baseline (harness.measure.paired)
     l2_verdict: Verdict | None = None   # on the L2 hit rate, against the baseline
     not_timed: str | None = None        # why a verified job was not timed (harness.job.verdict.NO_GPU)
+    profiler_report: ProfilerReport | None = None   # the profiler's report file of the L2 measurement
     # failed its correctness gate unjudged: on CPU the down-scaled grid is no permutation
     unverifiable: bool = False
 

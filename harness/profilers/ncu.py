@@ -22,6 +22,13 @@ unavailable metrics read ``n/a``.  The tool's own messages start with ``==PROF==
 ``==WARNING==`` or ``==ERROR==`` and, on stdout, interleave with whatever the profiled
 program prints -- the parser therefore looks for the header line instead of assuming
 the CSV starts at line 1.
+
+The profiler keeps ncu's report file of each launch (``ncu.ncu-rep``, ``--export``) and reads
+the counters back out of it (:mod:`harness.profilers.ncu_rep`): the CSV parsed here is then
+``ncu --import``'s, of the very file a user opens in Nsight Compute.
+
+Length: the command line, the CSV format with its units and the backend that joins them
+are one tool's interface, kept together; reading the report file is in ``ncu_rep``.
 """
 from __future__ import annotations
 
@@ -30,12 +37,16 @@ import glob
 import os
 import re
 import shutil
+import logging
 import subprocess
 from pathlib import Path
 
 from harness.profilers.wrapped import ProcessWrappingProfiler
 from harness.profilers.base import DispatchCounters, lookup_hit_rate
-from harness.storage.field_names import Metric
+from harness.profilers.ncu_rep import import_csv, load_ncu_report_module, read_launches
+from harness.storage.field_names import Metric, Tag
+
+log = logging.getLogger("swizzlebench")
 
 # The metrics every dispatch is asked for.  The L2 ("lts") figures: ncu's own hit rate over
 # all sectors, the read-lookup hits / misses coming from the SM's texture/L1 path (where a conv
@@ -79,13 +90,17 @@ _LONG_COLUMNS = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Valu
 # its ``==PROF==`` lines -- to that file, while the profiled program keeps its stdout.
 # That is the usual way to get a clean CSV out of ncu; ``parse_ncu_csv`` still copes with
 # stray lines, so reading stdout (``report_csv=None``) works as well.
+#
+# ``export`` also saves the report file (``--export``, replacing an older one: ``--force-overwrite``).
+# It holds ``NCU_METRICS`` alone: with ``--metrics`` and no ``--set`` / ``--section`` ncu collects
+# no section set, so the file stays small and the replay passes are those of the metrics.
 
 def build_ncu_command(worker_cmd: list[str], report_csv: Path | None, kernel_regex: str,
                       cache_control: str = "all", clock_control: str = "base",
-                      executable: str = "ncu") -> list[str]:
+                      executable: str = "ncu", export: Path | None = None) -> list[str]:
     """The argv that profiles ``worker_cmd`` under ncu, collecting ``NCU_METRICS`` for
     every kernel launch whose name matches ``kernel_regex``; the CSV goes to
-    ``report_csv`` when given, else to stdout."""
+    ``report_csv`` when given, else to stdout; the report file to ``export`` when given."""
     if cache_control not in CACHE_CONTROL_CHOICES:
         raise ValueError(f"cache_control={cache_control!r} is not valid for ncu --cache-control; "
                          f"choose one of {', '.join(CACHE_CONTROL_CHOICES)}")
@@ -101,6 +116,8 @@ def build_ncu_command(worker_cmd: list[str], report_csv: Path | None, kernel_reg
            "-k", f"regex:{kernel_regex}"]
     if report_csv is not None:
         cmd += ["--log-file", str(report_csv)]
+    if export is not None:
+        cmd += ["--export", str(export), "--force-overwrite"]
     return cmd + ["--", *worker_cmd]
 
 
@@ -237,7 +254,19 @@ def parse_ncu_csv(text: str) -> list[DispatchCounters]:
         launches = _pivot_long(header, rows)
     else:
         launches = _read_wide(header, units, rows)
+    return dispatches_of(launches)
+
+
+def dispatches_of(launches: list[_Launch]) -> list[DispatchCounters]:
+    """One ``DispatchCounters`` per launch (kernel name, {metric: (value text, unit)}), in order."""
     return [_dispatch(index, name, metrics) for index, (name, metrics) in enumerate(launches)]
+
+
+def read_ncu_report(report: Path, executable: str | None = None) -> list[DispatchCounters] | None:
+    """The dispatches of a saved ``.ncu-rep`` read with NVIDIA's ``ncu_report`` module
+    (:func:`harness.profilers.ncu_rep.load_ncu_report_module`); None where it is not installed."""
+    module = load_ncu_report_module(executable)
+    return None if module is None else dispatches_of(read_launches(module, report, NCU_METRICS))
 
 
 # A launch before conversion: (kernel name, {metric: (value text, unit)}).
@@ -363,9 +392,14 @@ def ncu_version(executable: str = "ncu") -> str:
 
 
 class NcuProfiler(ProcessWrappingProfiler):
-    """Nsight Compute around the worker: cold (``cache_control=all``) or warm L2 per launch."""
+    """Nsight Compute around the worker: cold (``cache_control=all``) or warm L2 per launch.
+    Each launch's files in its folder: ``ncu.ncu-rep`` (the report), ``ncu_log.txt`` (ncu's
+    messages), ``ncu.csv`` (the report's details page)."""
 
     name = "ncu"
+    REPORT, LOG, CSV = "ncu.ncu-rep", "ncu_log.txt", "ncu.csv"
+    #: How this launch's counters were read: ``ncu_report`` (NVIDIA's module), ``csv``, None (not read).
+    reader: str | None = None
 
     def __init__(self, executable: str, cache_control: str = "all", clock_control: str = "base",
                  timeout_s: float = 1800.0):
@@ -384,8 +418,11 @@ class NcuProfiler(ProcessWrappingProfiler):
         """As every wrapped profiler, plus ``l2_read_hit_rate`` (%): ncu's read-only sector
         lookups (``l2_hits`` / ``l2_misses``, the tex-unit read lookups) beside the
         all-traffic ``l2_hit_rate`` (stores included): the simulator predicts both."""
+        self.reader = None
         outcomes = super().profile(requests, workdir)
         for outcome in outcomes.values():
+            if self.reader is not None:   # the counters were read from this launch's report file
+                outcome.tags[Tag.NCU_READER] = self.reader
             reading = outcome.reading
             if reading is not None and reading.l2_hits is not None and reading.l2_misses:
                 lookups = reading.l2_hits + reading.l2_misses
@@ -398,12 +435,28 @@ class NcuProfiler(ProcessWrappingProfiler):
                 "l2_hit_rate_counters": L2_HIT_RATE_COUNTERS}
 
     def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
-        return build_ncu_command(worker_cmd, workdir / "ncu.csv", kernel_regex, self.cache_control,
-                                 self.clock_control, self.executable)
+        return build_ncu_command(worker_cmd, workdir / self.LOG, kernel_regex, self.cache_control,
+                                 self.clock_control, self.executable, export=workdir / self.REPORT)
 
     def read_dispatches(self, workdir: Path, stdout: str) -> list[DispatchCounters]:
-        report = workdir / "ncu.csv"
-        return parse_ncu_csv(report.read_text() if report.exists() else stdout)
+        """The launch's dispatches from its report file: with ``ncu_report`` where it loads,
+        else from ``ncu --import``'s CSV (written to ``ncu.csv`` in both cases).  Without a
+        report file (nothing profiled) the error quotes what ncu said."""
+        report, log_file = workdir / self.REPORT, workdir / self.LOG
+        if not report.exists():
+            return parse_ncu_csv(log_file.read_text() if log_file.exists() else stdout)
+        csv_text = import_csv(report, self.executable, self.timeout_s)
+        (workdir / self.CSV).write_text(csv_text)
+        try:
+            from_module = read_ncu_report(report, self.executable)
+        except Exception as exc:   # NVIDIA's module failed on this file: the CSV is the same measurement
+            log.warning("ncu_report could not read %s (%s: %s); reading ncu's CSV", report, type(exc).__name__, exc)
+            from_module = None
+        self.reader = "csv" if from_module is None else "ncu_report"
+        return parse_ncu_csv(csv_text) if from_module is None else from_module
 
     def raw_files(self, workdir: Path) -> list[Path]:
-        return [p for p in [workdir / "ncu.csv"] if p.exists()]
+        return [p for p in (workdir / name for name in (self.CSV, self.LOG, self.REPORT)) if p.exists()]
+
+    def report_file(self, workdir: Path) -> Path:
+        return workdir / self.REPORT

@@ -16,6 +16,7 @@ from harness.hardware.environment import child_pythonpath
 from harness.errors import UserError
 from harness.hardware.pinning import DevicePin
 from harness.hardware.processes import run_in_own_group
+from harness.job.result import ProfilerReport
 from harness.profilers.base import DispatchCounters, L2Reading
 from harness.profilers.worker import BASELINE, CANDIDATE, ProfileRequest, launch_schedule, write_requests
 
@@ -41,6 +42,7 @@ class ProfileOutcome:
     tags: dict[str, str] = field(default_factory=dict)       # extra tags (e.g. what a prediction was validated on)
     delta_error: float | None = None   # a noiseless source's measured error of the paired difference, % points
     read_delta_error: float | None = None   # the same for the read-only difference
+    report: ProfilerReport | None = None    # the tool's report file holding this job's results (ncu's .ncu-rep)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,11 @@ class ProcessWrappingProfiler(Profiler):
     def raw_files(self, workdir: Path) -> list[Path]:
         """The profiler's raw output files to keep as artifacts."""
 
+    def report_file(self, workdir: Path) -> Path | None:
+        """The tool's own report of this launch, for its viewer (one of :meth:`raw_files`),
+        whose results are numbered in launch order; None where the tool keeps none."""
+        return None
+
     def profile(self, requests: list[ProfileRequest], workdir: Path) -> dict[str, ProfileOutcome]:
         workdir.mkdir(parents=True, exist_ok=True)
         request_file = workdir / "requests.json"
@@ -133,16 +140,20 @@ class ProcessWrappingProfiler(Profiler):
             return _all_failed(requests, f"{self.name} timed out after {self.timeout_s:.0f} s")
         (workdir / "profiler_stdout.txt").write_text(proc.stdout)
         (workdir / "profiler_stderr.txt").write_text(proc.stderr)
-        raw = self.raw_files(workdir) + [workdir / "profiler_stdout.txt", workdir / "profiler_stderr.txt"]
+        def raw() -> list[Path]:   # as they are now: reading the output may write files (ncu.csv)
+            return self.raw_files(workdir) + [workdir / "profiler_stdout.txt", workdir / "profiler_stderr.txt"]
+
         if proc.returncode != 0:
             tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-            return _all_failed(requests, f"{self.name} exited with code {proc.returncode}: {tail}", raw)
+            return _all_failed(requests, f"{self.name} exited with code {proc.returncode}: {tail}", raw())
         try:
             dispatches = self.read_dispatches(workdir, proc.stdout)
         except (ValueError, OSError) as exc:
-            return _all_failed(requests, f"{self.name} output unreadable: {exc}", raw)
+            return _all_failed(requests, f"{self.name} output unreadable: {exc}", raw())
         self.launches.append(LaunchStats(time.perf_counter() - start, len(requests), len(dispatches)))
-        return attribute_by_dispatch_order(requests, dispatches, raw, self.reads_counted)
+        report = self.report_file(workdir)
+        return attribute_by_dispatch_order(requests, dispatches, raw(), self.reads_counted,
+                                           report if report is not None and report.exists() else None)
 
     def pin_to(self, pin: DevicePin) -> None:
         self._pin = pin
@@ -161,20 +172,24 @@ class ProcessWrappingProfiler(Profiler):
 
 
 def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list[DispatchCounters],
-                                raw_files: list[Path], reads_counted: bool = False) -> dict[str, ProfileOutcome]:
+                                raw_files: list[Path], reads_counted: bool = False,
+                                report: Path | None = None) -> dict[str, ProfileOutcome]:
     """Give every dispatch to the (job, arm) the worker's :func:`launch_schedule` launched
     at that position, after checking the profiler saw exactly as many dispatches as the
     worker launched.  A paired job's i-th candidate and i-th baseline dispatch form pair i.
     ``reads_counted``: the dispatches' hits and misses are of reads alone (ncu), so pair i's
-    read hit rates are ``read_pairs[i]``."""
+    read hit rates are ``read_pairs[i]``.  ``report``: the tool's report file, whose results
+    are numbered in launch order: each outcome names it with its job's first and last result."""
     schedule = launch_schedule(requests)
     if len(dispatches) != len(schedule):
         return _all_failed(requests, f"profiler reported {len(dispatches)} conv dispatches, the worker "
                                      f"launched {len(schedule)} ({len(requests)} jobs x repeats, baselines "
                                      "included): cannot attribute", raw_files)
     mine: dict[tuple[str, str], list[DispatchCounters]] = {}
-    for (key, arm), dispatch in zip(schedule, dispatches):
+    positions: dict[str, list[int]] = {}
+    for position, ((key, arm), dispatch) in enumerate(zip(schedule, dispatches)):
         mine.setdefault((key, arm), []).append(dispatch)
+        positions.setdefault(key, []).append(position)
     outcomes = {}
     for req in requests:
         try:
@@ -188,6 +203,8 @@ def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list
                 if reads_counted:
                     rates = [(_read_rate(c), _read_rate(b)) for c, b in pairs]
                     outcome.read_pairs = [(c, b) for c, b in rates if c is not None and b is not None]
+            if report is not None:
+                outcome.report = ProfilerReport(report, min(positions[req.key]), max(positions[req.key]))
             outcomes[req.key] = outcome
         except ValueError as exc:
             outcomes[req.key] = ProfileOutcome(None, str(exc), raw_files)

@@ -11,6 +11,7 @@ from harness.measure.paired import record_l2, record_read_l2
 from harness.profilers.worker import ProfileRequest
 from harness.run.progress import progress_line
 from harness.schema import ProfilerConfig, TargetConfig
+from harness.storage.run_fields import PROFILER_ARTIFACTS
 from harness.storage.tracking import Tracker
 from harness.storage.field_names import Metric, Tag
 
@@ -81,7 +82,8 @@ def profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig,
 def _record_outcome(result: JobResult, outcome, profiler, min_l2_delta: float) -> None:
     """One job's profile on its result: the reading, and the L2 verdicts when paired."""
     result.tags.update(profiler.tags())
-    result.files.extend(("profiler", p) for p in outcome.raw_files)
+    result.files.extend((PROFILER_ARTIFACTS, p) for p in outcome.raw_files)   # the report file among them
+    result.profiler_report = outcome.report
     if outcome.reading is None:
         result.fail(f"profile error: {outcome.error}", gate="profile")
         return

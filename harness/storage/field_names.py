@@ -72,5 +72,8 @@ class Tag:
     TIMER, VENDOR_ALGO, BOUND = "timer", "vendor.algo", "bound"
     TUNE = "tune"
     L2_SOURCE, PROFILER = "l2_source", "profiler"
+    #: an ncu run's: how its counters were read from the report file, ``ncu_report`` (NVIDIA's
+    #: Python module) or ``csv`` (``ncu --import``'s CSV): harness.profilers.ncu_rep
+    NCU_READER = "ncu_reader"
     SIM_CONFIG, SIM_LAYER_CLASS, SIM_ORDER_BLIND = "sim_config", "sim_layer_class", "sim_order_blind"
     SIM_VALIDATION, SIM_PUBLISHED, SIM_L2_VALIDATION = "sim_validation", "sim_published", "sim_l2_validation"

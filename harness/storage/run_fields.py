@@ -27,6 +27,11 @@ ROLE_TAG, SAME_ORDER_TAG, QUESTION_TAG = "compare.role", "compare.same_order", "
 TIMING_TAG = Tag.TIMING
 #: Tag names of the verdicts, by axis.
 VERDICT_TAGS = {TIME: "verdict", L2: "l2_verdict"}
+#: The artifact folder of a run's profiler files: its raw output and its report file.
+PROFILER_ARTIFACTS = "profiler"
+#: Tags of :class:`harness.job.result.ProfilerReport`: the report file's path among the run's
+#: artifacts (``profiler/ncu.ncu-rep``), and the IDs of the job's results in it (``10-19``).
+PROFILER_REPORT_TAG, PROFILER_REPORT_RESULTS_TAG = "profiler_report", "profiler_report.results"
 #: The kinds a stored verdict can open with (the report's own words never are stored).
 _STORED = (Kind.FASTER, Kind.SLOWER, Kind.HIGHER, Kind.LOWER, Kind.NO_DIFFERENCE, Kind.PREDICTED, Kind.NOT_TIMED,
            Kind.NOT_PROFILED, Kind.NO_COMPARISON)
@@ -58,8 +63,9 @@ def run_tags(result: JobResult) -> dict[str, str]:
     """The run's tags: the stages' tags plus the typed fields (``failed_gate``,
     ``compare.role``, ``compare.same_order`` as ``true``/``false``, ``compare.question``,
     ``verdict`` and ``l2_verdict`` (:func:`verdict_text`; ``no comparison: <why>`` for a
-    candidate whose baseline failed a gate), and ``timing`` = ``not measured: <why>`` for a
-    job not timed)."""
+    candidate whose baseline failed a gate), ``timing`` = ``not measured: <why>`` for a
+    job not timed, and ``profiler_report`` / ``profiler_report.results`` for a job whose
+    profiler kept a report file)."""
     tags = {k: str(v) for k, v in result.tags.items()}
     c = result.comparison
     missing = None if c.missing is None else Verdict(TIME, Kind.NO_COMPARISON, detail=c.missing)
@@ -69,6 +75,11 @@ def run_tags(result: JobResult) -> dict[str, str]:
              VERDICT_TAGS[TIME]: (missing or result.verdict) and verdict_text(missing or result.verdict)}
     if result.not_timed is not None:
         typed[TIMING_TAG] = f"not measured: {result.not_timed}"
+    report = result.profiler_report
+    if report is not None:
+        typed[PROFILER_REPORT_TAG] = f"{PROFILER_ARTIFACTS}/{report.file.name}"
+        typed[PROFILER_REPORT_RESULTS_TAG] = (f"{report.first_result}" if report.first_result == report.last_result
+                                              else f"{report.first_result}-{report.last_result}")
     tags.update({k: v for k, v in typed.items() if v is not None})
     return tags
 
