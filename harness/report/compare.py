@@ -40,7 +40,8 @@ from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTE
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_KINDS, identity_l2_verdict,
                                      identity_time_verdict, l2_band, paired_verdict, speedup_interval)
-from harness.storage.run_fields import VERDICT_TAGS, flag_column, parse_verdict
+from harness.storage.run_fields import (PROFILER_REPORT_RESULTS_TAG, PROFILER_REPORT_TAG, VERDICT_TAGS, flag_column,
+                                        parse_verdict)
 from harness.storage.tracking import SPOOL_PENDING_TAG, STATUS_REASON_TAG
 
 OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
@@ -56,7 +57,7 @@ CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": VERDICT_TAGS[TIME], "l2_verdict_ta
              "l2_source": "l2_source",
              "same_order": "compare.same_order", "bound": "bound", "question": "compare.question",
              "sim_order_blind": "sim_order_blind", "sim_validation": VALIDATION_TAG,
-             "reused_from": "swizzlebench.reused_from"}
+             "reused_from": "swizzlebench.reused_from", "profiler_report_results": PROFILER_REPORT_RESULTS_TAG}
 #: Params of a run read as numbers: cell column -> param (the roofline's ceilings, TFLOP/s and B/s).
 CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_bytes_per_s": "roofline.dram_bytes_per_s"}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
@@ -143,6 +144,10 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
     cells["compare_baseline"] = frame_column(finished, "params.compare.baseline", "").fillna("").astype(str)
     for name, tag in CELL_TAGS.items():
         cells[name] = frame_column(finished, f"tags.{tag}", "").fillna("").astype(str)
+    # The profiler's report file (ncu's .ncu-rep) where the run kept one: its artifact's location.
+    report = frame_column(finished, f"tags.{PROFILER_REPORT_TAG}", "").fillna("").astype(str)
+    where = frame_column(finished, "artifact_uri", "").fillna("").astype(str).str.rstrip("/")
+    cells["profiler_report"] = (where + "/" + report).where(report != "", "")
     for name in RUN_METRICS:
         cells[name] = pd.to_numeric(frame_column(finished, f"metrics.{name}"), errors="coerce")
     for name, param in CELL_NUMBER_PARAMS.items():
@@ -342,6 +347,8 @@ def _sort_cells(table: pd.DataFrame, group_cols: list[str]) -> pd.DataFrame:
 #: speedup_hi: the 95 % CI of a paired cell, the [p20, p80]-band interval of the others;
 #: l2_delta_lo / l2_delta_hi: a measured delta's 95 % CI, a simulated one's band (prediction
 #: +- l2_delta_band_pts; empty where the model is not validated, l2_validation says so).
+#: profiler_report: where the run's profiler report file is (ncu's .ncu-rep: its artifact's URI or
+#: path), profiler_report_results: the IDs of the cell's own results in it (``10-19``).
 TABLE_COLUMNS = [
     "kernel", "shape", "num_warps", "num_stages", "tiles", "num_xcds", "dtype", "target", "seed",
     "config", "baseline_config", "question", "tune_near_tie", "tune_runner_ups", "bound", "pct_of_peak", "pct_of_roofline", "swizzle", "group_size", "baseline", "comparison", "run_id", "run_name", "reused_from",
@@ -351,7 +358,8 @@ TABLE_COLUMNS = [
     "l2_hit_rate", "l2_hit_rate_std", "l2_hit_rate_err", "l2_err_coverage", "baseline_l2_hit_rate", "id_l2_hit_rate", "id_l2_hit_rate_std",
     "l2_delta_pts", "l2_delta_lo", "l2_delta_hi", "l2_band_pts", "l2_pairs", "l2_source", "l2_verdict",
     "l2_verdict_detail", "simulated", "l2_validation", "l2_delta_band_pts", "sim_order_blind",
-    "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms",
+    "sim_l2_hit_rate", "l2_hits", "l2_misses", "dram_read_bytes", "profiled_time_ms", "profiler_report",
+    "profiler_report_results",
     "ratio_to_vendor", "vendor_time_ms", "tflops", "max_rel_err", "best",
     "compile_arch", "compile_registers", "compile_shared_bytes", "compile_programs_per_cu", "compile_limiter",
     "compile_spills", "compile_spill_bytes",

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import shlex
+import urllib.parse
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
@@ -34,13 +36,15 @@ def quote_filter_value(value: str) -> str:
 
 
 def runs_to_frame(runs: Iterable[Run]) -> pd.DataFrame:
-    """One row per run: run_id, run_name, status, start_ms / end_ms (epoch ms), then
-    ``params.<key>``, ``tags.<key>``, ``metrics.<key>`` (latest value)."""
+    """One row per run: run_id, run_name, status, start_ms / end_ms (epoch ms), artifact_uri
+    (where the run's artifacts are), then ``params.<key>``, ``tags.<key>``, ``metrics.<key>``
+    (latest value)."""
     rows = []
     for run in runs:
         row: dict[str, object] = {
             "run_id": run.info.run_id, "run_name": run.info.run_name or "",
             "status": run.info.status, "start_ms": run.info.start_time, "end_ms": run.info.end_time,
+            "artifact_uri": run.info.artifact_uri or "",
         }
         row.update({f"params.{k}": v for k, v in run.data.params.items()})
         row.update({f"tags.{k}": v for k, v in run.data.tags.items()})
@@ -50,6 +54,21 @@ def runs_to_frame(runs: Iterable[Run]) -> pd.DataFrame:
     for col in ("start_ms", "end_ms"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
     return frame
+
+
+def artifact_href(location: str, tracking_uri: str = "") -> str:
+    """A link to the artifact at ``location`` (a run's ``artifact_uri``, ``/``, its path): a
+    ``file://`` URL for an artifact store on this disk, the tracking server's download address
+    for one it serves (``mlflow-artifacts:``: ``<server>/api/2.0/mlflow-artifacts/artifacts/...``),
+    else ``location`` itself (``s3://...``)."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return Path(urllib.parse.unquote(parsed.path)).resolve().as_uri()
+    if parsed.scheme == "mlflow-artifacts":
+        server = f"http://{parsed.netloc}" if parsed.netloc else tracking_uri
+        if server.startswith(("http://", "https://")):
+            return f"{server.rstrip('/')}/api/2.0/mlflow-artifacts/artifacts/{parsed.path.lstrip('/')}"
+    return location
 
 
 def tag_filter(tag: str, value: str) -> str:

@@ -20,6 +20,7 @@ from markupsafe import Markup
 from harness.job.verdict import Kind
 from harness.tune.best_vs_best import BEST_VS_BEST
 from harness.report.compare import GROUP_KEYS, Comparison
+from harness.report.data import artifact_href
 from harness.report.figures import FigureBlock
 from harness.report.prediction import PREDICTION, band_text
 from harness.report.summary import best_per_group, kernel_vs_vendor, verdicts_per_swizzle
@@ -130,6 +131,7 @@ class CellRow:
     cells: list[tuple[str, str]]
     summary: str
     details: list[tuple[str, str, str]]
+    links: list[tuple[str, str, str]] = ()   # (label, address, text): files of the cell to open
 
 
 @dataclass(frozen=True)
@@ -152,11 +154,12 @@ def _verdict_cell(verdict: str, text: str, basis: str = "") -> tuple[str, str]:
     return "verdict " + VERDICT_CLASSES.get(verdict, ""), f"{text} ({basis})" if basis else text
 
 
-def cell_table(comparison: Comparison) -> CellTable:
+def cell_table(comparison: Comparison, tracking_uri: str = "") -> CellTable:
     """One row per cell, groups separated, the best cell of each group marked.  The decision
     columns (cell, swizzle, verdict, speedup and its interval when anything was timed, ΔL2 and
     its interval, L2 verdict) are the row; the rest (config, times, hit rates, vendor ratio,
-    roofline, compile figures) are its details."""
+    roofline, compile figures) are its details, with a link to its profiler report file
+    (:func:`report_link`; ``tracking_uri``: the store, for a tracking server's artifacts)."""
     t = comparison.table
     extra_group = [c for c in comparison.group_cols if c not in GROUP_KEYS]
     show_gsize = "group_size" in comparison.variant_cols
@@ -207,8 +210,19 @@ def cell_table(comparison: Comparison) -> CellTable:
                   *([("", r["bound"] or DASH)] if show_bound else []),
                   *(_compile_cells(r) if show_compile else [])]
         details = [(head, cls, text) for head, (cls, text) in zip(detail_heads, values)]
-        rows.append(CellRow(" ".join(classes), cells, config[1], details))
+        rows.append(CellRow(" ".join(classes), cells, config[1], details, report_link(r, tracking_uri)))
     return CellTable(heads, rows)
+
+
+def report_link(r: dict, tracking_uri: str = "") -> list[tuple[str, str, str]]:
+    """The link to a cell's profiler report file (ncu's ``.ncu-rep``), where its run kept one:
+    (label, address, text naming the file, the cell's results in it and the viewer)."""
+    if not r.get("profiler_report"):
+        return []
+    results = f", results {r['profiler_report_results']}" if r.get("profiler_report_results") else ""
+    name = r["profiler_report"].rpartition("/")[2]
+    return [("Nsight Compute report", artifact_href(r["profiler_report"], tracking_uri),
+             f"{name} (run {r['run_id']}{results}; open with ncu-ui {name})")]
 
 
 #: The flag of a cell measured on a tuned config chosen among near-equal candidates.
@@ -276,7 +290,8 @@ def render_page(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame, 
         generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         verdicts=verdict_summary(comparison), notes=comparison.notes,
         best=best_per_group(comparison).to_dict("records"), vendor=vendor_rows(comparison),
-        searches=list(searches), figures=figures, cells=cell_table(comparison), failed=failed.to_dict("records"),
+        searches=list(searches), figures=figures, cells=cell_table(comparison, data.tracking_uri),
+        failed=failed.to_dict("records"),
         methods={"paired": bool(((t["comparison"] == PAIRED) & ~(t["simulated"] & t["speedup"].isna())).any()),
                  "identity": BY_IDENTITY_RUN in used, "simulated": bool(t["simulated"].any()),
                  "timed": bool(t["speedup"].notna().any()),

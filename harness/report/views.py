@@ -64,6 +64,7 @@ class ReportRuns:
     facts: list[tuple[str, str]] = field(default_factory=list)   # how the runs were chosen
     attach_run_id: str | None = None    # the sweep run the report is attached to (one sweep only)
     sweeps: pd.DataFrame = field(default_factory=pd.DataFrame)    # the sweep runs of these job runs
+    tracking_uri: str = ""          # the store they were read from (links to a tracking server's artifacts)
 
 
 # --------------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ def load_runs(client: MlflowClient, experiment: str, selection: Selection, track
     """The job runs ``selection`` names (see the module docstring), with the sweep runs
     they belong to (their tags say e.g. which sweeps were searches)."""
     experiment_id = experiment_id_of(client, experiment)
-    chosen = _select(client, experiment, experiment_id, selection, tracking_uri)
+    chosen = replace(_select(client, experiment, experiment_id, selection, tracking_uri), tracking_uri=tracking_uri)
     ids = set(chosen.runs.get(f"tags.{SWEEP_TAG}", pd.Series(dtype=object)).dropna())
     if not ids:
         return chosen
