@@ -28,7 +28,7 @@ FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", 
          "tests/hardware/test_scaleout.py", "tests/profilers/test_profiler_pipeline.py",
          "tests/compile/test_build.py::test_design_card_sweep", "tests/faults/test_crash_isolation.py",
          "tests/profilers/test_sim_cli.py", "tests/storage/test_concurrency.py", "tests/faults/test_kill_and_resume.py",
-         "tests/test_gpu_collection.py")
+         "tests/profilers/test_ncu_report_file.py", "tests/test_gpu_collection.py")
 
 
 @pytest.fixture(scope="session")
