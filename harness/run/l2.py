@@ -11,9 +11,9 @@ from harness.measure.paired import record_l2, record_read_l2
 from harness.profilers.worker import ProfileRequest
 from harness.run.progress import progress_line
 from harness.schema import ProfilerConfig, TargetConfig
+from harness.storage.field_names import Metric, Tag
 from harness.storage.run_fields import PROFILER_ARTIFACTS
 from harness.storage.tracking import Tracker
-from harness.storage.field_names import Metric, Tag
 
 
 def compared(spec: JobSpec, result: JobResult) -> bool:
