@@ -140,6 +140,7 @@ class ProcessWrappingProfiler(Profiler):
             return _all_failed(requests, f"{self.name} timed out after {self.timeout_s:.0f} s")
         (workdir / "profiler_stdout.txt").write_text(proc.stdout)
         (workdir / "profiler_stderr.txt").write_text(proc.stderr)
+
         def raw() -> list[Path]:   # as they are now: reading the output may write files (ncu.csv)
             return self.raw_files(workdir) + [workdir / "profiler_stdout.txt", workdir / "profiler_stderr.txt"]
 
