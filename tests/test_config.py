@@ -28,7 +28,7 @@ def test_groups_have_the_documented_options():
                                         "xcd_grouped"}
     from swizzles.families import FAMILIES
     assert set(FAMILIES) <= set(_options("swizzle"))   # one option per parametric family
-    assert _options("shape") == ["calibrate", "holdout", "resnet", "seed", "tiny", "unseen", "unseen10", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6", "unseen7", "unseen8", "unseen9"]
+    assert _options("shape") == ["calibrate", "holdout", "kinds", "resnet", "seed", "tiny", "unseen", "unseen10", "unseen2", "unseen3", "unseen4", "unseen5", "unseen6", "unseen7", "unseen8", "unseen9"]
     assert _options("tune") == ["fastest", "none", "table"]
     assert _options("study") == ["calibrate"]
     assert _options("target") == ["auto", "h100", "h200", "mi300x"]
