@@ -431,6 +431,17 @@ class Tracker:
             except STORE_ERRORS as exc:   # left RUNNING: the next sweep's claim closes it as stale
                 self._go_offline(exc)
 
+    def kill_run(self, run_id: str, reason: str) -> None:
+        """End KILLED, with ``reason``, a job run that another process held and left RUNNING
+        (a launcher's worker of this host that the stopping sweep had to kill); left as it is
+        when the store cannot be written (the next claim of its spec finds it stale)."""
+        if self.offline or is_spool_id(run_id):
+            return
+        try:
+            self._kill(run_id, reason)
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
+
     def job_runs_of(self, sweep_run_id: str) -> list[Run]:
         """The job runs of the sweep run ``sweep_run_id`` in the store (MLflow Runs), oldest
         first; none when offline."""
