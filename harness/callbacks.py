@@ -18,9 +18,13 @@ exception in a callback into a warning, so a bad value then also fails each job,
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
+import socket
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Sequence
 
@@ -208,11 +212,57 @@ def end_interrupted_sweep(stop: Interrupted) -> None:
     for run_id in list(_OPEN_SWEEPS):
         tracker = _OPEN_SWEEPS.pop(run_id)
         os.environ.pop(SWEEP_ENV, None)
+        _stop_local_jobs(tracker, run_id, stop)
         runs = tracker.job_runs_of(run_id)
         print(f"[stopped] {stop.name} received: {len(runs)} run(s) of sweep run {run_id}:", flush=True)
         for run in runs:
             print(f"  {run.info.status:<8} {run.info.run_name}  run {run.info.run_id}", flush=True)
         _end_sweep(tracker, run_id, "KILLED", stop.reason("mid-sweep"))
+
+
+#: Seconds a stopping sweep gives the jobs its launcher runs in worker processes of this host
+#: to end their runs KILLED, after SIGTERM, before it kills them.
+JOB_STOP_S = 3.0
+
+
+def _held_here(tracker: Tracker, run_id: str) -> dict[str, int]:
+    """The RUNNING job runs of the sweep ``run_id`` that another process of this host holds
+    (a launcher's worker: joblib's, submitit_local's): run id -> its pid (tag ``swizzlebench.pid``)."""
+    from harness.storage.claims import HOST_TAG, PID_TAG
+
+    host, held = socket.gethostname(), {}
+    for run in tracker.job_runs_of(run_id):
+        pid = run.data.tags.get(PID_TAG, "")
+        if run.info.status == "RUNNING" and run.data.tags.get(HOST_TAG) == host and pid.isdigit() \
+                and int(pid) != os.getpid():
+            held[run.info.run_id] = int(pid)
+    return held
+
+
+def _stop_local_jobs(tracker: Tracker, run_id: str, stop: Interrupted) -> None:
+    """End the jobs of the sweep ``run_id`` that a launcher runs in worker processes of this
+    host (``hydra/launcher=joblib``).  A worker under this process that still runs gets
+    SIGTERM and ends its runs KILLED itself (harness.run.interrupt.stop_job_on_sigterm); one
+    still holding a run after :data:`JOB_STOP_S` is killed with every process under it.  The
+    runs of workers gone (joblib's pool kills its workers when the sweep is interrupted) are
+    ended KILLED here.  Jobs that run on other hosts (SLURM tasks) are left to their scheduler."""
+    from harness.hardware.processes import descendants, kill_tree
+    from harness.storage.claims import process_alive
+
+    mine = descendants(os.getpid())
+    held = {run: pid for run, pid in _held_here(tracker, run_id).items() if pid in mine}
+    for pid in set(held.values()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + JOB_STOP_S
+    while held and time.monotonic() < deadline:
+        time.sleep(0.2)
+        held = {run: pid for run, pid in _held_here(tracker, run_id).items() if pid in mine}
+    for pid in set(held.values()):
+        kill_tree(pid)
+    for run, pid in _held_here(tracker, run_id).items():
+        if not process_alive(pid):
+            tracker.kill_run(run, stop.reason("mid-job (its launcher's worker process ended with the sweep)"))
 
 
 def _end_sweep(tracker: Tracker, run_id: str, status: str = FINISHED, reason: str | None = None) -> None:

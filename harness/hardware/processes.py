@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def kill_group(pid: int) -> None:
@@ -34,3 +35,25 @@ def run_in_own_group(cmd: Sequence[str], timeout_s: float, **popen_args) -> subp
             kill_group(proc.pid)
             raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes under ``pid`` now (its children, theirs, ...: in a session of their own
+    too), from /proc; empty where there is no /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process under it (found before any is killed, so that none
+    is orphaned first); nothing for those already gone."""
+    for each in (pid, *descendants(pid)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(each, signal.SIGKILL)

@@ -17,6 +17,13 @@ _UNHASHED_WHEN_UNSET = ("kernel_target", "swizzle_fn", "timing", "compare_config
                         "baseline_num_warps", "baseline_num_stages")
 
 
+def code_digest(code: str) -> str:
+    """The first 8 hex digits of the SHA-256 of a swizzle's code: its normalized formula or
+    its import path.  It tells remaps apart where they share a label (``label#<digest>`` in
+    run names and report cells) and names an unlabelled formula (``custom-<digest>``)."""
+    return hashlib.sha256(code.encode()).hexdigest()[:8]
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """One (kernel, swizzle, launch, shape, target) measurement.  Frozen: the hash of its

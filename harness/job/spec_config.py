@@ -2,11 +2,10 @@
 the swizzle's and the baseline's labels and formulas, the launch, the target."""
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Mapping
 
 from harness.errors import did_you_mean
-from harness.job.spec import JobSpec
+from harness.job.spec import JobSpec, code_digest
 from swizzles.families import is_family_label, parse_label
 from kernels.problem import ConvShape
 
@@ -101,7 +100,7 @@ def _formula_choice(text: str, label: str | None) -> tuple[str, str]:
     from swizzles.custom import parse_formula
 
     formula = parse_formula(text).text
-    return str(label or "custom-" + hashlib.sha256(formula.encode()).hexdigest()[:8]), formula
+    return str(label or "custom-" + code_digest(formula)), formula
 
 
 def _names_a_family_instance(label: str) -> bool:

@@ -8,7 +8,9 @@ The report is written into the output folder:
 * ``results.json``: the same cells as a JSON list, one object per cell with the same fields
   (a missing value is ``null``), for tools that read JSON rather than CSV;
 * ``vendor.csv``: per kernel and swizzle, time / vendor time over the shapes (geometric mean);
-* ``failed.csv``: the runs that did not finish, with their reasons (header only if none).
+* ``failed.csv``: the runs that did not finish, with their reasons (header only if none);
+  runs still running under a live claim (another sweep's cells, harness.report.running) are
+  no failures: the page names them ``still running (sweep <id>)`` in a note.
 
 A report of one sweep is also attached to that sweep's parent run as the artifacts
 ``report/index.html``, ``report/table.csv``, ``report/results.json``, ``report/vendor.csv`` and
@@ -25,6 +27,7 @@ from mlflow.tracking import MlflowClient
 from harness.report.compare import TABLE_COLUMNS, build_comparison, failed_runs, spooled_note
 from harness.report.figures import make_figures
 from harness.report.render import render_page
+from harness.report.running import running_note, still_running
 from harness.report.search import search_sections
 from harness.report.summary import header_facts, kernel_vs_vendor
 from harness.report.views import Selection, load_runs
@@ -52,11 +55,14 @@ def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = 
     data = load_runs(client, experiment, selection or Selection.sweep(sweep_run_id), tracking_uri)
     loaded = time.perf_counter()
     comparison = build_comparison(data.runs)
-    failed = failed_runs(data.runs)
-    spooled = spooled_note(data.runs)
-    if spooled:
-        comparison.notes.insert(0, spooled)
-        log.warning("%s", spooled)
+    running = still_running(data.runs)
+    failed = failed_runs(data.runs[~data.runs["run_id"].isin(running["run_id"])] if len(running) else data.runs)
+    rebuild = (f"python -m harness.report --experiment {experiment} --tracking-uri {tracking_uri}"
+               + (f" --sweep {data.attach_run_id}" if data.attach_run_id else ""))
+    for note in (spooled_note(data.runs), running_note(running, rebuild)):
+        if note:
+            comparison.notes.insert(0, note)
+            log.warning("%s", note)
     figures = make_figures(comparison)
     facts = header_facts(data, comparison, failed)
     page = render_page(data, comparison, failed, figures, facts, search_sections(data))
@@ -70,8 +76,9 @@ def build_report(tracking_uri: str, experiment: str, sweep_run_id: str | None = 
     table.to_json(out / "results.json", orient="records", indent=1)
     kernel_vs_vendor(comparison).to_csv(out / "vendor.csv", index=False)
     failed.to_csv(out / "failed.csv", index=False)
-    log.info("report of %d runs written to %s (load %.1f s, total %.1f s)", len(data.runs), html_path,
-             loaded - started, time.perf_counter() - started)
+    log.info("report of %d cell(s), %d failed run(s), %d run(s) still running written to %s (load %.1f s, "
+             "total %.1f s)", len(comparison.table), len(failed), len(running), html_path, loaded - started,
+             time.perf_counter() - started)
 
     if data.attach_run_id:
         try:

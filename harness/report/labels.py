@@ -3,10 +3,10 @@ hash where two formulas share a label), shape, launch config and tiles, from the
 frame (harness.report.data.runs_to_frame)."""
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pandas as pd
+
+from harness.job.spec import code_digest
 
 
 def frame_column(frame: pd.DataFrame, name: str, default: object = np.nan) -> pd.Series:
@@ -28,12 +28,13 @@ def swizzle_label(frame: pd.DataFrame) -> pd.Series:
     """Each run's swizzle as its cell names it: its label (param ``swizzle``), followed by
     ``#`` and the first 8 hex of the SHA-256 of its formula (or import path) where runs of
     different formulas share the label (two YAMLs, or ``swizzle.label``, naming two remaps
-    alike): two cells, never one superseding the other.  A built-in keeps its bare name."""
+    alike): two cells, never one superseding the other.  A built-in keeps its bare name.
+    The runs' MLflow names say the same (harness.storage.run_names)."""
     label = frame_column(frame, "params.swizzle", "?").fillna("?").astype(str)
     code = frame_column(frame, "params.swizzle.formula", "").fillna("").astype(str)
     code = code.where(code != "", frame_column(frame, "params.swizzle.fn", "").fillna("").astype(str))
     shared = code.groupby(label).transform("nunique") > 1
-    digest = code.map(lambda text: hashlib.sha256(text.encode()).hexdigest()[:8])
+    digest = code.map(code_digest)
     return label.where(~shared | (code == ""), label + "#" + digest)
 
 

@@ -9,25 +9,40 @@ harness.hardware.processes) and whose open runs are ended KILLED with :meth:`Int
 lists its runs and writes its report (harness.callbacks.end_interrupted_sweep); then the
 command prints one line and exits with 128 + the signal's number (143, 130), as a shell
 reports a process ended by it.  A second signal while that happens ends the process at once.
+
+A job that a launcher runs in a process of its own (``hydra/launcher=submitit_slurm``: a
+SLURM task; ``joblib``: a worker of its pool) is stopped by SIGTERM alone, sent to that process:
+by SLURM on ``scancel`` or at the job's time limit (then SIGKILL after the cluster's
+``KillWait``), or by the launching sweep when it stops.  There :func:`stop_job_on_sigterm`
+turns SIGTERM into :class:`Interrupted` (submitit's own handler only logs it), the job's open
+runs end KILLED with the reason, and the task returns what it has, so that its launcher
+and the sweep go on; a SIGTERM repeated meanwhile (``srun`` forwards the one it gets) is ignored.
 """
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Who sends a SLURM task SIGTERM, for the reason of the runs it stops.
+SLURM_SENDER = "scancel or the SLURM job's time limit"
+log = logging.getLogger("swizzlebench")
 
 
 class Interrupted(BaseException):
-    """The command received ``signum`` (SIGTERM or SIGINT) and is stopping."""
+    """The command (or, in a launcher's worker process, the job) received ``signum``
+    (SIGTERM or SIGINT) and is stopping; ``sender``, when known, says who sends it."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, sender: str | None = None):
         super().__init__(signum)
         self.signum = signum
+        self.sender = sender
 
     @property
     def name(self) -> str:
@@ -38,8 +53,10 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
     def reason(self, what: str) -> str:
-        """The status_reason of a run it ended: ``killed: SIGTERM received <what>; re-run ...``."""
-        return f"killed: {self.name} received {what}; re-run the same command to resume (FINISHED runs are skipped)"
+        """The status_reason of a run it ended: ``killed: SIGTERM received <what> (<sender>); re-run ...``."""
+        sender = f" ({self.sender})" if self.sender else ""
+        return (f"killed: {self.name} received {what}{sender}; re-run the same command to resume "
+                f"(FINISHED runs are skipped)")
 
 
 def _raise(signum: int, frame) -> None:
@@ -68,6 +85,44 @@ def stop_on_signals(on_stop: Callable[[Interrupted], None]) -> Iterator[None]:
     finally:
         for each, handler in saved.items():
             signal.signal(each, handler)
+
+
+def signal_sender(environ: dict[str, str] | os._Environ = os.environ) -> str:
+    """Who sends SIGTERM to a job run in a launcher's worker process: SLURM for a SLURM task
+    (``SLURM_JOB_ID`` set), else the sweep that launched it."""
+    return SLURM_SENDER if environ.get("SLURM_JOB_ID") else "the launching sweep stopping"
+
+
+@contextmanager
+def stop_job_on_sigterm(sender: str | None = None) -> Iterator[None]:
+    """In a launcher's worker process, turn the first SIGTERM into :class:`Interrupted` in
+    the ``with`` block (``sender``: who sends it; by default :func:`signal_sender`) and ignore
+    any later one; the previous handler (submitit's) is restored after.  The block swallows
+    the Interrupted, after logging it, and the code after it runs.  Nothing changes in the
+    launching process, where :func:`stop_on_signals` already handles SIGTERM (it stops the
+    sweep), nor off the main thread, where no handler can be set."""
+    current = signal.getsignal(signal.SIGTERM)
+    if current in (_raise, _die) or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sender = sender or signal_sender()
+
+    def raise_once(signum: int, frame) -> None:
+        signal.signal(signum, _ignore)   # the job's runs are being ended: a second SIGTERM must not cut that short
+        raise Interrupted(signum, sender)
+
+    signal.signal(signal.SIGTERM, raise_once)
+    try:
+        yield
+    except Interrupted as stop:
+        log.warning("job stopped by %s (%s): its open runs are KILLED; re-run the same command to resume",
+                    stop.name, sender)
+    finally:
+        signal.signal(signal.SIGTERM, current)
+
+
+def _ignore(signum: int, frame) -> None:
+    log.warning("%s received again while the job stops: ignored", signal.Signals(signum).name)
 
 
 def _exit_now(status: int) -> None:

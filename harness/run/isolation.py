@@ -64,6 +64,8 @@ class InProcessRunner:
 
 #: Limit for a fresh worker to import torch and triton and find its GPU, in s.
 STARTUP_TIMEOUT_S = 300.0
+#: How long, in s, a job whose worker SIGTERM killed waits for its own SIGTERM (_await_own_sigterm).
+SIGTERM_GRACE_S = 1.0
 #: How much of a failed worker's stderr a FAILED reason quotes: its last lines, at most chars.
 STDERR_TAIL_LINES = 15
 STDERR_TAIL_CHARS = 2000
@@ -117,6 +119,8 @@ class IsolatedRunner:
             self._idle = True
         except (EOFError, ConnectionError):
             code, tail = self._stop(wait_s=5)
+            if code == -signal.SIGTERM:
+                _await_own_sigterm()
             return _failed(spec, f"isolation: worker process {_exit_text(code)} after "
                                  f"{time.monotonic() - start:.1f} s while running this job (crash in the "
                                  f"kernel, driver or compiler); sweep continues{_quoted(tail)}", "crash")
@@ -267,6 +271,14 @@ def _exit_text(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def _await_own_sigterm() -> None:
+    """Wait :data:`SIGTERM_GRACE_S` for a SIGTERM to this process.  A worker killed by SIGTERM
+    is most often one of the processes a job-wide stop signals together (``scancel``, a SLURM
+    time limit: every process of the job): when this one's own SIGTERM comes, its handler
+    (harness.run.interrupt) stops the job, whose run then ends KILLED, not FAILED as a crash."""
+    time.sleep(SIGTERM_GRACE_S)
 
 
 def _quoted(tail: str) -> str:

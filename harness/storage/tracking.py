@@ -43,6 +43,7 @@ from harness.storage.claims import (HEARTBEAT, HOST_TAG, PID_TAG, is_live, owner
 from harness.storage.new_store import seed_new_store
 from harness.storage.probe import bound_store_waits, known_down, sqlite_path, store_problem
 from harness.storage.run_fields import run_metrics, run_params, run_tags
+from harness.storage.run_names import label_filter, names_apart, swizzle_code
 from harness.storage.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
                                    note_unkept, sync_command)
 
@@ -337,6 +338,7 @@ class Tracker:
                 if renamed:
                     retry_when_locked(self.client.update_run, run_id, name=result.run_name)
                 self._finish_in_store(run_id, result)
+                self._name_apart(run_id, result)
             except STORE_ERRORS as exc:
                 failure = exc if is_local_error(exc) else None
                 if failure is None:
@@ -354,6 +356,24 @@ class Tracker:
         self._runs.pop(run_id, None)
         HEARTBEAT.remove(run_id)
         return path
+
+    def _name_apart(self, run_id: str, result: JobResult) -> None:
+        """Where the label of this finished run's swizzle names runs of other code too, rename
+        them all ``kernel/label#<digest>/...`` (harness.storage.run_names), this one included
+        (``result.run_name`` then says so).  A store that fails here leaves the names as they
+        were, with a warning: the result is already in the store."""
+        label = result.params.get("swizzle", "")
+        search = label_filter(label)
+        if not swizzle_code(result.params) or search is None:
+            return
+        try:
+            for other, name in names_apart(search_all_runs(self.client, self.experiment_id, search), label).items():
+                retry_when_locked(self.client.update_run, other, name=name)
+                if other == run_id:
+                    result.run_name = name
+        except STORE_ERRORS as exc:
+            print(f"[warning] runs under the label {label!r}, shared by another formula, could not be renamed "
+                  f"apart: {short_error(exc)}", file=sys.stderr, flush=True)
 
     def _hold_for_sync(self, run_id: str, record_id: str, run_name: str, why: str) -> bool:
         """End KILLED the store's run ``run_id``, whose whole result is the spool record
@@ -410,6 +430,17 @@ class Tracker:
                 self._kill(run_id, reason)
             except STORE_ERRORS as exc:   # left RUNNING: the next sweep's claim closes it as stale
                 self._go_offline(exc)
+
+    def kill_run(self, run_id: str, reason: str) -> None:
+        """End KILLED, with ``reason``, a job run that another process held and left RUNNING
+        (a launcher's worker of this host that the stopping sweep had to kill); left as it is
+        when the store cannot be written (the next claim of its spec finds it stale)."""
+        if self.offline or is_spool_id(run_id):
+            return
+        try:
+            self._kill(run_id, reason)
+        except STORE_ERRORS as exc:
+            self._go_offline(exc)
 
     def job_runs_of(self, sweep_run_id: str) -> list[Run]:
         """The job runs of the sweep run ``sweep_run_id`` in the store (MLflow Runs), oldest

@@ -6,8 +6,9 @@ job folders.
 
 The first sweep (identity, xcd) hangs its xcd job (``fault.kind=hang``); once identity has
 FINISHED and its SLURM task COMPLETED, the xcd task is cancelled.  SLURM sends the job's
-processes SIGTERM (then SIGKILL after KillWait=5 s): the isolated worker dies, the job ends
-FAILED with that reason, and the launching command closes the sweep and writes its report.
+processes SIGTERM (then SIGKILL after KillWait=5 s): the task stops its job (its isolated
+worker killed), whose run ends KILLED with the signal and its sender as the reason, not
+FAILED as a crash, and the launching command closes the sweep and writes its report.
 The rerun, without the fault, skips identity (its spec's hash is FINISHED in the store) and
 runs xcd, through SLURM again."""
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.interrupt import SLURM_SENDER
 from tests.faults import FAST, cli_env, reason, runs_of
 from tests.services.slurm import SlurmCluster, running_slurm
 
@@ -41,6 +43,7 @@ class Story:
     root: Path
     uri: str
     cancelled: subprocess.CompletedProcess      # the first sweep, one of whose jobs was cancelled
+    cancelled_task: str                         # its SLURM task id (<array id>_<index>)
     slurm_after_cancel: dict[str, str]          # SLURM task id -> state, after the first sweep
     rerun: subprocess.CompletedProcess
     slurm_after_rerun: dict[str, str]
@@ -82,7 +85,7 @@ def story(slurm, tmp_path_factory) -> Story:
         proc = subprocess.Popen([*_sweep_args(root, uri, "first"), "fault.kind=hang", "fault.swizzle=xcd"], cwd=root,
                                 env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
-            _cancel_the_hung_job(slurm, uri, proc)
+            cancelled_task = _cancel_the_hung_job(slurm, uri, proc)
             proc.wait(SWEEP_TIMEOUT_S)
         finally:
             if proc.poll() is None:
@@ -93,7 +96,7 @@ def story(slurm, tmp_path_factory) -> Story:
     after_cancel = {task: state for task, _, state in slurm.jobs()}
     rerun = subprocess.run(_sweep_args(root, uri, "rerun"), cwd=root, env=env, capture_output=True, text=True,
                            timeout=SWEEP_TIMEOUT_S)
-    return Story(root, uri, cancelled, after_cancel, rerun, {task: state for task, _, state in slurm.jobs()})
+    return Story(root, uri, cancelled, cancelled_task, after_cancel, rerun, {task: state for task, _, state in slurm.jobs()})
 
 
 def _job_lines(folder: Path) -> list[str]:
@@ -122,15 +125,19 @@ def test_the_jobs_ran_as_slurm_array_tasks(story):
             assert list((story.root / folder / ".submitit" / task).glob(f"{task}_0_log.out")), (folder, task)
 
 
-def test_the_cancelled_job_ends_failed_with_its_reason_and_the_sweep_is_closed(story):
+def test_the_cancelled_job_ends_killed_with_its_reason_and_the_sweep_is_closed(story):
     assert story.cancelled.returncode == 0, story.cancelled.stdout[-3000:]
     runs = {r.info.run_id: r for r in runs_of(story.uri, EXPERIMENT)}
     first_sweep = min(runs_of(story.uri, EXPERIMENT, kind="sweep"), key=lambda r: r.info.start_time)
-    hung = [r for r in runs.values() if r.info.run_name == HUNG
-            and r.data.tags["mlflow.parentRunId"] == first_sweep.info.run_id]
-    assert len(hung) == 1 and hung[0].info.status in ("FAILED", "KILLED"), [r.info.status for r in hung]
-    assert "SIGTERM" in reason(hung[0]) or reason(hung[0]).startswith("killed"), reason(hung[0])
+    first = {r.info.run_name: r for r in runs.values() if r.data.tags["mlflow.parentRunId"] == first_sweep.info.run_id}
+    assert sorted(first) == [DONE, HUNG], sorted(first)
+    assert first[HUNG].info.status == "KILLED", (first[HUNG].info.status, reason(first[HUNG]))
+    assert reason(first[HUNG]).startswith(f"killed: SIGTERM received mid-job ({SLURM_SENDER}); re-run"), \
+        reason(first[HUNG])
+    assert first[DONE].info.status == "FINISHED"
     assert first_sweep.info.status == "FINISHED"
+    task_logs = (story.root / "first" / ".submitit" / story.cancelled_task).glob(f"{story.cancelled_task}_0_log.*")
+    assert "job stopped by SIGTERM" in "".join(log.read_text() for log in task_logs)
     assert _report(story.cancelled, story.root).is_file()
 
 

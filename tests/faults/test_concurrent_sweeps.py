@@ -106,3 +106,51 @@ def test_a_claim_is_live_while_its_process_lives_and_its_heartbeat_is_fresh():
     assert not is_live(claim("elsewhere", 1, old), set(), "r")
     assert is_live(claim(here, os.getpid(), fresh), {"r"}, "r")
     assert not is_live(claim(here, os.getpid(), fresh), set(), "r")   # this process's, but not open: left over
+
+
+def test_a_report_beside_a_live_sweep_lists_its_cells_as_still_running_not_failed(tmp_path):
+    """Sweep A hangs in its xcd job (RUNNING, a live claim) after its identity job FINISHED;
+    sweep B, the same specs, reuses both.  B's report shows the one finished cell, lists xcd as
+    ``still running (sweep <A>)`` and not in failed.csv, and its log line counts what it shows.
+    A is then stopped (SIGTERM: its run KILLED)."""
+    import os
+    import signal
+    import time
+
+    import pandas as pd
+
+    from tests.faults import harness, runs_of
+
+    uri, experiment = f"sqlite:///{tmp_path}/store.db", "held-cells"
+    args = [*SWEEP, "isolation.mode=process", f"tracking.uri={uri}", f"experiment={experiment}"]
+    with open(tmp_path / "a.out", "w") as out:
+        first = subprocess.Popen([sys.executable, "-m", "harness", *args, f"hydra.sweep.dir={tmp_path}/a",
+                                  "fault.kind=hang", "fault.swizzle=xcd"], cwd=tmp_path, env=cli_env(), stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + CLI_TIMEOUT_S
+        while True:
+            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "a.out").read_text()[-3000:]
+            if "MLflow sweep run" in (tmp_path / "a.out").read_text():
+                states = {r.info.run_name: r.info.status for r in runs_of(uri, experiment)}
+                if sorted(states.values()) == ["FINISHED", "RUNNING"]:
+                    break
+            time.sleep(0.3)
+        held, = [r for r in runs_of(uri, experiment) if r.info.status == "RUNNING"]
+        sweep_a = held.data.tags["swizzlebench.sweep_run_id"]
+        second = harness([*args, f"hydra.sweep.dir={tmp_path}/b"], cwd=tmp_path)
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        first.wait(60)
+    assert second.returncode == 0, second.stderr[-3000:]
+    log = second.stdout + second.stderr
+    assert [ln.split()[5] for ln in log.splitlines() if ln.startswith("[job ")] == ["SKIPPED", "SKIPPED"]
+    report, = [ln.split("Sweep report: ")[1].strip() for ln in log.splitlines() if "Sweep report: " in ln]
+    folder = (tmp_path / report).parent
+    table = pd.read_csv(folder / "table.csv", dtype=str, keep_default_na=False)
+    failed = pd.read_csv(folder / "failed.csv", dtype=str, keep_default_na=False)
+    assert len(table) == 1 and held.info.run_id not in set(table["run_id"]) and failed.empty, (table, failed)
+    assert f"report of 1 cell(s), 0 failed run(s), 1 run(s) still running written to" in log, log[-3000:]
+    assert f"{held.info.run_name} (still running (sweep {sweep_a}))" in (folder / "index.html").read_text()
+    assert first.returncode == 128 + signal.SIGTERM
+    assert {r.info.run_name: r.info.status for r in runs_of(uri, experiment)}[held.info.run_name] == "KILLED"

@@ -4,8 +4,9 @@ A swizzle YAML under ``--config-dir`` with a byte that is not UTF-8 is refused i
 naming the file and line, exit 2, nothing logged (also when it is one of the swept values);
 a formula given by interpolation (``swizzle.expr='${oc.env:F}'``) under ``-m`` runs with its
 sweep's run and report, its override kept as typed.  Two formulas under one label are two
-cells of the report (``label#<hash>``), none dropped as superseded; a label that is a
-built-in's name is refused."""
+cells of the report (``label#<hash>``), none dropped as superseded, and their MLflow runs are
+named apart alike; a label of one formula keeps its runs' names; a label that is a built-in's
+name is refused."""
 from __future__ import annotations
 
 import hashlib
@@ -81,6 +82,22 @@ def test_two_formulas_under_one_label_are_two_cells(seeded_store, tmp_path):
     assert dict(zip(table["run_id"], table["swizzle"])) == expected
     assert len(set(expected.values())) == 2
     assert "superseded" not in page
+    # MLflow's names tell them apart the same way, and the later job's line says so
+    assert {r.info.run_id: r.info.run_name for r in runs} == {
+        run_id: f"igemm/{label}/tiny-t1/w8" for run_id, label in expected.items()}
+    later = max(runs, key=lambda r: r.info.start_time)
+    assert f"igemm/{expected[later.info.run_id]}/tiny-t1/w8" in job_lines(proc)[-1]
+
+
+def test_a_label_of_one_formula_keeps_its_run_name(seeded_store, tmp_path):
+    """Two sweeps of one formula under one label: its runs keep the bare label."""
+    _swizzle_yaml(tmp_path / "conf", "mine", b"expr: pid\nlabel: mine\n")
+    for _ in range(2):
+        proc = _sweep(seeded_store, "one-formula", "--config-dir", str(tmp_path / "conf"), "-m", "swizzle=mine",
+                      "resume=false", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = runs_of(seeded_store.uri, "one-formula")
+    assert [r.info.run_name for r in runs] == ["igemm/mine/tiny-t1/w8"] * 2
 
 
 def test_a_label_naming_a_built_in_is_refused(seeded_store):

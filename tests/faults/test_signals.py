@@ -2,7 +2,8 @@
 process group) while a job runs, after an earlier job finished: the command ends within
 5 s with 143 / 130 and no traceback, the run in flight and the sweep's run are KILLED with
 the signal as their reason (no run left RUNNING), the sweep's runs are listed one line each,
-its report covers the finished cells, and no process the sweep started is left.
+its report covers the finished cells, and no process the sweep started is left; also
+under ``hydra/launcher=joblib``, whose worker processes run the jobs.
 
 The job in flight is ``fault.kind=hang``: it sleeps in the job's worker process
 (``isolation.mode=process``; the fault needs it), so that the signal lands mid-job.  On a
@@ -165,6 +166,33 @@ def test_a_signal_stops_the_sweep_cleanly(tmp_path, signum, group):
     processes = wait_until(proc, lambda: hung_run_running(tmp_path, uri) and worker_hangs(proc), f"RUNNING {HUNG}")
     code, seconds = stop(proc, signum, group)
     check_stopped(tmp_path, uri, code, seconds, signum, processes | {proc.pid})
+
+
+@pytest.mark.parametrize("launcher", [
+    ("joblib", "hydra_plugins.hydra_joblib_launcher", "hydra.launcher.n_jobs=2"),
+    pytest.param(("submitit_local", "hydra_plugins.hydra_submitit_launcher"), marks=pytest.mark.slow),
+], ids=["joblib", "submitit_local"])
+def test_sigterm_stops_a_sweep_whose_jobs_run_in_worker_processes(tmp_path, launcher):
+    """``hydra/launcher=joblib`` (two worker processes) and ``submitit_local``: the jobs run
+    in processes of the launcher's.  SIGTERM to the sweep while the xcd job hangs (the
+    identity job FINISHED): those processes and the job's isolated worker are gone, the hung
+    run ends KILLED with the signal (not left RUNNING: joblib kills its pool at once, and the
+    sweep ends its run; a submitit_local job gets SIGTERM and ends it itself), and the rest is
+    as for the default launcher."""
+    name, plugin, *options = launcher
+    pytest.importorskip(plugin, reason=f"needs the {name} launcher (extra 'cluster')")
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = start_sweep(tmp_path, uri, "isolation.mode=process", f"hydra/launcher={name}", *options)
+
+    def ready() -> bool:
+        if not hung_run_running(tmp_path, uri):
+            return False
+        states = {r.info.run_name: r.info.status for r in runs_of(uri, EXPERIMENT)}
+        return all(states.get(name) == "FINISHED" for name in FINISHED_FIRST) and worker_hangs(proc)
+
+    processes = wait_until(proc, ready, f"RUNNING {HUNG} beside {FINISHED_FIRST} FINISHED")
+    code, seconds = stop(proc, signal.SIGTERM, group=False)
+    check_stopped(tmp_path, uri, code, seconds, signal.SIGTERM, processes | {proc.pid})
 
 
 def _on_gpu(pids: set[int]) -> set[int]:

@@ -150,3 +150,32 @@ def test_the_stderr_tail_is_the_last_lines_within_the_character_limit(capfd):
                                         (None, "stopped answering (killed; it had not exited)")])
 def test_exit_text(code, text):
     assert isolation._exit_text(code) == text
+
+
+def _terminated_with_the_job(conn: Connection) -> None:
+    """Stand-in worker: on its first job, a job-wide SIGTERM as SLURM's scancel sends it, to
+    every process of the job one after another: this worker first, its parent 0.3 s later."""
+    import signal
+    import subprocess
+
+    conn.send("ready")
+    conn.recv()
+    subprocess.Popen(["sh", "-c", f"sleep 0.3; kill -TERM {os.getppid()}"], start_new_session=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_worker_killed_by_a_job_wide_sigterm_stops_the_job_not_a_crash():
+    """The worker dies first; the job's own SIGTERM, within the grace, stops the job
+    (harness.run.interrupt) rather than a FAILED 'crash' result being returned."""
+    from harness.run.interrupt import Interrupted, stop_job_on_sigterm
+
+    results: list[JobResult] = []
+    stops: list[Interrupted] = []
+    with stop_job_on_sigterm("a test"):
+        try:
+            results.append(_run_once(_terminated_with_the_job))
+        except Interrupted as stop:
+            stops.append(stop)
+            raise
+    assert results == [] and len(stops) == 1
+    assert stops[0].reason("mid-job").startswith("killed: SIGTERM received mid-job (a test); re-run"), stops[0]
