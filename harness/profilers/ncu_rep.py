@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -53,6 +54,15 @@ def import_csv(report: Path, executable: str, timeout_s: float) -> str:
     return proc.stdout
 
 
+def _extras_dirs(ncu: Path) -> Iterator[Path]:
+    """Folders holding ``ncu_report.py`` for the ncu at ``ncu`` (a resolved path): its own
+    ``extras/python``, or, where ``ncu`` is CUDA's launcher in ``<cuda>/bin``, that of the
+    Nsight Compute install beside it (``<cuda>/nsight-compute-<version>/extras/python``)."""
+    for folder in (ncu.parent / "extras" / "python", *sorted(ncu.parent.parent.glob("nsight-compute*/extras/python"))):
+        if (folder / "ncu_report.py").is_file():
+            yield folder
+
+
 def load_ncu_report_module(executable: str | None = None) -> ModuleType | None:
     """NVIDIA's ``ncu_report`` module: importable as is, else from ``extras/python`` beside
     ``executable`` (symbolic links followed); None where neither loads."""
@@ -63,8 +73,8 @@ def load_ncu_report_module(executable: str | None = None) -> ModuleType | None:
     found = shutil.which(executable) if executable else None
     if not found:
         return None
-    extras = Path(os.path.realpath(found)).parent / "extras" / "python"
-    if not (extras / "ncu_report.py").is_file():
+    extras = next(_extras_dirs(Path(os.path.realpath(found))), None)
+    if extras is None:
         return None
     sys.path.append(str(extras))
     try:
