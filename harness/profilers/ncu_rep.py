@@ -56,9 +56,12 @@ def import_csv(report: Path, executable: str, timeout_s: float) -> str:
 
 def _extras_dirs(ncu: Path) -> Iterator[Path]:
     """Folders holding ``ncu_report.py`` for the ncu at ``ncu`` (a resolved path): its own
-    ``extras/python``, or, where ``ncu`` is CUDA's launcher in ``<cuda>/bin``, that of the
-    Nsight Compute install beside it (``<cuda>/nsight-compute-<version>/extras/python``)."""
-    for folder in (ncu.parent / "extras" / "python", *sorted(ncu.parent.parent.glob("nsight-compute*/extras/python"))):
+    ``extras/python``; where ``ncu`` is CUDA's launcher script in ``<cuda>/bin``, that of the
+    Nsight Compute install it starts, beside CUDA (``<cuda>/nsight-compute-<version>``) or in
+    NVIDIA's default place (``/opt/nvidia/nsight-compute/<version>``), newest version first."""
+    installs = [*ncu.parent.parent.glob("nsight-compute*"), *Path("/opt/nvidia/nsight-compute").glob("*")]
+    for folder in (ncu.parent / "extras" / "python",
+                   *(p / "extras" / "python" for p in sorted(installs, key=lambda p: p.name, reverse=True))):
         if (folder / "ncu_report.py").is_file():
             yield folder
 
