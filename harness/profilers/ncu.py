@@ -43,7 +43,7 @@ from pathlib import Path
 
 from harness.profilers.wrapped import ProcessWrappingProfiler
 from harness.profilers.base import DispatchCounters, lookup_hit_rate
-from harness.profilers.ncu_rep import import_csv, load_ncu_report_module, read_launches
+from harness.profilers.ncu_rep import import_csv, read_launches_isolated
 from harness.storage.field_names import Metric, Tag
 
 log = logging.getLogger("swizzlebench")
@@ -262,11 +262,12 @@ def dispatches_of(launches: list[_Launch]) -> list[DispatchCounters]:
     return [_dispatch(index, name, metrics) for index, (name, metrics) in enumerate(launches)]
 
 
-def read_ncu_report(report: Path, executable: str | None = None) -> list[DispatchCounters] | None:
-    """The dispatches of a saved ``.ncu-rep`` read with NVIDIA's ``ncu_report`` module
-    (:func:`harness.profilers.ncu_rep.load_ncu_report_module`); None where it is not installed."""
-    module = load_ncu_report_module(executable)
-    return None if module is None else dispatches_of(read_launches(module, report, NCU_METRICS))
+def read_ncu_report(report: Path, executable: str | None = None, timeout_s: float = 300) -> list[DispatchCounters] | None:
+    """The dispatches of a saved ``.ncu-rep`` read with NVIDIA's ``ncu_report`` module in a child
+    process (:func:`harness.profilers.ncu_rep.read_launches_isolated`); None where it is not
+    installed."""
+    launches = read_launches_isolated(report, executable, NCU_METRICS, timeout_s)
+    return None if launches is None else dispatches_of(launches)
 
 
 # A launch before conversion: (kernel name, {metric: (value text, unit)}).
@@ -448,7 +449,7 @@ class NcuProfiler(ProcessWrappingProfiler):
         csv_text = import_csv(report, self.executable, self.timeout_s)
         (workdir / self.CSV).write_text(csv_text)
         try:
-            from_module = read_ncu_report(report, self.executable)
+            from_module = read_ncu_report(report, self.executable, self.timeout_s)
         except Exception as exc:   # NVIDIA's module failed on this file: the CSV is the same measurement
             log.warning("ncu_report could not read %s (%s: %s); reading ncu's CSV", report, type(exc).__name__, exc)
             from_module = None

@@ -20,6 +20,7 @@ order (ncu's ``ID``), which is the worker's launch order.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import shutil
@@ -87,6 +88,21 @@ def load_ncu_report_module(executable: str | None = None) -> ModuleType | None:
         return None
 
 
+def read_launches_isolated(report: Path, executable: str | None, metrics: list[str],
+                           timeout_s: float) -> list[Launch] | None:
+    """:func:`read_launches` in a child Python (``python -m harness.profilers.ncu_rep``): NVIDIA's
+    module is native code, and a build that crashes in this Python (seen: SIGSEGV on an H200
+    node's Python 3.12 beside torch) must not take the sweep with it.  None where the module is
+    not installed; raises ``RuntimeError`` naming the child's end where it failed."""
+    cmd = [sys.executable, "-m", "harness.profilers.ncu_rep", str(report), executable or "", *metrics]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        end = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
+        raise RuntimeError(f"the ncu_report reader ended with {end}: {proc.stderr.strip()[-300:]}")
+    found = json.loads(proc.stdout)
+    return None if found is None else [(name, {k: tuple(v) for k, v in values.items()}) for name, values in found]
+
+
 def read_launches(module: ModuleType, report: Path, metrics: list[str]) -> list[Launch]:
     """The ``metrics`` of every result in ``report``, read with ``module`` (``ncu_report``),
     in result order; a metric the result lacks is left out (as the CSV's ``n/a``)."""
@@ -103,3 +119,8 @@ def read_launches(module: ModuleType, report: Path, metrics: list[str]) -> list[
                     values[name] = (repr(metric.as_double()), metric.unit())
             launches.append((action.name(), values))
     return launches
+
+
+if __name__ == "__main__":   # the child of read_launches_isolated: REPORT EXECUTABLE METRIC...
+    _module = load_ncu_report_module(sys.argv[2] or None)
+    print(json.dumps(None if _module is None else read_launches(_module, Path(sys.argv[1]), sys.argv[3:])))

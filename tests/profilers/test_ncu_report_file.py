@@ -75,10 +75,25 @@ def test_ncu_report_module_reads_the_same_counters_as_the_csv(tmp_path, no_ncu_r
     report = _profiled_launch(tmp_path)
     from_csv = parse_ncu_csv(import_csv(report, str(STANDIN_NCU), 60))
     assert read_ncu_report(report, str(STANDIN_NCU)) is None    # no module: the CSV path
-    monkeypatch.syspath_prepend(str(FAKE_MODULE))
-    assert read_ncu_report(report, str(STANDIN_NCU)) == from_csv
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FAKE_MODULE), os.environ.get("PYTHONPATH", "")]))
+    assert read_ncu_report(report, str(STANDIN_NCU)) == from_csv    # read in a child Python
     profiler = NcuProfiler(str(STANDIN_NCU))
     assert profiler.read_dispatches(tmp_path, stdout="") == from_csv and profiler.reader == "ncu_report"
+
+
+def test_an_ncu_report_module_that_crashes_costs_nothing_but_the_cross_check(tmp_path, no_ncu_report_module, monkeypatch):
+    """NVIDIA's module is native code; one that dies of SIGSEGV (as it did on an H200 node) does
+    so in the reader's child: the job reads the CSV of the same report and says so."""
+    report = _profiled_launch(tmp_path)
+    crashing = tmp_path / "crashing"
+    crashing.mkdir()
+    (crashing / "ncu_report.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(crashing), os.environ.get("PYTHONPATH", "")]))
+    with pytest.raises(RuntimeError, match="signal 11"):
+        read_ncu_report(report, str(STANDIN_NCU))
+    profiler = NcuProfiler(str(STANDIN_NCU))
+    assert profiler.read_dispatches(tmp_path, stdout="") == parse_ncu_csv(import_csv(report, str(STANDIN_NCU), 60))
+    assert profiler.reader == "csv"
 
 
 def test_ncu_report_module_is_found_beside_the_executable(tmp_path, no_ncu_report_module):
