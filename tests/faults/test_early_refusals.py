@@ -40,7 +40,7 @@ CASES = {
     "misspelled_swizzle": (["shape=tiny", "swizzle=xdc"], "swizzle=xdc: no swizzle option 'xdc'; did you mean xcd? "
                                                           "valid: colmajor, custom, grouped,"),
     "misspelled_preset": (["shape=resnte"], "shape=resnte: no shape option 'resnte'; did you mean resnet? "
-                                            "valid: calibrate, holdout, resnet,"),
+                                            "valid: calibrate, holdout, kinds, resnet,"),
     "unknown_layer": (["shape=resnet", "shape.select=[l99]"],
                       "shape.select names ['l99'] not in preset 'resnet'; did you mean l09? valid: l01, l02,"),
     "baseline_misspelled": (["shape=tiny", "compare.baseline=xdc"],

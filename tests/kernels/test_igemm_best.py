@@ -214,6 +214,9 @@ def test_off_the_target_the_simulated_l2_is_for_the_config_the_target_launches(m
     table = load_table("igemm_best", target) or load_table("igemm_best", TABLE_FALLBACK[target])
     predicted = 0
     for s in _preset_layers():
+        if shape_key(s) not in table.entries:   # no MI300X run tuned the kinds layers (compiled-only target)
+            assert target == "mi300x" and s.name.startswith("kinds/"), s.name
+            continue
         own = Config.from_dict(table.entries[shape_key(s)]["config"])
         spec = JobSpec(kernel="igemm_best", tiles=tuple(KERNEL.check_tiles({"WS": 0, **FAST_TILES}).items()),
                        swizzle="identity", num_xcds=1, group_size=8, shape=s, shape_preset="p", num_warps=4,
@@ -237,7 +240,9 @@ def test_off_the_target_the_simulated_l2_is_for_the_config_the_target_launches(m
 def test_h100_table_is_what_the_script_builds_from_the_measurements():
     script = load("best_of_tables.py")
     runs = script.load_runs()
-    built, committed = script.build_h100(runs), load_table("igemm_best", "h100")
+    h200, h200_ratio = script.build_h200(script.load_runs(script.H200_ROWS), runs)
+    fast, ws = (script._borrowed(f, h200[f]) for f in ("igemm_fast", "igemm_ws"))
+    built, committed = script.build_h100(runs, fast, ws, h200_ratio), load_table("igemm_best", "h100")
     assert built.entries == committed.entries and built.how == committed.how
     assert script.build_mi300x().entries == load_table("igemm_best", "mi300x").entries
     # each family's figure is the newest run's that timed the committed config: igemm_fast's l03
@@ -277,10 +282,20 @@ def test_mi300x_table_is_igemm_fast_s_and_compiles_on_gfx942_only_ws0():
     for key, entry in best.entries.items():
         tiles = entry["config"]["tiles"]
         assert tiles["WS"] == 0 and {k: v for k, v in tiles.items() if k != "WS"} == fast.entries[key]["config"]["tiles"]
+    def runs_there(s: ConvShape, cfg: Config) -> bool:
+        try:
+            KERNEL.check_target(s, KERNEL.check_tiles(cfg.tiles_dict), "amd", "gfx942")
+            return True
+        except ValueError:
+            return False
+
     for s in _preset_layers():
-        cfg = best.lookup(s).config
-        KERNEL.check_target(s, KERNEL.check_tiles(cfg.tiles_dict), "amd", "gfx942")
-        assert cfg in KERNEL.tune_space(s, MI300X), s.name
+        choice = best.lookup(s, lambda cfg: runs_there(s, cfg))   # as harness.tune.per_job looks up
+        assert choice is not None and runs_there(s, choice.config), s.name
+        if shape_key(s) in best.entries:
+            assert choice.config in KERNEL.tune_space(s, MI300X), s.name
+        else:   # a kinds layer: no MI300X was lent to tune it; the nearest entry that runs there, named
+            assert s.name.startswith("kinds/") and not choice.exact and choice.source, (s.name, choice.source)
 
 
 def test_under_another_triton_an_h100_job_runs_the_igemm_fast_fallback(tmp_path):
