@@ -187,7 +187,7 @@ def test_sigterm_stops_a_sweep_whose_jobs_run_in_worker_processes(tmp_path, laun
     def ready() -> bool:
         if not hung_run_running(tmp_path, uri):
             return False
-        states = {r.info.run_name: r.info.status for r in runs_of(uri, EXPERIMENT)}
+        states = {r.data.tags.get("job"): r.info.status for r in runs_of(uri, EXPERIMENT)}
         return all(states.get(name) == "FINISHED" for name in FINISHED_FIRST) and worker_hangs(proc)
 
     processes = wait_until(proc, ready, f"RUNNING {HUNG} beside {FINISHED_FIRST} FINISHED")
