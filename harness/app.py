@@ -25,7 +25,8 @@ from harness.hardware.pinning import DevicePin, inherited_visibility, parse_devi
 from harness.preflight import CheckedJob
 from harness.run.options import JobOptions
 from harness.run.l2 import compared, profile_and_finish
-from harness.run.progress import NAME_WIDTH, progress_line
+from harness.run import live
+from harness.run.progress import NAME_WIDTH, print_line
 from harness.job.result import FINISHED, JobResult
 from harness.job.spec import JobSpec
 from harness.job.verdict import L2, NO_PROFILER, Kind, Verdict
@@ -136,6 +137,7 @@ def _run_entries(sweep: _Sweep, entries, job_num: int) -> list[JobResult]:
     """Run the job's shapes in turn (:func:`_run_entry`); the results of those not skipped.
     The runner is closed at the end, and when interrupted (its worker is then killed at once)."""
     results = []
+    live.job_started(len(entries))
     try:
         for i, entry in enumerate(entries, 1):
             result = _run_entry(sweep, entry, f"[job {job_num} | {i}/{len(entries)}]")
@@ -166,6 +168,7 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
         run_id = tracker.claim_job(spec.run_name, sweep.parent, sweep.common_tags, spec.spec_hash, job.resume)
         if isinstance(run_id, Reuse):
             print(f"{position} {spec.run_name:<{NAME_WIDTH}} SKIPPED  {run_id.why}", flush=True)
+            live.shape_done(failed=False)
             tracker.link_reused(sweep.parent, run_id, spec.run_name)
             return None
     if result is None:
@@ -179,7 +182,7 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
             _profile_pending(sweep)
         return result
     tracker.finish_job(run_id, result)
-    print(progress_line(position, result), flush=True)
+    print_line(position, result)
     return result
 
 

@@ -279,8 +279,8 @@ def _end_sweep(tracker: Tracker, run_id: str, status: str = FINISHED, reason: st
                     "--sweep %s --tracking-uri %s", len(spooled), spool_dir, names, sync_command(spool_dir),
                     experiment, run_id, uri)
     tracker.end_sweep(run_id, status, reason)
-    if tracker.experiment_id:
-        log.info("%s", tracking.mlflow_ui_hint(uri, tracker.experiment_id))
+    if tracker.experiment_id:   # the address opens on this sweep's job runs (Tracker.share_sweep_view)
+        log.info("%s", tracking.mlflow_ui_hint(uri, tracker.experiment_id, tracker.share_sweep_view(run_id)))
     if tracker.offline or is_spool_id(run_id):
         log.warning("Sweep report skipped: the sweep's runs are spooled in %s (tracking store %s "
                     "unreachable). Log them with `%s`, then build the report with: python -m harness.report "

@@ -69,7 +69,7 @@ def _runs(user_dir: Path, args: list[str], name: str, env: dict | None = None) -
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name(name).experiment_id], max_results=100)
-    return {r.info.run_name: r for r in runs if r.data.tags.get("swizzlebench.kind") == "job"}
+    return {r.data.tags["job"]: r for r in runs if r.data.tags.get("swizzlebench.kind") == "job"}
 
 
 def test_documented_command_is_the_tested_one():

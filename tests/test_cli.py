@@ -7,10 +7,11 @@ import shlex
 import shutil
 from pathlib import Path
 
+import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.storage.tracking import FIRST_VIEW_COLUMNS
+from harness.storage.run_fields import FIRST_VIEW_COLUMNS, FIRST_VIEW_WIDTHS, NAME_COLUMN
 from tests.cli_fork import run_cli
 from tests.mlflow_server import running_mlflow_server
 from tests.report.test_browser import CHROMIUM, assert_cells_fit, chromium
@@ -56,7 +57,9 @@ def test_one_child_run_per_job_and_shape(sweep):
     assert len(children) == 9
     assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in children)
     names = sorted(r.data.tags["mlflow.runName"] for r in children)
-    assert "igemm/xcd/tiny-t2/w8" in names and "igemm/seed_xcd/tiny-t1/w8" in names
+    assert "xcd·tiny-t2·w8·igemm" in names and "seed_xcd·tiny-t1·w8·igemm" in names   # label first
+    assert len(set(names)) == 9 and max(map(len, names)) <= 25, names
+    assert {r.data.tags["job"] for r in children} >= {"igemm/xcd/tiny-t2/w8"}       # the job line's name
 
 
 def test_valid_jobs_finished_rejected_jobs_failed_with_reason(sweep):
@@ -83,7 +86,7 @@ def test_valid_jobs_finished_rejected_jobs_failed_with_reason(sweep):
 
 def test_artifacts_hold_config_and_kernel_source(sweep):
     _, client, runs = sweep
-    run = next(r for r in runs if r.data.tags.get("mlflow.runName") == "igemm/xcd/tiny-t1/w8")
+    run = next(r for r in runs if r.data.tags.get("mlflow.runName") == "xcd·tiny-t1·w8·igemm")
     files = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "kernel_source.py"} <= files
     local = client.download_artifacts(run.info.run_id, "kernel_source.py")
@@ -257,15 +260,27 @@ def test_the_sweep_ends_with_the_mlflow_ui_command_and_its_view_opens_on_the_ver
     store, address = re.search(r"`mlflow ui --backend-store-uri (\S+)`, then open (\S+) \(the verdict columns\)",
                                hint).groups()
     assert f"tracking.uri={store}" in proc.args                              # the store in use
-    assert address.startswith("http://127.0.0.1:5000/#/experiments/") and "viewStateShareKey=swizzlebench" in address
+    sweep_id = next(r.info.run_id for r in runs if r.data.tags.get("swizzlebench.kind") == "sweep")
+    assert address.startswith("http://127.0.0.1:5000/#/experiments/") and f"viewStateShareKey=sweep-{sweep_id}" in address
     with running_mlflow_server(store, tmp_path / "ui", command="ui") as base:
         result = chromium(address.replace("http://127.0.0.1:5000", base), tmp_path / "profile",
                           "--virtual-time-budget=20000", "--window-size=2400,1000", "--dump-dom")
     assert result.returncode == 0, result.stderr[-2000:]
     # the view's columns that a CPU sweep has values for (no speedup: nothing was timed)
-    shown = set(FIRST_VIEW_COLUMNS) - {"metrics.`speedup`"}
-    assert {"tags.`verdict`", "metrics.`l2_delta_pts`"} <= shown <= set(_column_ids(result.stdout)), _column_ids(result.stdout)
-    assert "sweep swizzle[3] igemm tiny" in result.stdout                    # the sweep's run (its jobs nest in it)
+    shown = set(FIRST_VIEW_COLUMNS) - {"tags.`display.speedup`"}
+    assert {"tags.`display.verdict`", "tags.`display.l2`"} == shown <= set(_column_ids(result.stdout)), \
+        _column_ids(result.stdout)
+    text = _page_text(result.stdout)
+    jobs = sorted(r.info.run_name for r in runs if r.data.tags.get("swizzlebench.kind") == "job")
+    assert all(name in text for name in jobs), text[:3000]                   # the job runs, not folded
+    assert "sweep swizzle[3] igemm tiny" not in text                         # nor the sweep's run above them
+    for shown_value in ("L2 same tile order", "+0.0 pts (same tile order)", "baseline", "FAILED (permutation)"):
+        assert shown_value in text, shown_value
+    assert "not timed" not in text                                           # no column that says only that
+    widths = dict(re.findall(r'col-id="([^"]+)"[^>]*?style="[^"]*?width: (\d+)px', result.stdout))
+    assert {column: int(widths.get(column, 0)) for column in FIRST_VIEW_WIDTHS if column in shown | {NAME_COLUMN}} \
+        == {column: width for column, width in FIRST_VIEW_WIDTHS.items() if column in shown | {NAME_COLUMN}}, widths
+    assert max(map(len, jobs)) <= 25                                         # names that fit 250 px
 
 
 #: The command of the sweep fixture as the docs show it (their CPU job-line examples are its lines).
@@ -302,3 +317,37 @@ def test_the_mlflow_ui_hint_names_the_command_for_a_store_on_disk_and_the_addres
     served = mlflow_ui_hint("http://tracking-host:5000", "3")
     assert served == f"MLflow UI (verdict columns): {mlflow_ui_url('http://tracking-host:5000', '3')}"
     assert "mlflow ui" not in served
+
+
+def test_no_live_progress_line_off_a_terminal(sweep):
+    """The sweep's live line (harness.run.live) is drawn only on a terminal: a run whose
+    output goes to files, a pipe or CI prints the job lines alone."""
+    proc, _, _ = sweep
+    assert not [ln for ln in (proc.stdout + proc.stderr).splitlines() if " shapes [" in ln or ln.startswith("jobs ")]
+    assert len([ln for ln in proc.stdout.splitlines() if ln.startswith("[job ")]) == 9
+
+
+def test_cpu_job_runs_carry_their_l2_verdict_rounded_for_display(tmp_path):
+    """In the store (mlflow.search_runs, as a notebook reads it), a CPU job run has the
+    columns the first view shows: the deciding verdict (the L2 one: nothing was timed),
+    the predicted L2 change to one decimal with its verdict, no speedup; its name is short,
+    its swizzle first.  colmajor reads the 16 x 4 tile grid in another order than identity:
+    the simulator predicts a change, on a target it was not validated on."""
+    uri = f"sqlite:///{tmp_path}/store.db"
+    shape = "shape.shapes=[{name:a,N:1,C:16,H:16,W:16,F:64,R:1,S:1,stride:1,padding:0}]"
+    proc = _harness(["-m", "kernel=igemm", "swizzle=colmajor", "shape=tiny", shape, *SMALL_TILES,
+                     f"tracking.uri={uri}", "experiment=display", f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        runs = mlflow.search_runs(experiment_names=["display"], filter_string="tags.`swizzlebench.kind` = 'job'")
+    finally:
+        mlflow.set_tracking_uri(before)
+    (run,) = runs.to_dict("records")
+    assert run["tags.mlflow.runName"] == "colmajor·tiny-a·w8·igemm" and run["tags.job"] == "igemm/colmajor/tiny-a/w8"
+    delta = run["metrics.l2_delta_pts"]
+    assert run["tags.display.l2"] == f"{delta:+.1f} pts (predicted, not validated)"
+    assert run["tags.display.verdict"] == "L2 predicted, not validated"
+    assert run["tags.l2_verdict"].startswith("predicted, not validated") and run["tags.verdict"].startswith("not timed")
+    assert "tags.display.speedup" not in runs.columns

@@ -41,7 +41,7 @@ def test_renaming_a_verdict_word_is_one_line(tmp_path):
     assert f"), {NEW_WORD}  " in line and old not in line, line          # the job line
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("rename")
-    (run,) = [r for r in client.search_runs([exp.experiment_id]) if r.info.run_name == "igemm/xcd/tiny-t1/w8"]
+    (run,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("job") == "igemm/xcd/tiny-t1/w8"]
     assert run.data.tags["verdict"].startswith(f"{NEW_WORD} (no GPU"), run.data.tags   # the MLflow tag
     (page,) = (src / "reports" / "rename").glob("*/index.html")   # the sweep reports into its folder
     text = page.read_text()

@@ -9,7 +9,7 @@ from harness.job.result import JobResult
 from harness.job.spec import JobSpec
 from harness.measure.paired import record_l2, record_read_l2
 from harness.profilers.worker import ProfileRequest
-from harness.run.progress import progress_line
+from harness.run.progress import print_line
 from harness.schema import ProfilerConfig, TargetConfig
 from harness.storage.field_names import Metric, Tag
 from harness.storage.run_fields import PROFILER_ARTIFACTS
@@ -76,7 +76,7 @@ def profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig,
             result.tags.update(predicted[run_id][1])
         _record_outcome(result, outcomes[run_id], profiler, min_l2_delta)
         tracker.finish_job(run_id, result)
-        print(progress_line(position, result), flush=True)
+        print_line(position, result)
 
 
 def _record_outcome(result: JobResult, outcome, profiler, min_l2_delta: float) -> None:

@@ -7,6 +7,7 @@ from harness.quiet import verbose
 from harness.tune.best_vs_best import comparison_head
 from harness.job.result import FINISHED, JobResult
 from harness.job.verdict import SAME_ORDER_SIM, TIME, Kind
+from harness.run import live
 from harness.storage.run_fields import VERDICT_TAGS, run_tags, verdict_text
 from harness.storage.field_names import Metric, Param, Tag
 
@@ -46,6 +47,13 @@ def _l2_verdict(result: JobResult) -> str:
     if verdict.same_order:
         return SAME_ORDER_SIM
     return verdict.word if verdict.kind == Kind.PREDICTED else verdict_text(verdict)
+
+
+def print_line(position: str, result: JobResult) -> None:
+    """Print the shape's job line (:func:`progress_line`) now, and count it on the sweep's live
+    display (:mod:`harness.run.live`)."""
+    print(progress_line(position, result), flush=True)
+    live.shape_done(failed=result.status != FINISHED)
 
 
 def progress_line(position: str, result: JobResult) -> str:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 import re
 
-from harness.job.result import JobResult
-from harness.job.verdict import L2, NOT_VALIDATED, SAME_ORDER_L2, SAME_ORDER_TIME, TIME, Kind, Verdict
-from harness.storage.field_names import Tag
+from harness.job.result import BASELINE_ROLE, FINISHED, JobResult
+from harness.job.verdict import L2, NOT_VALIDATED, SAME_ORDER_L2, SAME_ORDER_SIM, SAME_ORDER_TIME, TIME, Kind, Verdict
+from harness.storage.field_names import Metric, Tag
 
 #: Tag names of the typed outcome fields.
 FAILED_GATE_TAG = "failed_gate"
@@ -32,6 +32,24 @@ PROFILER_ARTIFACTS = "profiler"
 #: Tags of :class:`harness.job.result.ProfilerReport`: the report file's path among the run's
 #: artifacts (``profiler/ncu.ncu-rep``), and the IDs of the job's results in it (``10-19``).
 PROFILER_REPORT_TAG, PROFILER_REPORT_RESULTS_TAG = "profiler_report", "profiler_report.results"
+#: Tags made for display: the MLflow UI's first view shows them as its columns, rounded text
+#: (``1.03x``, ``+3.7 pts (predicted, not validated)``); the exact figures stay the metrics
+#: and the verdict tags above.  :func:`display_tags` writes them.
+DISPLAY_VERDICT_TAG, DISPLAY_SPEEDUP_TAG, DISPLAY_L2_TAG = "display.verdict", "display.speedup", "display.l2"
+#: The first view's columns, as the MLflow UI names them (``type.`name```).
+FIRST_VIEW_COLUMNS = tuple(f"tags.`{tag}`" for tag in (DISPLAY_VERDICT_TAG, DISPLAY_SPEEDUP_TAG, DISPLAY_L2_TAG))
+#: The MLflow UI's run name column, and the first view's columns in their order with their
+#: widths (px): wide enough for a job run's name and the display tags' longest texts.
+NAME_COLUMN = "attributes.`Run Name`"
+FIRST_VIEW_WIDTHS = dict(zip((NAME_COLUMN, *FIRST_VIEW_COLUMNS), (250, 210, 110, 280)))
+#: The MLflow UI's key that sorts the runs table by run name (sorted so, job runs are not
+#: folded under their sweep's run).
+SORT_BY_NAME = "tags.`mlflow.runName`"
+#: Between the parts of a job run's name in the store (:func:`store_run_name`).
+NAME_SEP = "·"
+#: The tag holding the job's name as its job line prints it (``igemm/xcd/tiny-t1/w8``).
+JOB_NAME_TAG = "job"
+_JOB_NAME = re.compile(r"(?P<kernel>[^/]+)/(?P<swizzle>.+)/(?P<shape>[^/]+)/(?P<warps>w\d+)")
 #: The kinds a stored verdict can open with (the report's own words never are stored).
 _STORED = (Kind.FASTER, Kind.SLOWER, Kind.HIGHER, Kind.LOWER, Kind.NO_DIFFERENCE, Kind.PREDICTED, Kind.NOT_TIMED,
            Kind.NOT_PROFILED, Kind.NO_COMPARISON)
@@ -59,13 +77,25 @@ def run_metrics(result: JobResult) -> dict[str, float]:
     return {k: float(v) for k, v in result.metrics.items()}
 
 
+def store_run_name(job_name: str) -> str:
+    """A job run's name in the store: short, its swizzle label first, for the MLflow UI's
+    narrow name column: ``xcd·tiny-t1·w8·igemm`` for the job line's ``igemm/xcd/tiny-t1/w8``
+    (:attr:`harness.job.spec.JobSpec.run_name`, kept in the tag ``job``); a name of another
+    form unchanged."""
+    found = _JOB_NAME.fullmatch(job_name)
+    if found is None:
+        return job_name
+    return NAME_SEP.join(found.group("swizzle", "shape", "warps", "kernel"))
+
+
 def run_tags(result: JobResult) -> dict[str, str]:
     """The run's tags: the stages' tags plus the typed fields (``failed_gate``,
     ``compare.role``, ``compare.same_order`` as ``true``/``false``, ``compare.question``,
     ``verdict`` and ``l2_verdict`` (:func:`verdict_text`; ``no comparison: <why>`` for a
     candidate whose baseline failed a gate), ``timing`` = ``not measured: <why>`` for a
-    job not timed, and ``profiler_report`` / ``profiler_report.results`` for a job whose
-    profiler kept a report file)."""
+    job not timed, ``profiler_report`` / ``profiler_report.results`` for a job whose
+    profiler kept a report file, the job line's name (``job``) and the display tags
+    (:func:`display_tags`))."""
     tags = {k: str(v) for k, v in result.tags.items()}
     c = result.comparison
     missing = None if c.missing is None else Verdict(TIME, Kind.NO_COMPARISON, detail=c.missing)
@@ -81,7 +111,48 @@ def run_tags(result: JobResult) -> dict[str, str]:
         typed[PROFILER_REPORT_RESULTS_TAG] = (f"{report.first_result}" if report.first_result == report.last_result
                                               else f"{report.first_result}-{report.last_result}")
     tags.update({k: v for k, v in typed.items() if v is not None})
+    tags.update({JOB_NAME_TAG: result.run_name, **display_tags(result)})
     return tags
+
+
+def display_tags(result: JobResult) -> dict[str, str]:
+    """The run's display tags: ``display.verdict``, the verdict that decides (on time where
+    the job was timed, else on L2 as ``L2 <word>``; ``baseline``, ``FAILED (<gate>)``, ``no
+    comparison``); ``display.speedup``, the speedup to two decimals (``1.03x``); ``display.l2``,
+    the L2 change in % points to one decimal with its verdict (``+3.7 pts (predicted, not
+    validated)``; a simulated one says ``predicted``).  Only those the run has a figure for."""
+    m, out = result.metrics, {}
+    if Metric.SPEEDUP in m:
+        out[DISPLAY_SPEEDUP_TAG] = f"{m[Metric.SPEEDUP]:.2f}x"
+    l2 = _l2_display(result)
+    if Metric.L2_DELTA_PTS in m and l2:
+        out[DISPLAY_L2_TAG] = f"{m[Metric.L2_DELTA_PTS]:+.1f} pts ({l2})"
+    verdict, c = result.verdict, result.comparison
+    if result.status != FINISHED:
+        out[DISPLAY_VERDICT_TAG] = f"FAILED ({result.failed_gate})" if result.failed_gate else "FAILED"
+    elif c.missing is not None:
+        out[DISPLAY_VERDICT_TAG] = Kind.NO_COMPARISON.word
+    elif c.role == BASELINE_ROLE:
+        out[DISPLAY_VERDICT_TAG] = Kind.BASELINE.word
+    elif verdict is not None and verdict.kind != Kind.NOT_TIMED:
+        out[DISPLAY_VERDICT_TAG] = f"{SAME_ORDER_SIM} ({verdict.word})" if verdict.same_order else verdict.word
+    elif l2:
+        out[DISPLAY_VERDICT_TAG] = f"L2 {l2}"
+    return out
+
+
+def _l2_display(result: JobResult) -> str:
+    """The L2 verdict in a few words: its kind's word, ``same tile order`` for a simulated job
+    in its baseline's order, ``predicted`` before a simulated verdict that held a band."""
+    verdict = result.l2_verdict
+    if verdict is None or verdict.kind == Kind.NOT_PROFILED:
+        return ""
+    simulated = result.tags.get(Tag.L2_SOURCE) == "sim"
+    if verdict.same_order:
+        return SAME_ORDER_SIM if simulated else f"{SAME_ORDER_SIM} ({verdict.word})"
+    if simulated and verdict.kind != Kind.PREDICTED:
+        return f"predicted {verdict.word}"
+    return verdict.word
 
 
 def bound_column(values):

@@ -42,7 +42,8 @@ from harness.storage.claims import (HEARTBEAT, HOST_TAG, PID_TAG, is_live, owner
                                     store_lock)
 from harness.storage.new_store import seed_new_store
 from harness.storage.probe import bound_store_waits, known_down, sqlite_path, store_problem
-from harness.storage.run_fields import run_metrics, run_params, run_tags
+from harness.storage.run_fields import (FIRST_VIEW_COLUMNS, FIRST_VIEW_WIDTHS, JOB_NAME_TAG, SORT_BY_NAME, run_metrics,
+                                        run_params, run_tags, store_run_name)
 from harness.storage.run_names import label_filter, names_apart, swizzle_code
 from harness.storage.spool import (DEFAULT_SPOOL_DIR, JOB, SWEEP, Spool, SpoolRecord, is_spool_id, new_spool_id, now_ms,
                                    note_unkept, sync_command)
@@ -73,12 +74,35 @@ EXPERIMENT_KIND = "custom_model_development"
 
 #: The runs table's first view: a view state stored in the experiment, as the UI's "Share"
 #: button stores one (tag ``mlflow.sharedViewState.<key>``, JSON), which the UI applies when
-#: the address says ``viewStateShareKey=<key>`` (:func:`mlflow_ui_url`): the verdict, speedup
-#: and L2 columns shown without picking them.  Column keys are the UI's ``type.`name```.
+#: the address says ``viewStateShareKey=<key>`` (:func:`mlflow_ui_url`): the job runs, sorted
+#: by name (so not folded under their sweep's run), with the display columns
+#: (run_fields.FIRST_VIEW_COLUMNS) shown without picking them.  One for the experiment's job
+#: runs (``swizzlebench``), and one per sweep for its own (``sweep-<run id>``: :func:`first_view`).
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 FIRST_VIEW_KEY = "swizzlebench"
-FIRST_VIEW_TAG = "mlflow.sharedViewState." + FIRST_VIEW_KEY
-FIRST_VIEW_COLUMNS = ("tags.`verdict`", "metrics.`speedup`", "metrics.`l2_delta_pts`", "metrics.`l2_hit_rate`")
-FIRST_VIEW = json.dumps({"selectedColumns": list(FIRST_VIEW_COLUMNS)})
+FIRST_VIEW_TAG = VIEW_TAG_PREFIX + FIRST_VIEW_KEY
+
+
+#: The experiment's view as the UI lists it under "Views" (MLflow >= 3.15's saved views).
+FIRST_VIEW_NAME = "swizzlebench: job runs and verdicts"
+
+
+def first_view(sweep_run_id: str | None = None) -> str:
+    """The view state (JSON) of the job runs of sweep run ``sweep_run_id``: the display
+    columns next to the run name, sorted by it, each as wide as its texts (the UI sizes a
+    column only where ``columnOrder`` lists it).  None: the experiment's job runs, as a saved view (MLflow
+    >= 3.15 stores one as ``{"name", "createdAt", "state"}`` under the same tag, and lists it
+    by name under "Views"; ``createdAt`` 0: the same text every time, so it is written once).
+    A sweep's view is a plain view state, which the UI opens from the address but does not list
+    (it allows 40 saved views per experiment, fewer than the sweeps of a long study)."""
+    runs = f"tags.`{SWEEP_TAG}` = '{sweep_run_id}'" if sweep_run_id else "tags.`swizzlebench.kind` = 'job'"
+    state = json.dumps({"selectedColumns": list(FIRST_VIEW_COLUMNS), "searchFilter": runs,
+                        "orderByKey": SORT_BY_NAME, "orderByAsc": True,
+                        "columnOrder": list(FIRST_VIEW_WIDTHS), "columnWidths": FIRST_VIEW_WIDTHS})
+    return state if sweep_run_id else json.dumps({"name": FIRST_VIEW_NAME, "createdAt": 0, "state": state})
+
+
+FIRST_VIEW = first_view()
 
 #: What "the store cannot be reached or written" looks like: the REST store wraps
 #: connection errors and timeouts in MlflowException; artifact uploads raise requests'
@@ -243,21 +267,34 @@ class Tracker:
                   f"unavailable: {self.offline_reason}); log it later with: {sync_command(self.spool.directory)}",
                   flush=True)
 
+    def share_sweep_view(self, sweep_run_id: str) -> str:
+        """Store the view of the sweep's job runs (:func:`first_view`) in the experiment; its
+        key (``sweep-<run id>``), or the experiment's first view's where the store refused it."""
+        key = f"sweep-{sweep_run_id}"
+        if self.offline or is_spool_id(sweep_run_id):
+            return FIRST_VIEW_KEY
+        try:
+            retry_when_locked(self.client.set_experiment_tag, self.experiment_id, VIEW_TAG_PREFIX + key,
+                              first_view(sweep_run_id))
+        except STORE_ERRORS:
+            return FIRST_VIEW_KEY
+        return key
+
     # -- job (child) runs ------------------------------------------------------------
     def start_job(self, run_name: str, parent_run_id: str | None, tags: dict[str, str]) -> str:
         """Create the job's run as RUNNING before any work: a crash leaves a visible trace.
         Offline (or under a spooled sweep) the run gets a spool id and is spooled at finish."""
         run_name = storable(run_name)
-        start = _RunStart(run_name, parent_run_id,
-                          {**storable_mapping(tags), "swizzlebench.kind": "job", INVOCATION_TAG: self.invocation_id})
+        start = _RunStart(run_name, parent_run_id, {**storable_mapping(tags), "swizzlebench.kind": "job",
+                                                    INVOCATION_TAG: self.invocation_id, JOB_NAME_TAG: run_name})
         run_id = None
         if not self.offline and not is_spool_id(parent_run_id):
             tags = {**start.tags, **owner_tags()}
             if parent_run_id:
                 tags.update({PARENT_TAG: parent_run_id, SWEEP_TAG: parent_run_id})
             try:
-                run_id = retry_when_locked(self.client.create_run, self.experiment_id, run_name=run_name,
-                                           tags=tags).info.run_id
+                run_id = retry_when_locked(self.client.create_run, self.experiment_id,
+                                           run_name=store_run_name(run_name), tags=tags).info.run_id
                 HEARTBEAT.add(run_id, self.client.set_tag)
             except STORE_ERRORS as exc:
                 self._go_offline(exc)
@@ -336,7 +373,7 @@ class Tracker:
         if not self.offline and not is_spool_id(run_id):
             try:
                 if renamed:
-                    retry_when_locked(self.client.update_run, run_id, name=result.run_name)
+                    retry_when_locked(self.client.update_run, run_id, name=store_run_name(result.run_name))
                 self._finish_in_store(run_id, result)
                 self._name_apart(run_id, result)
             except STORE_ERRORS as exc:
@@ -368,7 +405,8 @@ class Tracker:
             return
         try:
             for other, name in names_apart(search_all_runs(self.client, self.experiment_id, search), label).items():
-                retry_when_locked(self.client.update_run, other, name=name)
+                retry_when_locked(self.client.update_run, other, name=store_run_name(name))
+                retry_when_locked(self.client.set_tag, other, JOB_NAME_TAG, name)
                 if other == run_id:
                     result.run_name = name
         except STORE_ERRORS as exc:
@@ -599,7 +637,8 @@ class Tracker:
         params, metrics = storable_mapping(record.params), record.metrics
         if existing is None:
             run_id = retry_when_locked(self.client.create_run, self.experiment_id, start_time=record.start_time_ms,
-                                       tags=tags, run_name=storable(record.run_name)).info.run_id
+                                       tags=tags, run_name=storable(store_run_name(record.run_name) if record.kind == JOB
+                                                                    else record.run_name)).info.run_id
         else:   # created before the store failed: complete it, logging only what it lacks
             run_id = existing.info.run_id
             params = {k: v for k, v in params.items() if k not in existing.data.params}
@@ -716,13 +755,15 @@ def storable_result(result: JobResult) -> None:
     result.reason, result.run_name = storable(result.reason), storable(result.run_name)
 
 
-def mlflow_ui_url(base: str, experiment_id: str, charts: bool = False) -> str:
+def mlflow_ui_url(base: str, experiment_id: str, charts: bool = False, view: str = FIRST_VIEW_KEY) -> str:
     """The experiment's runs table in the MLflow UI served at ``base`` (``http://host:5000``);
     ``charts``: its chart view instead.  The address says ``workflowType=machine_learning``:
     MLflow 3.17's UI takes an experiment's kind from a per-browser GenAI / Model training
     switch (GenAI by default), not from ``EXPERIMENT_KIND_TAG``, and would open the GenAI
-    overview; and ``viewStateShareKey``: the table's first view (``FIRST_VIEW_TAG``)."""
-    query = (f"workflowType=machine_learning&viewStateShareKey={FIRST_VIEW_KEY}"
+    overview; and ``viewStateShareKey``: the stored view ``view`` (``FIRST_VIEW_KEY``: the
+    experiment's job runs; ``Tracker.share_sweep_view``: a sweep's).  The address holds no
+    search parameter of its own: with one, the UI ignores the stored view."""
+    query = (f"workflowType=machine_learning&viewStateShareKey={view}"
              + ("&compareRunsMode=CHART" if charts else ""))
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
 
@@ -731,14 +772,14 @@ def mlflow_ui_url(base: str, experiment_id: str, charts: bool = False) -> str:
 MLFLOW_UI_DEFAULT = "http://127.0.0.1:5000"
 
 
-def mlflow_ui_hint(uri: str, experiment_id: str) -> str:
-    """What the end of a sweep says to look at its runs: for a tracking server its view's
-    address (:func:`mlflow_ui_url`); for a store on disk (SQLite, a folder) the ``mlflow ui``
-    command that serves it and the view's address once it runs (its default port)."""
+def mlflow_ui_hint(uri: str, experiment_id: str, view: str = FIRST_VIEW_KEY) -> str:
+    """What the end of a sweep says to look at its runs: for a tracking server the address
+    of the view ``view`` (:func:`mlflow_ui_url`); for a store on disk (SQLite, a folder) the
+    ``mlflow ui`` command that serves it and the view's address once it runs (its default port)."""
     if uri.startswith(("http://", "https://")):
-        return f"MLflow UI (verdict columns): {mlflow_ui_url(uri, experiment_id)}"
+        return f"MLflow UI (verdict columns): {mlflow_ui_url(uri, experiment_id, view=view)}"
     return (f"MLflow UI: run `mlflow ui --backend-store-uri {uri}`, then open "
-            f"{mlflow_ui_url(MLFLOW_UI_DEFAULT, experiment_id)} (the verdict columns)")
+            f"{mlflow_ui_url(MLFLOW_UI_DEFAULT, experiment_id, view=view)} (the verdict columns)")
 
 
 def resolve_tracking_uri(uri: str, base: str | None = None) -> str:

@@ -66,7 +66,7 @@ def _cancel_the_hung_job(slurm: SlurmCluster, uri: str, proc: subprocess.Popen) 
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the sweep ended before its job could be cancelled"
-        status = {r.info.run_name: r.info.status for r in runs_of(uri, EXPERIMENT)}
+        status = {r.data.tags.get("job"): r.info.status for r in runs_of(uri, EXPERIMENT)}
         tasks = {state: task for task, _, state in slurm.jobs()}
         if status.get(HUNG) == "RUNNING" and status.get(DONE) == "FINISHED" and set(tasks) == {"COMPLETED",
                                                                                            "RUNNING"}:
@@ -129,7 +129,8 @@ def test_the_cancelled_job_ends_killed_with_its_reason_and_the_sweep_is_closed(s
     assert story.cancelled.returncode == 0, story.cancelled.stdout[-3000:]
     runs = {r.info.run_id: r for r in runs_of(story.uri, EXPERIMENT)}
     first_sweep = min(runs_of(story.uri, EXPERIMENT, kind="sweep"), key=lambda r: r.info.start_time)
-    first = {r.info.run_name: r for r in runs.values() if r.data.tags["mlflow.parentRunId"] == first_sweep.info.run_id}
+    first = {r.data.tags.get("job"): r for r in runs.values()
+             if r.data.tags["mlflow.parentRunId"] == first_sweep.info.run_id}
     assert sorted(first) == [DONE, HUNG], sorted(first)
     assert first[HUNG].info.status == "KILLED", (first[HUNG].info.status, reason(first[HUNG]))
     assert reason(first[HUNG]).startswith(f"killed: SIGTERM received mid-job ({SLURM_SENDER}); re-run"), \

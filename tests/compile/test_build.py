@@ -341,7 +341,7 @@ def test_design_card_sweep_compiles_every_job_for_gfx942_and_sm_90(tmp_path):
                    for r in runs)
         assert "time_ms_median" not in runs[0].data.metrics and "l2_hit_rate" not in runs[0].data.metrics
     run = next(r for r in _runs(uri, "compile") if r.data.tags["target"] == "mi300x"
-               and r.data.tags["mlflow.runName"] == "igemm/xcd/resnet-l02/w8")
+               and r.data.tags.get("job") == "igemm/xcd/resnet-l02/w8")
     p, m = run.data.params, run.data.metrics
     shape = [p[f"shape.{k}"] for k in ("N", "C", "H", "W", "F", "R", "S", "stride", "padding")]
     tiles = json.dumps({k[5:]: int(v) for k, v in p.items() if k.startswith("tile.")})

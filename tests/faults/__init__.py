@@ -85,7 +85,8 @@ class RunState:
 
     @classmethod
     def of(cls, run: Run, client: MlflowClient) -> "RunState":
-        return cls(run.info.run_name, run.info.status, run.info.end_time, tuple(sorted(run.data.params.items())),
+        return cls(run.data.tags.get("job", run.info.run_name), run.info.status, run.info.end_time,
+                   tuple(sorted(run.data.params.items())),
                    tuple(sorted(run.data.metrics.items())), tuple(sorted(run.data.tags.items())),
                    tuple(sorted(a.path for a in client.list_artifacts(run.info.run_id))))
 

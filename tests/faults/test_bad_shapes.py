@@ -34,7 +34,8 @@ def sweep(seeded_store):
                     f"tracking.uri={seeded_store.uri}", f"experiment={EXPERIMENT}",
                     f"hydra.sweep.dir={seeded_store.root}/{EXPERIMENT}"], cwd=seeded_store.root)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc, {r.info.run_name.split("/")[2].removeprefix("tiny-"): r for r in runs_of(seeded_store.uri, EXPERIMENT)}
+    return proc, {r.data.tags["job"].split("/")[2].removeprefix("tiny-"): r
+                  for r in runs_of(seeded_store.uri, EXPERIMENT)}
 
 
 @pytest.mark.parametrize("name", list(BAD))

@@ -83,8 +83,8 @@ def test_two_formulas_under_one_label_are_two_cells(seeded_store, tmp_path):
     assert len(set(expected.values())) == 2
     assert "superseded" not in page
     # MLflow's names tell them apart the same way, and the later job's line says so
-    assert {r.info.run_id: r.info.run_name for r in runs} == {
-        run_id: f"igemm/{label}/tiny-t1/w8" for run_id, label in expected.items()}
+    assert {r.info.run_id: (r.data.tags["job"], r.info.run_name) for r in runs} == {
+        run_id: (f"igemm/{label}/tiny-t1/w8", f"{label}·tiny-t1·w8·igemm") for run_id, label in expected.items()}
     later = max(runs, key=lambda r: r.info.start_time)
     assert f"igemm/{expected[later.info.run_id]}/tiny-t1/w8" in job_lines(proc)[-1]
 
@@ -97,7 +97,8 @@ def test_a_label_of_one_formula_keeps_its_run_name(seeded_store, tmp_path):
                       "resume=false", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
     runs = runs_of(seeded_store.uri, "one-formula")
-    assert [r.info.run_name for r in runs] == ["igemm/mine/tiny-t1/w8"] * 2
+    assert [(r.data.tags["job"], r.info.run_name) for r in runs] == [("igemm/mine/tiny-t1/w8",
+                                                                      "mine·tiny-t1·w8·igemm")] * 2
 
 
 def test_a_label_naming_a_built_in_is_refused(seeded_store):

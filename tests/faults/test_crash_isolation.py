@@ -31,7 +31,7 @@ def sweep(seeded_store):
 @pytest.mark.parametrize("kind", list(EXPECTED))
 def test_crashed_job_fails_with_what_happened_and_the_others_finish(sweep, kind):
     proc, runs = sweep
-    faulted = [r for r in runs if r.info.run_name == FAULTED]
+    faulted = [r for r in runs if r.data.tags.get("job") == FAULTED]
     run, = [r for r in faulted if EXPECTED[kind] in reason(r)]
     assert run.info.status == "FAILED"
     job = list(EXPECTED).index(kind)
@@ -42,5 +42,5 @@ def test_crashed_job_fails_with_what_happened_and_the_others_finish(sweep, kind)
 
 def test_all_other_runs_finished(sweep):
     _, runs = sweep
-    others = [r for r in runs if r.info.run_name != FAULTED]
+    others = [r for r in runs if r.data.tags.get("job") != FAULTED]
     assert len(others) == 6 and all(r.info.status == "FINISHED" for r in others)

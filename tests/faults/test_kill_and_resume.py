@@ -36,7 +36,7 @@ def _wait_for_hung_run(uri: str, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + KILL_DEADLINE_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the sweep ended before it could be killed"
-        if any(r.info.run_name == HUNG and r.info.status == "RUNNING" for r in runs_of(uri, EXPERIMENT)):
+        if any(r.data.tags.get("job") == HUNG and r.info.status == "RUNNING" for r in runs_of(uri, EXPERIMENT)):
             return
         time.sleep(0.5)
     pytest.fail(f"no RUNNING {HUNG} after {KILL_DEADLINE_S} s")

@@ -90,7 +90,7 @@ def hung_run_running(root: Path, uri: str) -> bool:
     """Whether the hanging job's run is RUNNING (asked once the sweep has made its store:
     a client opening a new store meanwhile would race it to create the tables)."""
     return ("MLflow sweep run" in (root / "sweep.out").read_text()
-            and any(r.info.run_name == HUNG and r.info.status == "RUNNING" for r in runs_of(uri, EXPERIMENT)))
+            and any(r.data.tags.get("job") == HUNG and r.info.status == "RUNNING" for r in runs_of(uri, EXPERIMENT)))
 
 
 def cpu_ticks(pid: int) -> int:
@@ -136,7 +136,7 @@ def check_stopped(root: Path, uri: str, code: int, seconds: float, signum: int, 
     assert err.strip().splitlines()[-1].startswith(f"stopped by {name}:"), err[-1000:]
 
     runs = runs_of(uri, EXPERIMENT)
-    states = {r.info.run_name: r for r in runs}
+    states = {r.data.tags.get("job"): r for r in runs}
     assert sorted(states) == sorted(FINISHED_FIRST + [HUNG]), sorted(states)
     assert all(states[n].info.status == "FINISHED" for n in FINISHED_FIRST)
     assert states[HUNG].info.status == "KILLED"
@@ -187,7 +187,7 @@ def test_sigterm_stops_a_sweep_whose_jobs_run_in_worker_processes(tmp_path, laun
     def ready() -> bool:
         if not hung_run_running(tmp_path, uri):
             return False
-        states = {r.info.run_name: r.info.status for r in runs_of(uri, EXPERIMENT)}
+        states = {r.data.tags.get("job"): r.info.status for r in runs_of(uri, EXPERIMENT)}
         return all(states.get(name) == "FINISHED" for name in FINISHED_FIRST) and worker_hangs(proc)
 
     processes = wait_until(proc, ready, f"RUNNING {HUNG} beside {FINISHED_FIRST} FINISHED")

@@ -250,10 +250,11 @@ def test_a_real_server_on_postgresql_killed_mid_job_loses_nothing(seeded_store, 
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 180
-            while not [r for r in runs_of(base, "pg-killed") if r.info.run_name == hung and r.info.status == "RUNNING"]:
+            while not [r for r in runs_of(base, "pg-killed")
+                       if r.data.tags.get("job") == hung and r.info.status == "RUNNING"]:
                 assert sweep.poll() is None and time.monotonic() < deadline, "no RUNNING run to kill the server under"
                 time.sleep(0.5)
-            running_id, = [r.info.run_id for r in runs_of(base, "pg-killed") if r.info.run_name == hung]
+            running_id, = [r.info.run_id for r in runs_of(base, "pg-killed") if r.data.tags.get("job") == hung]
             os.killpg(server.pid, signal.SIGKILL)
             output, _ = sweep.communicate(timeout=180)
         finally:
@@ -275,6 +276,6 @@ def test_a_real_server_on_postgresql_killed_mid_job_loses_nothing(seeded_store, 
     every = [(r.info.run_name, r.info.status, r.data.tags.get("status_reason")) for r in runs]
     assert not [r for r in runs if r.info.status == "RUNNING"], every
     assert again.info.status == "FAILED" and again.data.tags.get("status_reason"), every   # the hang's timeout
-    assert sorted(r.info.run_name for r in runs if r.data.tags.get("swizzlebench.kind") == "job") == [
+    assert sorted(r.data.tags["job"] for r in runs if r.data.tags.get("swizzlebench.kind") == "job") == [
         hung, "igemm/xcd/tiny-t1/w8"], every
     assert [r.info.status for r in runs if r.data.tags.get("swizzlebench.kind") == "sweep"] == ["FINISHED"], every

@@ -83,7 +83,7 @@ def test_sweep_goes_on_and_each_job_says_where_its_results_are(story):
 def test_sync_logs_every_run_under_its_sweep(story, seeded_store):
     assert story.sync.returncode == 0, story.sync.stdout + story.sync.stderr[-2000:]
     assert "7 record(s): 7 logged" in story.sync.stdout
-    jobs = [r for r in runs_of(seeded_store.uri, EXPERIMENT) if r.info.run_name.endswith("/w8")]
+    jobs = [r for r in runs_of(seeded_store.uri, EXPERIMENT) if r.data.tags.get("job", "").endswith("/w8")]
     sweeps = runs_of(seeded_store.uri, EXPERIMENT, kind="sweep")
     first = next(s for s in sweeps if "offline-a" in s.data.tags["sweep_dir"])
     assert first.info.status == "FINISHED"

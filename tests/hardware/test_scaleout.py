@@ -48,7 +48,7 @@ def _runs(uri: str, experiment: str) -> tuple[object, list]:
 
 def _assert_one_sweep_of_six(sweep, jobs) -> None:
     """All 6 job runs present exactly once, FINISHED, each a child of the one sweep run."""
-    names = sorted(r.info.run_name for r in jobs)
+    names = sorted(r.data.tags["job"] for r in jobs)
     assert names == sorted(EXPECTED_RUNS), names
     assert sweep.info.status == "FINISHED"
     for run in jobs:
@@ -94,7 +94,7 @@ def test_submitit_local_runs_a_job_in_the_default_test_run(tmp_path):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.db")) == ["store.db"]
     assert list((tmp_path / "multirun" / ".submitit").glob("*/*_result.pkl"))  # submitit ran the job
     sweep, jobs = _runs(f"sqlite:///{tmp_path}/store.db", "submitit")
-    assert [r.info.run_name for r in jobs] == ["igemm/xcd/tiny-t1/w8"] and sweep.info.status == "FINISHED"
+    assert [r.data.tags["job"] for r in jobs] == ["igemm/xcd/tiny-t1/w8"] and sweep.info.status == "FINISHED"
     assert jobs[0].info.status == "FINISHED" and jobs[0].data.tags["mlflow.parentRunId"] == sweep.info.run_id
 
 
@@ -268,7 +268,7 @@ def test_two_parallel_jobs_log_to_a_shared_tracking_server(tracking_server, tmp_
     sweeps = [r for r, t in zip(runs, tags) if t.get("swizzlebench.kind") == "sweep"]
     jobs = [(r, t) for r, t in zip(runs, tags) if t.get("swizzlebench.kind") == "job"]
     assert len(sweeps) == 1 and sweeps[0]["info"]["status"] == "FINISHED"
-    assert sorted(r["info"]["run_name"] for r, _ in jobs) == sorted(EXPECTED_RUNS)
+    assert sorted(t["job"] for _, t in jobs) == sorted(EXPECTED_RUNS)
     assert all(t["mlflow.parentRunId"] == sweeps[0]["info"]["run_id"] for _, t in jobs)
     assert all(r["info"]["status"] == "FINISHED" for r, _ in jobs)
     one = jobs[0][0]["info"]["run_id"]     # artifacts went through the server too

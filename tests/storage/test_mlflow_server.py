@@ -100,7 +100,8 @@ def test_ui_opens_the_runs_table(server, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     dom = result.stdout
     assert "<title>Runs - Experiment" in dom and 'class="ag-root' in dom, dom[-3000:]   # the runs table (ag-grid)
-    assert "sweep swizzle=identity,xcd,seed_xcd,grouped" in dom                          # a row of it
+    assert "igemm/xcd/resnet-l03/w8" in dom                       # a job run: the first view lists them, sorted
+    assert "sweep swizzle=identity,xcd,seed_xcd,grouped" not in dom   # by name, not folded under their sweep
     assert "Token Usage" not in dom                                                      # not the GenAI overview
 
 
@@ -117,9 +118,9 @@ def test_ui_first_view_shows_verdict_speedup_and_l2(server, tmp_path):
     base, store = server
     client = MlflowClient(tracking_uri=store.uri)
     experiment_id = ensure_experiment(client, "first-view")
-    run = client.create_run(experiment_id, run_name="igemm/xcd/resnet-l03/w8", tags={"verdict": "faster"})
-    for key, value in (("speedup", 1.25), ("l2_delta_pts", 20.0), ("l2_hit_rate", 70.0)):
-        client.log_metric(run.info.run_id, key, value)
+    run = client.create_run(experiment_id, run_name="xcd·resnet-l03·w8·igemm",
+                            tags={"swizzlebench.kind": "job", "display.verdict": "faster", "display.speedup": "1.25x",
+                                  "display.l2": "+20.0 pts (higher)"})
     client.set_terminated(run.info.run_id)
     url = mlflow_ui_url(base, experiment_id)
     columns = {}
@@ -127,7 +128,7 @@ def test_ui_first_view_shows_verdict_speedup_and_l2(server, tmp_path):
         result = chromium(address, tmp_path / name, "--virtual-time-budget=20000", "--window-size=2400,1000",
                           "--dump-dom")
         assert result.returncode == 0, result.stderr[-2000:]
-        assert "igemm/xcd/resnet-l03/w8" in result.stdout, result.stdout[-3000:]    # the run's row
+        assert "xcd·resnet-l03·w8·igemm" in result.stdout, result.stdout[-3000:]    # the run's row
         columns[name] = _column_ids(result.stdout)
     assert set(FIRST_VIEW_COLUMNS) <= set(columns["first view"]), columns
     assert not set(FIRST_VIEW_COLUMNS) & set(columns["plain"]), columns

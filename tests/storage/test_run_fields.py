@@ -8,8 +8,8 @@ import pytest
 
 from harness.job.result import FINISHED, Comparison, JobResult
 from harness.job.verdict import L2, TIME, Kind, Verdict
-from harness.storage.run_fields import (bound_column, parse_verdict, run_metrics, run_params, run_tags, validated,
-                                        verdict_text)
+from harness.storage.run_fields import (bound_column, display_tags, parse_verdict, run_metrics, run_params, run_tags,
+                                        store_run_name, validated, verdict_text)
 
 
 def test_typed_fields_are_written_under_their_tag_names():
@@ -17,7 +17,8 @@ def test_typed_fields_are_written_under_their_tag_names():
                        metrics={"speedup": 1}, tags={"verdict": "faster (x1.050)", "timer": "events"})
     result.comparison = Comparison(role="candidate", same_order=True, question="same config")
     assert run_tags(result) == {"verdict": "faster (x1.050)", "timer": "events", "compare.role": "candidate",
-                                "compare.same_order": "true", "compare.question": "same config"}
+                                "compare.same_order": "true", "compare.question": "same config",
+                                "job": "igemm/grouped/tiny-t1/w4", "display.speedup": "1.00x"}
     assert run_params(result) == {"num_warps": "4"} and run_metrics(result) == {"speedup": 1.0}
     result.comparison.same_order = False
     assert run_tags(result)["compare.same_order"] == "false"
@@ -25,7 +26,8 @@ def test_typed_fields_are_written_under_their_tag_names():
 
 def test_a_failed_gate_and_a_missing_comparison():
     result = JobResult(run_name="r", tags={"verdict": "not timed"}).fail("baseline failed", gate="permutation")
-    assert run_tags(result) == {"verdict": "not timed", "failed_gate": "permutation"}
+    assert run_tags(result) == {"verdict": "not timed", "failed_gate": "permutation", "job": "r",
+                                "display.verdict": "FAILED (permutation)"}
     result.comparison = Comparison(role="candidate", missing="baseline identity failed the permutation gate: x")
     tags = run_tags(result)
     assert tags["verdict"] == "no comparison: baseline identity failed the permutation gate: x"
@@ -34,7 +36,33 @@ def test_a_failed_gate_and_a_missing_comparison():
 
 
 def test_a_job_without_a_baseline_carries_no_comparison_tags():
-    assert run_tags(JobResult(run_name="r", status=FINISHED)) == {}
+    assert run_tags(JobResult(run_name="r", status=FINISHED)) == {"job": "r"}
+
+
+def test_display_tags_round_and_show_the_verdict_that_decides():
+    """The first view's columns: on a GPU the time verdict and the speedup to two decimals;
+    on a CPU (not timed) the L2 verdict, said to be a prediction where simulated."""
+    gpu = JobResult(run_name="r", status=FINISHED, metrics={"speedup": 1.03125, "l2_delta_pts": 3.7381})
+    gpu.comparison = Comparison(role="candidate", same_order=False)
+    gpu.verdict, gpu.l2_verdict = Verdict(TIME, Kind.FASTER, 1.03125, 1.01, 1.05), Verdict(L2, Kind.HIGHER, 3.7381)
+    assert display_tags(gpu) == {"display.verdict": "faster", "display.speedup": "1.03x",
+                                 "display.l2": "+3.7 pts (higher)"}
+    cpu = JobResult(run_name="r", status=FINISHED, metrics={"l2_delta_pts": -10.32377}, tags={"l2_source": "sim"})
+    cpu.comparison = Comparison(role="candidate", same_order=False)
+    cpu.verdict, cpu.l2_verdict = Verdict(TIME, Kind.NOT_TIMED, detail="no GPU"), Verdict(L2, Kind.PREDICTED, -10.32)
+    assert display_tags(cpu) == {"display.verdict": "L2 predicted, not validated",
+                                 "display.l2": "-10.3 pts (predicted, not validated)"}
+    cpu.l2_verdict = Verdict(L2, Kind.LOWER, -10.32)   # a target the model held a band on
+    assert display_tags(cpu)["display.l2"] == "-10.3 pts (predicted lower)"
+    baseline = JobResult(run_name="r", status=FINISHED, comparison=Comparison(role="baseline"))
+    assert display_tags(baseline) == {"display.verdict": "baseline"}
+
+
+def test_store_run_names_put_the_swizzle_first():
+    assert store_run_name("igemm_best/grouped/resnet-l03/w8") == "grouped·resnet-l03·w8·igemm_best"
+    assert store_run_name("k/a/b/tiny-t1/w4") == "a/b·tiny-t1·w4·k"     # a label with a slash stays whole
+    for other in ("sweep swizzle[3] igemm tiny", "igemm/custom/pid + x", "r"):
+        assert store_run_name(other) == other
 
 
 # Every form a verdict tag takes (as stores written before the typed verdict hold them too):

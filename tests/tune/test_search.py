@@ -282,6 +282,7 @@ def test_table_mode_launches_the_committed_config_without_timing(tmp_path):
         chosen = table.lookup(shape).config
         assert p["tune.table"] == "igemm_best_h100.json" and p["tune.chosen"] == chosen.label
         assert int(p["num_warps"]) == chosen.num_warps and int(p["num_stages"]) == chosen.num_stages
-        assert run.info.run_name.endswith(f"/w{chosen.num_warps}")      # the name shows the config it ran
+        # the names show the config it ran: the job line's, and the store's (renamed at its end)
+        assert run.data.tags["job"].endswith(f"/w{chosen.num_warps}") and f"·w{chosen.num_warps}·" in run.info.run_name
         assert t["tune"].startswith("table igemm_best_h100.json: its own entry") and "not timed here" in t["tune"]
         assert "sm_90" in t["gate.compile"] and "tune.trials" not in p
