@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.report.data import (JOB_KIND, KIND_TAG, SWEEP_KIND, experiment_id_of, get_run, list_command, run_kind,
                                  runs_to_frame, sweep_runs, tag_filter, utc)
+from harness.storage.run_fields import JOB_NAME_TAG
 from harness.storage.tracking import INVOCATION_TAG, REUSED_TAG_PREFIX, SWEEP_TAG, search_all_runs
 
 #: Tag column set on a reused run's row (not stored): "from run <id>, <date>" (its end, else start).
@@ -151,6 +152,12 @@ def experiment_view(client: MlflowClient, experiment: str, experiment_id: str,
     return ReportRuns(experiment, experiment_id, "experiment view", "experiment", chosen, facts)
 
 
+def job_name(run: Run) -> str:
+    """A job run's name as its job line prints it (its ``job`` tag; the store's run name is the
+    short one made for the MLflow UI, :mod:`harness.storage.run_fields`)."""
+    return run.data.tags.get(JOB_NAME_TAG) or run.info.run_name
+
+
 def _runs_view(client: MlflowClient, experiment: str, experiment_id: str, run_ids: tuple[str, ...],
                hint: str) -> ReportRuns:
     """Named runs: a sweep run stands for its job runs, a job run for its Hydra job's runs."""
@@ -163,11 +170,11 @@ def _runs_view(client: MlflowClient, experiment: str, experiment_id: str, run_id
             described.append(f"{run_id}: sweep run, {len(found)} job runs")
         elif run.data.tags.get(INVOCATION_TAG):
             found = search_all_runs(client, experiment_id, tag_filter(INVOCATION_TAG, run.data.tags[INVOCATION_TAG]))
-            described.append(f"{run_id} ({run.info.run_name}): job run, with the {len(found)} run(s) of its "
+            described.append(f"{run_id} ({job_name(run)}): job run, with the {len(found)} run(s) of its "
                              "Hydra job")
         else:
             found = [run]
-            described.append(f"{run_id} ({run.info.run_name}): job run")
+            described.append(f"{run_id} ({job_name(run)}): job run")
         jobs.update((r.info.run_id, r) for r in found if run_kind(r) != SWEEP_KIND)
     name = f"run-{run_ids[0]}" if len(run_ids) == 1 else "runs-" + "-".join(i[:8] for i in run_ids)
     title = f"run {run_ids[0]}" if len(run_ids) == 1 else f"{len(run_ids)} runs"

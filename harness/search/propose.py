@@ -237,9 +237,10 @@ def _verdict(proposal: Proposal, label: str, shapes: list[ShapeVerdict]) -> Verd
 
 def _fill_run_ids(cfg, label: str, shapes: list[ShapeVerdict], since_ms: int) -> None:
     """The MLflow run of each shape: the run under this invocation's parent started since
-    ``since_ms`` whose name holds the label (or ``custom``: a formula that did not parse has no
+    ``since_ms`` whose job name (its ``job`` tag, the job line's name) holds the label (or ``custom``: a formula that did not parse has no
     label in its run name) and the shape."""
     from harness.callbacks import SWEEP_ENV
+    from harness.storage.run_fields import JOB_NAME_TAG
     from harness.storage.tracking import Tracker, resolve_tracking_uri
 
     parent = os.environ.get(SWEEP_ENV)
@@ -249,7 +250,7 @@ def _fill_run_ids(cfg, label: str, shapes: list[ShapeVerdict], since_ms: int) ->
     runs = tracker.client.search_runs(
         [tracker.experiment_id], max_results=1000,
         filter_string=f"tags.mlflow.parentRunId = '{parent}' and attributes.start_time >= {since_ms}")
-    by_name = {r.data.tags.get("mlflow.runName", ""): r.info.run_id for r in runs}
+    by_name = {r.data.tags.get(JOB_NAME_TAG, r.data.tags.get("mlflow.runName", "")): r.info.run_id for r in runs}
     for shape in shapes:
         shape.run_id = next((run_id for name, run_id in by_name.items()
                              if f"/{label}/{shape.shape}/" in name or f"/custom/{shape.shape}/" in name), None)

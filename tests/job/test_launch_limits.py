@@ -137,4 +137,4 @@ def test_callback_exits_on_user_errors_only(capsys, monkeypatch):
 def test_user_errors_callback_runs_after_the_sweep_callback():
     """Hydra calls on_job_end in reverse order: the sweep's run is ended FAILED before the exit."""
     config = OmegaConf.load(str(importlib.resources.files("swizzlebench_conf") / "config.yaml"))
-    assert list(config.hydra.callbacks) == ["user_errors", "mlflow_sweep"]
+    assert list(config.hydra.callbacks)[:2] == ["user_errors", "mlflow_sweep"]
