@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.report.data import (JOB_KIND, KIND_TAG, SWEEP_KIND, experiment_id_of, get_run, list_command, run_kind,
                                  runs_to_frame, sweep_runs, tag_filter, utc)
+from harness.storage.field_names import Param, Tag, tag_column
 from harness.storage.run_fields import JOB_NAME_TAG
 from harness.storage.tracking import INVOCATION_TAG, REUSED_TAG_PREFIX, SWEEP_TAG, search_all_runs
 
@@ -74,7 +75,7 @@ class ReportRuns:
 def _sweep_facts(sweep: Run, n_jobs: int) -> list[tuple[str, str]]:
     facts = [("Sweep run", f"{sweep.info.run_id} ({sweep.info.run_name or 'unnamed'}, status "
                            f"{sweep.info.status}, started {utc(sweep.info.start_time)}): {n_jobs} job runs")]
-    overrides = sweep.data.params.get("sweep.overrides")
+    overrides = sweep.data.params.get(Param.SWEEP_OVERRIDES)
     if overrides is not None:
         facts.append(("Sweep overrides", overrides or "(none)"))
     return facts
@@ -131,7 +132,7 @@ def latest_per_spec(frame: pd.DataFrame) -> pd.DataFrame:
     the latest run when none finished."""
     if frame.empty:
         return frame
-    key = frame.get("tags.spec_hash", pd.Series(index=frame.index, dtype=object))
+    key = frame.get(tag_column(Tag.SPEC_HASH), pd.Series(index=frame.index, dtype=object))
     key = key.where(key.notna(), "name:" + frame["run_name"].astype(str))
     order = frame.assign(_key=key, _finished=frame["status"] == "FINISHED")
     order = order.sort_values(["_finished", "start_ms"], kind="stable", na_position="first")

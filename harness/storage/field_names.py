@@ -8,6 +8,24 @@ from __future__ import annotations
 
 #: What a baseline's copy of a field is named under (``baseline.<name>``).
 BASELINE_PREFIX = "baseline."
+#: How a frame of runs names a run's fields (``mlflow.search_runs(output_format="pandas")``,
+#: :func:`harness.report.data.runs_to_frame`), and an MLflow filter string names them.
+PARAMS_PREFIX, METRICS_PREFIX, TAGS_PREFIX = "params.", "metrics.", "tags."
+
+
+def param_column(name: str) -> str:
+    """The column of param ``name``: ``params.<name>``."""
+    return PARAMS_PREFIX + name
+
+
+def metric_column(name: str) -> str:
+    """The column of metric ``name``: ``metrics.<name>``."""
+    return METRICS_PREFIX + name
+
+
+def tag_column(name: str) -> str:
+    """The column of tag ``name``: ``tags.<name>``."""
+    return TAGS_PREFIX + name
 
 
 class Param:
@@ -23,6 +41,8 @@ class Param:
     SIM_CONFIG, SIM_FAMILY = "sim.config", "sim.family"
     PLACEMENTS, TIMER = "compare.placements", "compare.timer"
     COMPILE_ARCH = "compile.arch"
+    #: a sweep run's: the sweep's command-line overrides (harness.callbacks writes it)
+    SWEEP_OVERRIDES = "sweep.overrides"
 
 
 class Metric:
