@@ -22,7 +22,6 @@ PENDING = {
     "harness/report/labels.py": "names stored columns for the report's labels",
     "harness/report/search.py": "reads stored columns by name",
     "harness/report/summary.py": "reads stored columns by name",
-    "harness/search/propose.py": "reads stored columns by name",
     "harness/search/sweeper.py": "reads stored columns by name",
 }
 

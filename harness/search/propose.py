@@ -240,8 +240,9 @@ def _fill_run_ids(cfg, label: str, shapes: list[ShapeVerdict], since_ms: int) ->
     ``since_ms`` whose job name (its ``job`` tag, the job line's name) holds the label (or ``custom``: a formula that did not parse has no
     label in its run name) and the shape."""
     from harness.callbacks import SWEEP_ENV
-    from harness.storage.run_fields import JOB_NAME_TAG
-    from harness.storage.tracking import Tracker, resolve_tracking_uri
+    from harness.storage.field_names import tag_column
+    from harness.storage.run_fields import JOB_NAME_TAG, RUN_NAME_TAG
+    from harness.storage.tracking import PARENT_TAG, Tracker, resolve_tracking_uri
 
     parent = os.environ.get(SWEEP_ENV)
     tracker = Tracker(resolve_tracking_uri(str(cfg.tracking.uri)), str(cfg.experiment))
@@ -249,8 +250,8 @@ def _fill_run_ids(cfg, label: str, shapes: list[ShapeVerdict], since_ms: int) ->
         return
     runs = tracker.client.search_runs(
         [tracker.experiment_id], max_results=1000,
-        filter_string=f"tags.mlflow.parentRunId = '{parent}' and attributes.start_time >= {since_ms}")
-    by_name = {r.data.tags.get(JOB_NAME_TAG, r.data.tags.get("mlflow.runName", "")): r.info.run_id for r in runs}
+        filter_string=f"{tag_column(PARENT_TAG)} = '{parent}' and attributes.start_time >= {since_ms}")
+    by_name = {r.data.tags.get(JOB_NAME_TAG, r.data.tags.get(RUN_NAME_TAG, "")): r.info.run_id for r in runs}
     for shape in shapes:
         shape.run_id = next((run_id for name, run_id in by_name.items()
                              if f"/{label}/{shape.shape}/" in name or f"/custom/{shape.shape}/" in name), None)

@@ -42,9 +42,11 @@ FIRST_VIEW_COLUMNS = tuple(f"tags.`{tag}`" for tag in (DISPLAY_VERDICT_TAG, DISP
 #: widths (px): wide enough for a job run's name and the display tags' longest texts.
 NAME_COLUMN = "attributes.`Run Name`"
 FIRST_VIEW_WIDTHS = dict(zip((NAME_COLUMN, *FIRST_VIEW_COLUMNS), (250, 210, 110, 280)))
+#: MLflow's tag of a run's name.
+RUN_NAME_TAG = "mlflow.runName"
 #: The MLflow UI's key that sorts the runs table by run name (sorted so, job runs are not
 #: folded under their sweep's run).
-SORT_BY_NAME = "tags.`mlflow.runName`"
+SORT_BY_NAME = f"tags.`{RUN_NAME_TAG}`"
 #: Between the parts of a job run's name in the store (:func:`store_run_name`).
 NAME_SEP = "·"
 #: The tag holding the job's name as its job line prints it (``igemm/xcd/tiny-t1/w8``).
