@@ -14,13 +14,14 @@ from harness.report.prediction import PREDICTION, band_text
 from harness.report.verdicts import (BASELINE, L2_HIGHER, L2_LOWER, NOT_PROFILED, NOT_TIMED, PAIRED, SAME_ORDER,
                                      verdict_counts)
 from harness.report.views import ReportRuns
+from harness.storage.field_names import Tag, tag_column
 
 
 # --------------------------------------------------------------------------------------
 # Header facts
 # --------------------------------------------------------------------------------------
 def _distinct(runs: pd.DataFrame, tag: str, absent: str = "not recorded") -> str:
-    col = f"tags.{tag}"
+    col = tag_column(tag)
     if col not in runs.columns:
         return absent
     values = sorted({str(v) for v in runs[col].dropna()})
@@ -33,7 +34,7 @@ def _timing(runs: pd.DataFrame) -> str:
     """The ``timing`` tags summarised: the jobs' sentences with their round counts taken out,
     each once, then the rounds per job as min / median / max (one sentence per distinct round
     count repeated the same words about 20 times on the design card's sweep)."""
-    col = "tags.timing"
+    col = tag_column(Tag.TIMING)
     if col not in runs.columns or not runs[col].notna().any():
         return "not recorded"
     texts = runs[col].dropna().astype(str)
@@ -56,15 +57,16 @@ def _duration(seconds: float) -> str:
 def _profiler_settings(runs: pd.DataFrame) -> list[tuple[str, str]]:
     """The facts rows naming each profiler's own settings: ncu's cache control (runs not
     simulated), the simulated L2's target and validation (runs with ``profiler=sim``)."""
-    profiler = runs.get("tags.profiler", pd.Series("", index=runs.index, dtype=object)).fillna("")
+    profiler = runs.get(tag_column(Tag.PROFILER), pd.Series("", index=runs.index, dtype=object)).fillna("")
     simulated, measured = runs[profiler == "sim"], runs[profiler != "sim"]
     rows = []
-    recorded = "tags.cache_control" in measured and measured["tags.cache_control"].notna().any()
+    cache_control = tag_column(Tag.CACHE_CONTROL)
+    recorded = cache_control in measured and measured[cache_control].notna().any()
     if recorded or not len(simulated):   # runs that never reached a profiler do not ask for the row
-        rows.append(("Cache control", _distinct(measured, "cache_control")))
+        rows.append(("Cache control", _distinct(measured, Tag.CACHE_CONTROL)))
     if len(simulated):
-        rows += [("Simulated target", _distinct(simulated, "sim_target")),
-                 ("Simulator validation", _distinct(simulated, "sim_validation"))]
+        rows += [("Simulated target", _distinct(simulated, Tag.SIM_TARGET)),
+                 ("Simulator validation", _distinct(simulated, Tag.SIM_VALIDATION))]
     return rows
 
 
@@ -73,17 +75,17 @@ def header_facts(data: ReportRuns, comparison: Comparison, failed: pd.DataFrame)
     runs = data.runs
     facts = [("Experiment", data.experiment), *data.facts]
     facts += [
-        ("Device", _distinct(runs, "device")),
-        ("Target", _distinct(runs, "target")),
-        ("Mode", _distinct(runs, "mode")),
+        ("Device", _distinct(runs, Tag.DEVICE)),
+        ("Target", _distinct(runs, Tag.TARGET)),
+        ("Mode", _distinct(runs, Tag.MODE)),
         ("Timing", _timing(runs)),
-        ("Profiler", _distinct(runs, "profiler", "none (no L2 profiler tag)")
-         + (f" {_distinct(runs, 'profiler_version')}" if "tags.profiler_version" in runs else "")
+        ("Profiler", _distinct(runs, Tag.PROFILER, "none (no L2 profiler tag)")
+         + (f" {_distinct(runs, Tag.PROFILER_VERSION)}" if tag_column(Tag.PROFILER_VERSION) in runs else "")
          + (" (the simulated L2: its hit rates are predictions, not measurements)"
-            if _distinct(runs, "profiler") == "sim" else "")),
+            if _distinct(runs, Tag.PROFILER) == "sim" else "")),
         *_profiler_settings(runs),
-        ("torch / triton", f"{_distinct(runs, 'torch_version')} / {_distinct(runs, 'triton_version')}"),
-        ("Git commit", _distinct(runs, "git_commit")),
+        ("torch / triton", f"{_distinct(runs, Tag.TORCH_VERSION)} / {_distinct(runs, Tag.TRITON_VERSION)}"),
+        ("Git commit", _distinct(runs, Tag.GIT_COMMIT)),
     ]
     n = len(runs)
     n_finished = int((runs["status"] == "FINISHED").sum()) if n else 0

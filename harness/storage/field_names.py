@@ -92,6 +92,10 @@ class Tag:
     TIMER, VENDOR_ALGO, BOUND = "timer", "vendor.algo", "bound"
     TUNE = "tune"
     L2_SOURCE, PROFILER = "l2_source", "profiler"
+    #: a profiler's own (its ``tags()``): its version, its cache control, the simulated L2's target
+    PROFILER_VERSION, CACHE_CONTROL, SIM_TARGET = "profiler_version", "cache_control", "sim_target"
+    #: every job run's provenance (harness.app, harness.storage.provenance)
+    TARGET, GIT_COMMIT, TORCH_VERSION, TRITON_VERSION = "target", "git_commit", "torch_version", "triton_version"
     #: an ncu run's: how its counters were read from the report file, ``ncu_report`` (NVIDIA's
     #: Python module) or ``csv`` (``ncu --import``'s CSV): harness.profilers.ncu_rep
     NCU_READER = "ncu_reader"
