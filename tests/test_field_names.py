@@ -20,7 +20,6 @@ COLUMNS = ("metrics.", "tags.", "params.")
 PENDING = {
     "harness/report/compare.py": "reads stored columns by name (to read through harness.storage.run_fields)",
     "harness/report/labels.py": "names stored columns for the report's labels",
-    "harness/report/search.py": "reads stored columns by name",
     "harness/search/sweeper.py": "reads stored columns by name",
 }
 

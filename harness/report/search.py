@@ -29,8 +29,9 @@ from harness.report.verdicts import NOT_TIMED
 from harness.report.views import ReportRuns
 from harness.storage.search_trials import (BUILTIN, COLUMNS, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
+from harness.storage.field_names import Metric, Param, Tag, metric_column, param_column, tag_column
 from harness.storage.run_fields import VERDICT_TAGS
-from harness.storage.tracking import SWEEP_TAG
+from harness.storage.tracking import STATUS_REASON_TAG, SWEEP_TAG
 
 #: Columns of the per-group table, and their headings.
 SUMMARY_HEADS = {"group": "group", "identity": "identity", "best_builtin": "best built-in",
@@ -45,7 +46,7 @@ def trial_frame(records: list[TrialRecord]) -> pd.DataFrame:
     return pd.DataFrame([asdict(r) for r in records], columns=COLUMNS)
 
 
-def trials_from_runs(runs: pd.DataFrame, objective: str = "l2_hit_rate") -> pd.DataFrame:
+def trials_from_runs(runs: pd.DataFrame, objective: str = Metric.L2_HIT_RATE) -> pd.DataFrame:
     """Trial rows from a frame of job runs (``mlflow.search_runs`` or
     :func:`harness.report.data.runs_to_frame`): built-ins by name, a later run of a swizzle
     already tried in its group a confirmation, every other swizzle a trial numbered by start
@@ -60,12 +61,14 @@ def trials_from_runs(runs: pd.DataFrame, objective: str = "l2_hit_rate") -> pd.D
 
     start = col("start_time", pd.NaT) if "start_time" in runs else pd.to_datetime(col("start_ms", math.nan), unit="ms")
     frame = pd.DataFrame({
-        "group": col("params.kernel") + "/" + shape_label(runs) + "/" + col("params.target"),
-        "label": col("params.swizzle"), "family": col("params.swizzle.family"), "value": number(f"metrics.{objective}"),
+        "group": col(param_column(Param.KERNEL)) + "/" + shape_label(runs) + "/" + col(param_column(Param.TARGET)),
+        "label": col(param_column(Param.SWIZZLE)), "family": col(param_column(Param.SWIZZLE_FAMILY)),
+        "value": number(metric_column(objective)),
         "status": np.where(col("status") == "FINISHED", "COMPLETE", "FAIL"),
-        "reason": col("tags.status_reason"), "run_id": col("run_id"), "spec_hash": col("tags.spec_hash"),
-        "speedup": number("metrics.speedup"), "speedup_ci_lo": number("metrics.speedup_ci_lo"),
-        "speedup_ci_hi": number("metrics.speedup_ci_hi"), "verdict": col(f"tags.{VERDICT_TAGS[TIME]}"),
+        "reason": col(tag_column(STATUS_REASON_TAG)), "run_id": col("run_id"),
+        "spec_hash": col(tag_column(Tag.SPEC_HASH)), "speedup": number(metric_column(Metric.SPEEDUP)),
+        "speedup_ci_lo": number(metric_column(Metric.SPEEDUP_CI_LO)),
+        "speedup_ci_hi": number(metric_column(Metric.SPEEDUP_CI_HI)), "verdict": col(tag_column(VERDICT_TAGS[TIME])),
         "start": start})
     frame = frame.sort_values("start", kind="stable")
     frame["kind"] = np.where(frame["label"].isin(list(SWIZZLES)), BUILTIN, TRIAL)
@@ -214,14 +217,14 @@ def search_sections(data: ReportRuns) -> list[SearchSection]:
     """One section per (objective, direction) of the search sweeps whose job runs the report
     covers; none when it covers no search."""
     sweeps, runs = data.sweeps, data.runs
-    tag = f"tags.{SEARCH_OBJECTIVE_TAG}"
-    if sweeps.empty or tag not in sweeps or f"tags.{SWEEP_TAG}" not in runs:
+    tag, sweep_tag = tag_column(SEARCH_OBJECTIVE_TAG), tag_column(SWEEP_TAG)
+    if sweeps.empty or tag not in sweeps or sweep_tag not in runs:
         return []
     searches = sweeps[sweeps[tag].notna()]
-    direction = searches.get(f"tags.{SEARCH_DIRECTION_TAG}", pd.Series("maximize", index=searches.index))
+    direction = searches.get(tag_column(SEARCH_DIRECTION_TAG), pd.Series("maximize", index=searches.index))
     out = []
     for (objective, how), group in searches.groupby([searches[tag], direction.fillna("maximize")], sort=False):
-        jobs = runs[runs[f"tags.{SWEEP_TAG}"].isin(set(group["run_id"]))]
+        jobs = runs[runs[sweep_tag].isin(set(group["run_id"]))]
         if len(jobs):
             content, _ = section(trials_from_runs(jobs, str(objective)), str(objective), str(how),
                                  failed_note="; their reasons are under Failed or unfinished runs")

@@ -41,6 +41,10 @@ class Param:
     SIM_CONFIG, SIM_FAMILY = "sim.config", "sim.family"
     PLACEMENTS, TIMER = "compare.placements", "compare.timer"
     COMPILE_ARCH = "compile.arch"
+    #: the job spec's, as the report and the search read them back
+    #: (:meth:`harness.job.spec.JobSpec.as_params` names them where it builds them)
+    KERNEL, SWIZZLE, TARGET = "kernel", "swizzle", "target"
+    SWIZZLE_FAMILY = "swizzle.family"
     #: a sweep run's: the sweep's command-line overrides (harness.callbacks writes it)
     SWEEP_OVERRIDES = "sweep.overrides"
 
