@@ -44,7 +44,12 @@ class Param:
     #: the job spec's, as the report and the search read them back
     #: (:meth:`harness.job.spec.JobSpec.as_params` names them where it builds them)
     KERNEL, SWIZZLE, TARGET = "kernel", "swizzle", "target"
-    SWIZZLE_FAMILY = "swizzle.family"
+    SWIZZLE_FAMILY, SWIZZLE_FORMULA, SWIZZLE_FN = "swizzle.family", "swizzle.formula", "swizzle.fn"
+    SHAPE_NAME, SHAPE_PRESET = "shape.name", "shape_preset"
+    NUM_WARPS, NUM_STAGES = "num_warps", "num_stages"
+    TILE_PREFIX = "tile."   # a launch tile's size or flag: ``tile.BLOCK_M``
+    #: tune mode's chosen launch config, as ``Config.label`` writes it (harness.tune.search)
+    TUNE_CONFIG = "tune.config"
     #: a sweep run's: the sweep's command-line overrides (harness.callbacks writes it)
     SWEEP_OVERRIDES = "sweep.overrides"
 
