@@ -19,7 +19,6 @@ COLUMNS = ("metrics.", "tags.", "params.")
 #: Module -> why it still spells MLflow names (the report and the search read stored columns).
 PENDING = {
     "harness/report/compare.py": "reads stored columns by name (to read through harness.storage.run_fields)",
-    "harness/search/sweeper.py": "reads stored columns by name",
 }
 
 

@@ -21,6 +21,8 @@ from swizzles.custom import bind_parameters, parse_formula
 from swizzles.families import FAMILIES, family_instance
 
 FORMULA_PREFIX = "formula:"
+#: The Optuna parameter that picks a trial's family (an Optuna name, not an MLflow one).
+FAMILY_PARAM = "family"
 _FORMULA_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}\Z")
 
 #: The built-in swizzles that are points of the families: name -> (family, parameters with
@@ -110,7 +112,7 @@ class SearchSpace:
 
     def suggest(self, trial: Any) -> Candidate:
         """Draw a candidate with an Optuna trial (``trial.suggest_categorical`` only)."""
-        family = trial.suggest_categorical("family", self.family_names)
+        family = trial.suggest_categorical(FAMILY_PARAM, self.family_names)
         if family.startswith(FORMULA_PREFIX):
             formula = self._formula(family)
             values = {k: trial.suggest_categorical(f"{family}.{k}", list(v)) for k, v in formula.params.items()}
@@ -126,7 +128,7 @@ class SearchSpace:
 
     def candidate_from_params(self, params: Mapping[str, Any]) -> Candidate:
         """Rebuild the candidate of a stored trial from its Optuna parameters."""
-        family = params["family"]
+        family = params[FAMILY_PARAM]
         prefix = f"{family}."
         values = {k[len(prefix):]: int(v) for k, v in params.items() if k.startswith(prefix)}
         if family.startswith(FORMULA_PREFIX):
@@ -163,7 +165,7 @@ class SearchSpace:
         family, values = BUILTIN_POINTS[name]
         if family not in self.families:
             return None
-        params: dict[str, Any] = {"family": family}
+        params: dict[str, Any] = {FAMILY_PARAM: family}
         for key, value in values.items():
             if key == "chunk" and params.get(f"{family}.num_xcds") == 1:
                 continue

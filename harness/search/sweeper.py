@@ -58,10 +58,11 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from harness.job.verdict import TIME
+from harness.storage.field_names import Metric, Param, Tag, param_filter, tag_filter
 from harness.storage.run_fields import VERDICT_TAGS, run_tags
 from harness.storage.search_trials import (BUILTIN, CONFIRM, SEARCH_DIRECTION_TAG, SEARCH_OBJECTIVE_TAG, TRIAL,
                                     TrialRecord)
-from harness.search.space import Candidate, SearchSpace, formula_families
+from harness.search.space import FAMILY_PARAM, Candidate, SearchSpace, formula_families
 
 log = logging.getLogger("swizzlebench.search")
 
@@ -157,14 +158,14 @@ class JobOutcome:
 def outcome_from_result(result: Any, metric: str) -> JobOutcome:
     """The outcome of one JobResult (harness.job.result) for ``metric``."""
     tags = run_tags(result)   # as the run carries them (harness.storage.run_fields)
-    spec_hash = tags.get("spec_hash", "")
+    spec_hash = tags.get(Tag.SPEC_HASH, "")
     if result.status != "FINISHED":
         return JobOutcome(None, "FAIL", result.reason, spec_hash, metrics=result.metrics, tags=tags)
     value = result.metrics.get(metric)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         present = ", ".join(sorted(result.metrics)) or "none"
         return JobOutcome(None, "FAIL", f"the run has no metric {metric!r} (its metrics: {present}; timing: "
-                          f"{result.tags.get('timing', '-')})", spec_hash, metrics=result.metrics, tags=tags)
+                          f"{result.tags.get(Tag.TIMING, '-')})", spec_hash, metrics=result.metrics, tags=tags)
     return JobOutcome(float(value), "COMPLETE", result.reason, spec_hash, metrics=result.metrics, tags=tags)
 
 
@@ -529,10 +530,10 @@ def finished_outcome(cfg: DictConfig, group: SearchGroup, label: str, metric: st
     harness skipped on resume), or a FAIL saying none was found."""
     client = _client(cfg)
     experiment = client.get_experiment_by_name(str(cfg.experiment))
-    clauses = [f"params.swizzle = '{label}'", f"params.kernel = '{group.kernel}'",
-               f"params.target = '{group.target}'", f"params.`shape.name` = '{group.shape}'",
-               f"params.shape_preset = '{group.preset}'", f"params.num_warps = '{group.num_warps}'",
-               *(f"params.`tile.{k}` = '{v}'" for k, v in group.tiles), "attributes.status = 'FINISHED'"]
+    clauses = [param_filter(Param.SWIZZLE, label), param_filter(Param.KERNEL, group.kernel),
+               param_filter(Param.TARGET, group.target), param_filter(Param.SHAPE_NAME, group.shape),
+               param_filter(Param.SHAPE_PRESET, group.preset), param_filter(Param.NUM_WARPS, group.num_warps),
+               *(param_filter(Param.TILE_PREFIX + k, v) for k, v in group.tiles), "attributes.status = 'FINISHED'"]
     runs = [] if experiment is None else client.search_runs(
         [experiment.experiment_id], filter_string=" and ".join(clauses), order_by=["attributes.start_time DESC"],
         max_results=1)
@@ -543,9 +544,9 @@ def finished_outcome(cfg: DictConfig, group: SearchGroup, label: str, metric: st
     value = run.data.metrics.get(metric)
     if value is None:
         return JobOutcome(None, "FAIL", f"the FINISHED run {run.info.run_id} has no metric {metric!r}",
-                          run.data.tags.get("spec_hash", ""), run.info.run_id, run.data.metrics, run.data.tags)
+                          run.data.tags.get(Tag.SPEC_HASH, ""), run.info.run_id, run.data.metrics, run.data.tags)
     return JobOutcome(float(value), "COMPLETE", f"from FINISHED run {run.info.run_id} (skipped by resume)",
-                      run.data.tags.get("spec_hash", ""), run.info.run_id, run.data.metrics, run.data.tags)
+                      run.data.tags.get(Tag.SPEC_HASH, ""), run.info.run_id, run.data.metrics, run.data.tags)
 
 
 def study_records(group: str, study: Any, space: SearchSpace) -> list[TrialRecord]:
@@ -561,8 +562,9 @@ def study_records(group: str, study: Any, space: SearchSpace) -> list[TrialRecor
                 group=group, kind=kind, number=-1, label=label, family=label if kind == BUILTIN else "",
                 params="{}", value=math.nan if attrs["value"] is None else attrs["value"], status=attrs["status"],
                 reason=attrs["reason"], wall_s=attrs["wall_s"], run_id=attrs["run_id"], spec_hash=attrs["spec_hash"],
-                speedup=metrics.get("speedup", math.nan), speedup_ci_lo=metrics.get("speedup_ci_lo", math.nan),
-                speedup_ci_hi=metrics.get("speedup_ci_hi", math.nan), verdict=attrs.get("verdict", "")))
+                speedup=metrics.get(Metric.SPEEDUP, math.nan),
+                speedup_ci_lo=metrics.get(Metric.SPEEDUP_CI_LO, math.nan),
+                speedup_ci_hi=metrics.get(Metric.SPEEDUP_CI_HI, math.nan), verdict=attrs.get("verdict", "")))
     # A repeated candidate (no job of its own) points at the run of the trial it repeats.
     spec_of = {t.user_attrs["label"]: t.user_attrs.get("spec_hash", "") for t in study.trials
                if t.user_attrs.get("evaluated")}
@@ -570,7 +572,7 @@ def study_records(group: str, study: Any, space: SearchSpace) -> list[TrialRecor
         if trial.state not in (TrialState.COMPLETE, TrialState.FAIL) or "label" not in trial.user_attrs:
             continue
         attrs = trial.user_attrs
-        family = trial.params.get("family", "")
+        family = trial.params.get(FAMILY_PARAM, "")
         prefix = f"{family}."
         params = {k[len(prefix):]: v for k, v in trial.params.items() if k.startswith(prefix)}
         status = "DUPLICATE" if "duplicate_of" in attrs else trial.state.name
@@ -585,26 +587,28 @@ def study_records(group: str, study: Any, space: SearchSpace) -> list[TrialRecor
 def with_run_ids(config: DictConfig, records: list[TrialRecord], sweep_run_id: str | None) -> list[TrialRecord]:
     """The records with the MLflow run id of their job filled in from the spec hash: the
     newest run of this sweep with that hash, else the FINISHED run of an earlier sweep."""
+    from harness.storage.tracking import PARENT_TAG
+
     client = _client(config)
     experiment = client.get_experiment_by_name(str(config.experiment))
     if experiment is None:
         return records
     runs = [] if not sweep_run_id else client.search_runs(
-        [experiment.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{sweep_run_id}'",
+        [experiment.experiment_id], filter_string=tag_filter(PARENT_TAG, sweep_run_id),
         order_by=["attributes.start_time ASC"], max_results=50000)
     # A confirmation re-runs its trial's spec: the trial is the oldest run of a hash, the
     # confirmation the newest.
     oldest, newest = {}, {}
     for run in runs:
-        oldest.setdefault(run.data.tags.get("spec_hash"), run.info.run_id)
-        newest[run.data.tags.get("spec_hash")] = run.info.run_id
+        oldest.setdefault(run.data.tags.get(Tag.SPEC_HASH), run.info.run_id)
+        newest[run.data.tags.get(Tag.SPEC_HASH)] = run.info.run_id
     out = []
     for record in records:
         latest = record.kind == CONFIRM
         run_id = record.run_id or (newest if latest else oldest).get(record.spec_hash, "")
         if not run_id and record.spec_hash:
             found = client.search_runs([experiment.experiment_id], max_results=1,
-                                       filter_string=f"tags.spec_hash = '{record.spec_hash}'",
+                                       filter_string=tag_filter(Tag.SPEC_HASH, record.spec_hash),
                                        order_by=[f"attributes.start_time {'DESC' if latest else 'ASC'}"])
             run_id = found[0].info.run_id if found else ""
         out.append(replace(record, run_id=run_id))

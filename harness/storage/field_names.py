@@ -28,6 +28,18 @@ def tag_column(name: str) -> str:
     return TAGS_PREFIX + name
 
 
+def param_filter(name: str, value: object) -> str:
+    """An MLflow filter clause: param ``name`` is ``value`` (``params.swizzle = 'xcd'``; a name
+    with a dot quoted: ``params.`shape.name` = 'tiny'``)."""
+    key = f"`{name}`" if "." in name else name
+    return f"{PARAMS_PREFIX}{key} = '{value}'"
+
+
+def tag_filter(name: str, value: object) -> str:
+    """An MLflow filter clause: tag ``name`` is ``value`` (``tags.spec_hash = 'ab12'``)."""
+    return f"{tag_column(name)} = '{value}'"
+
+
 class Param:
     """Param names."""
 
