@@ -16,10 +16,9 @@ MLFLOW_WRITES = {"log_param", "log_params", "log_metric", "log_metrics", "set_ta
 ACCESSORS = {"get", "pop", "setdefault", "update", "__contains__"}
 COLUMNS = ("metrics.", "tags.", "params.")
 
-#: Module -> why it still spells MLflow names (the report and the search read stored columns).
-PENDING = {
-    "harness/report/compare.py": "reads stored columns by name (to read through harness.storage.run_fields)",
-}
+#: Module -> why it still spells MLflow names (none left: the report and the search read stored
+#: columns through harness.storage.field_names' names and column helpers).
+PENDING: dict[str, str] = {}
 
 
 def _literal(node: ast.AST) -> bool:

@@ -40,23 +40,24 @@ from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTE
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_KINDS, identity_l2_verdict,
                                      identity_time_verdict, l2_band, paired_verdict, speedup_interval)
-from harness.storage.run_fields import (PROFILER_REPORT_RESULTS_TAG, PROFILER_REPORT_TAG, VERDICT_TAGS, flag_column,
-                                        parse_verdict)
+from harness.storage.field_names import Param, Tag, metric_column, param_column, tag_column
+from harness.storage.run_fields import (FAILED_GATE_TAG, PROFILER_REPORT_RESULTS_TAG, PROFILER_REPORT_TAG, QUESTION_TAG,
+                                        SAME_ORDER_TAG, VERDICT_TAGS, flag_column, parse_verdict)
 from harness.storage.tracking import SPOOL_PENDING_TAG, STATUS_REASON_TAG
 
 OPTIONAL_GROUP_KEYS = ("num_stages", "tiles", "num_xcds", "dtype", "target", "seed")
 GROUP_KEYS = ("kernel", "shape", "num_warps")
 
-#: Text columns of a cell: column -> the run's param or tag it is read from (its swizzle:
+#: Text columns of a cell: column -> the run's param it is read from (its swizzle:
 #: :func:`harness.report.labels.swizzle_label`).
-CELL_TEXT = {"kernel": "params.kernel", "num_warps": "params.num_warps", "num_stages": "params.num_stages",
-             "num_xcds": "params.num_xcds", "dtype": "params.shape.dtype", "target": "params.target",
-             "seed": "params.seed", "group_size": "params.group_size"}
+CELL_TEXT = {"kernel": Param.KERNEL, "num_warps": Param.NUM_WARPS, "num_stages": Param.NUM_STAGES,
+             "num_xcds": Param.NUM_XCDS, "dtype": Param.SHAPE_DTYPE, "target": Param.TARGET,
+             "seed": Param.SEED, "group_size": Param.GROUP_SIZE}
 #: Tags of a paired run: cell column -> tag.
 CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": VERDICT_TAGS[TIME], "l2_verdict_tag": VERDICT_TAGS[L2],
-             "l2_source": "l2_source",
-             "same_order": "compare.same_order", "bound": "bound", "question": "compare.question",
-             "sim_order_blind": "sim_order_blind", "sim_validation": VALIDATION_TAG,
+             "l2_source": Tag.L2_SOURCE,
+             "same_order": SAME_ORDER_TAG, "bound": Tag.BOUND, "question": QUESTION_TAG,
+             "sim_order_blind": Tag.SIM_ORDER_BLIND, "sim_validation": VALIDATION_TAG,
              "reused_from": "swizzlebench.reused_from", "profiler_report_results": PROFILER_REPORT_RESULTS_TAG}
 #: Params of a run read as numbers: cell column -> param (the roofline's ceilings, TFLOP/s and B/s).
 CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_bytes_per_s": "roofline.dram_bytes_per_s"}
@@ -72,7 +73,7 @@ COMPILE_METRICS = {"compile_registers": "compile.registers", "compile_shared_byt
                    "compile_programs_per_cu": "compile.programs_per_cu", "compile_spills": "compile.spills",
                    "compile_spill_bytes": "compile.spill_bytes"}
 #: ... and its text: table column -> param.
-COMPILE_TEXT = {"compile_arch": "params.compile.arch", "compile_limiter": "params.compile.occupancy_limiter"}
+COMPILE_TEXT = {"compile_arch": Param.COMPILE_ARCH, "compile_limiter": Param.COMPILE_LIMITER}
 #: A paired run's own comparison metrics -> the table column they become.
 PAIRED_METRICS = {"speedup": "speedup", "speedup_ci_lo": "speedup_lo", "speedup_ci_hi": "speedup_hi",
                   "baseline_time_ms": "baseline_time_ms", "l2_delta_pts": "l2_delta_pts",
@@ -126,38 +127,44 @@ def _join_labels(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
     return out
 
 
+def _text(frame: pd.DataFrame, column: str) -> pd.Series:
+    """Column ``column`` of ``frame`` as text, empty where a run has no value."""
+    return frame_column(frame, column, "").fillna("").astype(str)
+
+
 def _cells(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per FINISHED run: its group and variant keys, metrics and paired fields."""
     finished = runs[runs["status"] == "FINISHED"] if "status" in runs else runs.iloc[0:0]
     cells = finished[["run_id", "run_name", "start_ms"]].copy()
     for name, source in CELL_TEXT.items():
-        cells[name] = frame_column(finished, source, "?").fillna("?").astype(str)
+        cells[name] = frame_column(finished, param_column(source), "?").fillna("?").astype(str)
     cells["swizzle"] = swizzle_label(finished)
     cells["shape"] = shape_label(finished)
     cells["tiles"] = tiles_label(finished)
     cells["config"] = config_label(finished)
-    cells["tune_near_tie"] = (flag_column(frame_column(finished, "tags.tune.near_tie", "")) |   # best vs best: either
-                              flag_column(frame_column(finished, "tags.baseline.tune.near_tie", "")))
-    cells["tune_runner_ups"] = frame_column(finished, "params.tune.runner_ups", "").fillna("").astype(str)
-    cells["baseline_config"] = frame_column(finished, "params.baseline_config", "").fillna("").astype(str)  # best vs best
-    cells["remap_hash"] = frame_column(finished, "params.remap.hash")
-    cells["compare_baseline"] = frame_column(finished, "params.compare.baseline", "").fillna("").astype(str)
+    # best vs best: a near-tie on either side
+    cells["tune_near_tie"] = (flag_column(frame_column(finished, tag_column(Tag.TUNE_NEAR_TIE), "")) |
+                              flag_column(frame_column(finished, tag_column(Tag.BASELINE_TUNE_NEAR_TIE), "")))
+    cells["tune_runner_ups"] = _text(finished, param_column(Param.TUNE_RUNNER_UPS))
+    cells["baseline_config"] = _text(finished, param_column(Param.BASELINE_CONFIG))  # best vs best
+    cells["remap_hash"] = frame_column(finished, param_column(Param.REMAP_HASH))
+    cells["compare_baseline"] = _text(finished, param_column(Param.COMPARE_BASELINE))
     for name, tag in CELL_TAGS.items():
-        cells[name] = frame_column(finished, f"tags.{tag}", "").fillna("").astype(str)
+        cells[name] = _text(finished, tag_column(tag))
     # The profiler's report file (ncu's .ncu-rep) where the run kept one: its artifact's location.
-    report = frame_column(finished, f"tags.{PROFILER_REPORT_TAG}", "").fillna("").astype(str)
+    report = _text(finished, tag_column(PROFILER_REPORT_TAG))
     where = frame_column(finished, "artifact_uri", "").fillna("").astype(str).str.rstrip("/")
     cells["profiler_report"] = (where + "/" + report).where(report != "", "")
     for name in RUN_METRICS:
-        cells[name] = pd.to_numeric(frame_column(finished, f"metrics.{name}"), errors="coerce")
+        cells[name] = pd.to_numeric(frame_column(finished, metric_column(name)), errors="coerce")
     for name, param in CELL_NUMBER_PARAMS.items():
-        cells[name] = pd.to_numeric(frame_column(finished, f"params.{param}"), errors="coerce")
+        cells[name] = pd.to_numeric(frame_column(finished, param_column(param)), errors="coerce")
     for name, metric in COMPILE_METRICS.items():
-        cells[name] = pd.to_numeric(frame_column(finished, f"metrics.{metric}"), errors="coerce")
+        cells[name] = pd.to_numeric(frame_column(finished, metric_column(metric)), errors="coerce")
     for name, source in COMPILE_TEXT.items():
-        cells[name] = frame_column(finished, source, "").fillna("").astype(str)
+        cells[name] = _text(finished, param_column(source))
     for name, column in PAIRED_METRICS.items():
-        cells[f"paired_{column}"] = pd.to_numeric(frame_column(finished, f"metrics.{name}"), errors="coerce")
+        cells[f"paired_{column}"] = pd.to_numeric(frame_column(finished, metric_column(name)), errors="coerce")
     return cells
 
 
@@ -372,16 +379,15 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=["run_id", "run_name", "status", "gate", "kernel", "swizzle", "shape", "reason"])
     bad = runs[runs["status"] != "FINISHED"]
-    reason = frame_column(bad, f"tags.{STATUS_REASON_TAG}", "").fillna("").astype(str)
+    reason = _text(bad, tag_column(STATUS_REASON_TAG))
     unfinished = (bad["status"] != "FAILED") & (reason == "")
     reason = reason.where(~unfinished, "run never finished (status " + bad["status"].astype(str) +
                           "): the job crashed, was killed or is still running")
     reason = reason.where(reason != "", "FAILED without a status_reason tag")
     out = pd.DataFrame({
         "run_id": bad["run_id"], "run_name": bad["run_name"], "status": bad["status"],
-        "gate": frame_column(bad, "tags.failed_gate", "").fillna("").astype(str),
-        "kernel": frame_column(bad, "params.kernel", "").fillna("").astype(str),
-        "swizzle": frame_column(bad, "params.swizzle", "").fillna("").astype(str),
+        "gate": _text(bad, tag_column(FAILED_GATE_TAG)), "kernel": _text(bad, param_column(Param.KERNEL)),
+        "swizzle": _text(bad, param_column(Param.SWIZZLE)),
         "shape": shape_label(bad), "reason": reason,
     })
     return out.sort_values(["run_name", "run_id"], kind="stable").reset_index(drop=True)
@@ -393,7 +399,7 @@ def spooled_note(runs: pd.DataFrame) -> str | None:
     in the store, tag ``SPOOL_PENDING_TAG``: harness.storage.tracking), or None if none."""
     if runs.empty:
         return None
-    held = runs[frame_column(runs, f"tags.{SPOOL_PENDING_TAG}", "").fillna("").astype(str) != ""]
+    held = runs[_text(runs, tag_column(SPOOL_PENDING_TAG)) != ""]
     if held.empty:
         return None
     names = ", ".join(sorted(held["run_name"].astype(str)))

@@ -52,16 +52,18 @@ class Param:
     TUNE_CONFIGURED, TUNE_CHOSEN = "tune.configured", "tune.chosen"
     SIM_CONFIG, SIM_FAMILY = "sim.config", "sim.family"
     PLACEMENTS, TIMER = "compare.placements", "compare.timer"
-    COMPILE_ARCH = "compile.arch"
+    COMPILE_ARCH, COMPILE_LIMITER = "compile.arch", "compile.occupancy_limiter"
     #: the job spec's, as the report and the search read them back
     #: (:meth:`harness.job.spec.JobSpec.as_params` names them where it builds them)
     KERNEL, SWIZZLE, TARGET = "kernel", "swizzle", "target"
     SWIZZLE_FAMILY, SWIZZLE_FORMULA, SWIZZLE_FN = "swizzle.family", "swizzle.formula", "swizzle.fn"
     SHAPE_NAME, SHAPE_PRESET = "shape.name", "shape_preset"
-    NUM_WARPS, NUM_STAGES = "num_warps", "num_stages"
+    NUM_WARPS, NUM_STAGES, NUM_XCDS, GROUP_SIZE, SEED = "num_warps", "num_stages", "num_xcds", "group_size", "seed"
+    SHAPE_DTYPE = "shape.dtype"
+    COMPARE_BASELINE = "compare.baseline"   # the baseline the job timed itself against
     TILE_PREFIX = "tile."   # a launch tile's size or flag: ``tile.BLOCK_M``
     #: tune mode's chosen launch config, as ``Config.label`` writes it (harness.tune.search)
-    TUNE_CONFIG = "tune.config"
+    TUNE_CONFIG, TUNE_RUNNER_UPS = "tune.config", "tune.runner_ups"
     #: a sweep run's: the sweep's command-line overrides (harness.callbacks writes it)
     SWEEP_OVERRIDES = "sweep.overrides"
 
@@ -112,6 +114,9 @@ class Tag:
     TIMING = "timing"      # how the job was timed, or why not
     TIMER, VENDOR_ALGO, BOUND = "timer", "vendor.algo", "bound"
     TUNE = "tune"
+    #: tune mode's: whether its choice was a near-tie (``true``/``false``/``unknown``: harness.tune.search)
+    TUNE_NEAR_TIE = "tune.near_tie"
+    BASELINE_TUNE_NEAR_TIE = BASELINE_PREFIX + TUNE_NEAR_TIE
     L2_SOURCE, PROFILER = "l2_source", "profiler"
     #: a profiler's own (its ``tags()``): its version, its cache control, the simulated L2's target
     PROFILER_VERSION, CACHE_CONTROL, SIM_TARGET = "profiler_version", "cache_control", "sim_target"
