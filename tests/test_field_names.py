@@ -4,8 +4,7 @@ outcome's, and the mapping) calls mlflow's log/tag functions or spells a param, 
 tag name where it writes or reads a result's ``params`` / ``metrics`` / ``tags``
 (``x.tags["timing"]``, ``x.metrics.update({"speedup": ...})``, ``"bound" in x.tags``,
 ``x.params.get("sim.config")``, also through a name bound to one: ``m = x.metrics;
-m["tflops"]``), nor a stored column (``"metrics.speedup"``).  Modules not yet moved over are
-listed in PENDING with the reason; the list must stay true.  A record's own ``as_params()``
+m["tflops"]``), nor a stored column (``"metrics.speedup"``).  A record's own ``as_params()``
 (JobSpec's, a compile report's) names its fields where it builds them, in a dict of its own."""
 import ast
 from pathlib import Path
@@ -15,11 +14,6 @@ FIELDS = {"params", "metrics", "tags"}
 MLFLOW_WRITES = {"log_param", "log_params", "log_metric", "log_metrics", "set_tag", "set_tags"}
 ACCESSORS = {"get", "pop", "setdefault", "update", "__contains__"}
 COLUMNS = ("metrics.", "tags.", "params.")
-
-#: Module -> why it still spells MLflow names (none left: the report and the search read stored
-#: columns through harness.storage.field_names' names and column helpers).
-PENDING: dict[str, str] = {}
-
 
 def _literal(node: ast.AST) -> bool:
     """A name spelled in the code: a string constant, an f-string, or one added to a string."""
@@ -87,12 +81,7 @@ def offenders(root: Path = ROOT) -> dict[str, list[int]]:
 
 
 def test_no_mlflow_name_outside_the_mapping():
-    unlisted = {path: lines for path, lines in offenders().items() if path not in PENDING}
-    assert unlisted == {}, "spell these names in harness/storage/field_names.py (or run_fields.py)"
-
-
-def test_the_pending_list_stays_true():
-    assert sorted(set(PENDING) - set(offenders())) == []
+    assert offenders() == {}, "spell these names in harness/storage/field_names.py (or run_fields.py)"
 
 
 def test_the_check_finds_each_form(tmp_path):
