@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernels.igemm_best import MEMBERS  # noqa: E402
-from kernels.tuned import TunedTable, load_table, table_path  # noqa: E402
+from kernels.problem import ConvShape  # noqa: E402
+from kernels.tuned import TunedTable, load_table, shape_key, table_path  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h100_rows.json.xz"
 #: The runs of h100_rows.json.xz that timed igemm_ws_h100.json's configs, newest first.  Not
@@ -61,13 +62,18 @@ H200_RUNS = {"igemm_fast": ("h200_fast_unseen6to10_tune", "h200_fast_unseen1to5_
                           "h200_ws_unseen6to10_tune")}
 
 
-def row_key(dims: str, dtype: str) -> str:
-    """A row's ``dims`` (``"32 64 56x56 64 3x3 s1 p1"``: N C HxW F RxS stride padding) as a table
-    key (:func:`kernels.tuned.shape_key`)."""
+def row_dims(dims: str) -> dict[str, int]:
+    """A row's ``dims`` (``"32 64 56x56 64 3x3 s1 p1"``: N C HxW F RxS stride padding) as a
+    ConvShape's fields."""
     n, c, hw, f, rs, s, p = dims.split()
-    h, w = hw.split("x")
-    r, s_ = rs.split("x")
-    return f"{n}x{c}x{h}x{w}-{f}x{r}x{s_}-{s}{p}-{dtype}"
+    (h, w), (r, s_) = hw.split("x"), rs.split("x")
+    return {"N": int(n), "C": int(c), "H": int(h), "W": int(w), "F": int(f), "R": int(r), "S": int(s_),
+            "stride": int(s[1:]), "padding": int(p[1:])}
+
+
+def row_key(dims: str, dtype: str) -> str:
+    """A row's ``dims`` as a table key (:func:`kernels.tuned.shape_key`)."""
+    return shape_key(ConvShape("row", dtype=dtype, **row_dims(dims)))
 
 
 def _same_config(family: str, a: dict, b: dict) -> bool:
@@ -165,10 +171,7 @@ def build_h100(runs: dict, fast: TunedTable, ws: TunedTable, h200_ratio: dict[st
 
 def _row_shape(row: dict) -> dict:
     """A ``conv_speed.py`` row's layer as a table entry's ``shape`` (its name, fp16, its dims)."""
-    n, c, hw, f, rs, s, p = row["dims"].split()
-    (h, w), (r, s_) = hw.split("x"), rs.split("x")
-    return {"name": row["shape"], "dtype": "float16", "N": int(n), "C": int(c), "H": int(h), "W": int(w),
-            "F": int(f), "R": int(r), "S": int(s_), "stride": int(s[1:]), "padding": int(p[1:])}
+    return {"name": row["shape"], "dtype": "float16", **row_dims(row["dims"])}
 
 
 def _h200_member(family: str, runs: dict, h100_runs: dict) -> tuple[TunedTable, dict[str, float]]:

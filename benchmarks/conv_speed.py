@@ -36,6 +36,7 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -261,15 +262,36 @@ def render(rows: list[dict], meta: dict, command: str) -> str:
         lines.append(f"| {r['shape']} | {r['dims']} | {r['label']} | {us(r['ours_ms'])} | {us(r['cudnn_ms'])} | "
                      f"{us(r['cudnn_bench_ms'])} | {us(r.get('inductor_ms'))} | {r['ratio']:.3f} | {vs_inductor} |")
     lines.append("")
+    for p in preset_lines(rows):
+        lines.append(f"- {p.preset} ({p.layers} layers): geomean vs best cuDNN **{p.geomean:.3f}**, "
+                     f"worst {p.worst} {p.worst_ratio:.3f}; vs heuristic cuDNN {p.heuristic:.3f}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class PresetLine:
+    """One preset's rows (``all``: every row): their count, the geomean of cuDNN / ours against
+    the faster cuDNN mode and against the heuristic one, the worst layer and its ratio."""
+
+    preset: str
+    layers: int
+    geomean: float
+    heuristic: float
+    worst: str
+    worst_ratio: float
+
+
+def preset_lines(rows: list[dict]) -> list[PresetLine]:
+    """``all`` first, then each preset (the part of a row's ``shape`` before ``/``) by name."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["shape"].split("/")[0], []).append(r)
+    out = []
     for name, rs in [("all", rows)] + sorted(groups.items()):
         worst = min(rs, key=lambda r: r["ratio"])
-        lines.append(f"- {name} ({len(rs)} layers): geomean vs best cuDNN **{geomean(r['ratio'] for r in rs):.3f}**, "
-                     f"worst {worst['shape']} {worst['ratio']:.3f}; vs heuristic cuDNN "
-                     f"{geomean(r['cudnn_ms'] / r['ours_ms'] for r in rs):.3f}")
-    return "\n".join(lines) + "\n"
+        out.append(PresetLine(name, len(rs), geomean(r["ratio"] for r in rs),
+                              geomean(r["cudnn_ms"] / r["ours_ms"] for r in rs), worst["shape"], worst["ratio"]))
+    return out
 
 
 def space_for(shape: ConvShape, space: list[Config], table: TunedTable | None, seeds: list[Config],

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,9 @@ from pathlib import Path
 import jinja2
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from conv_speed import preset_lines  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results" / "kernel_speed"
 PAGE = ROOT / "docs" / "kernel_speed.md"
 
@@ -39,33 +41,6 @@ class Target:
 
 TARGETS = (Target("h100", "h100_rows.json.xz", "igemm_best_table_run", "2026-11-27"),
            Target("h200", "h200_rows.json.xz", "h200_best_table_timing", "2026-11-28"))
-
-
-@dataclass(frozen=True)
-class PresetLine:
-    """One preset's layers on one target: their count, geomean of cuDNN / ours, the worst layer."""
-
-    preset: str
-    layers: int
-    geomean: float
-    worst: str
-    worst_ratio: float
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def preset_lines(rows: list[dict]) -> list[PresetLine]:
-    """Per preset (the part of a row's ``shape`` before ``/``), then all layers together."""
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(row["shape"].split("/")[0], []).append(row)
-    out = []
-    for name, members in [*sorted(groups.items()), ("all", rows)]:
-        worst = min(members, key=lambda r: r["ratio"])
-        out.append(PresetLine(name, len(members), geomean([r["ratio"] for r in members]), worst["shape"], worst["ratio"]))
-    return out
 
 
 def target_context(target: Target) -> dict:

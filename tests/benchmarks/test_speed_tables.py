@@ -22,7 +22,9 @@ def test_each_gpu_target_names_its_command_device_driver_cudnn_and_date_and_the_
 
 def test_a_preset_line_is_the_geomean_and_worst_of_its_rows():
     script = load("speed_tables.py")
-    rows = [{"shape": "a/x", "ratio": 2.0}, {"shape": "a/y", "ratio": 0.5}, {"shape": "b/z", "ratio": 1.1}]
+    rows = [{"shape": "a/x", "ratio": 2.0, "cudnn_ms": 2.0, "ours_ms": 1.0},
+            {"shape": "a/y", "ratio": 0.5, "cudnn_ms": 0.5, "ours_ms": 1.0},
+            {"shape": "b/z", "ratio": 1.1, "cudnn_ms": 1.1, "ours_ms": 1.0}]
     lines = {p.preset: p for p in script.preset_lines(rows)}
     assert lines["a"].layers == 2 and abs(lines["a"].geomean - 1.0) < 1e-12 and lines["a"].worst == "a/y"
     assert lines["all"].layers == 3 and lines["all"].worst_ratio == 0.5
