@@ -66,6 +66,13 @@ VARIANTS = {
     "box": (ConvShape("box", N=1, C=24, H=9, W=7, F=20, R=3, S=3, stride=1, padding=1), {"TMA": 1, "BOX_W": 8}),
     "box_split_persistent": (ConvShape("box", N=1, C=40, H=9, W=7, F=20, R=3, S=3, stride=1, padding=1),
                              {"TMA": 1, "BOX_W": 8, "SPLIT_K": 2, "PERSISTENT": 1}),
+    # stream-K: 3 programs share 10 tiles x 18 K steps, 60 iterations each (a program spans 4
+    # tiles, 10 % 3 tiles left over); then a 1x1 through descriptors, the output of whole tiles
+    # by TMA store: 7 x 2 tiles x 2 steps over 3 programs
+    "stream_k": (ConvShape("odd3", N=2, C=20, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1),
+                 {"STREAM_K": 1, "PERSISTENT": 1}),
+    "stream_k_tma": (ConvShape("mat", N=2, C=24, H=7, W=7, F=24, R=1, S=1),
+                     {"STREAM_K": 1, "PERSISTENT": 1, "TMA": 1, "TMA_STORE": 1}),
 }
 
 
@@ -260,3 +267,92 @@ def test_split_sum_counters_reset_between_launches():
         run()
         assert not counts.any()
         assert compare(KERNEL.output_as_nchw(out), reference(ops, shape), shape.dtype).ok
+
+
+#: Stream-K on uneven splits, with 7 programs (the interpreter's count set per test): a 1x1
+#: whose 4 tiles x 10 K steps give each program 5 or 6 iterations (a tile shared by 3
+#: programs), and a 3x3 whose 10 tiles x 9 steps give 12 or 13 (a program spanning 3 tiles).
+#: Each with the workspace slices (programs sharing a tile) and tiles per program it must have.
+STREAM_K_CASES = {
+    "shared_tile": (ConvShape("mat", N=1, C=150, H=4, W=5, F=20, R=1, S=1), 3, 2),
+    "spanning_program": (ConvShape("odd3", N=2, C=10, H=6, W=6, F=20, R=3, S=3, stride=1, padding=1), 2, 3),
+}
+
+
+def _spans(shape, tiles, programs):
+    """Per program of a stream-K launch, the launch-order tiles its run of iterations touches."""
+    total = KERNEL.tile_grid(shape, tiles).num_pids * KERNEL.num_steps(shape, tiles)
+    steps = KERNEL.num_steps(shape, tiles)
+    return [range(p * total // programs // steps, -(-((p + 1) * total // programs) // steps))
+            for p in range(programs)]
+
+
+@pytest.mark.parametrize("case", sorted(STREAM_K_CASES))
+def test_stream_k_uneven_split(case, monkeypatch):
+    """Correct against conv2d where the split is uneven, and a second launch on the same buffers
+    is bit-identical to the first: every tile's counter was reset, every partial re-added in
+    slot order."""
+    import kernels.igemm_fast as fast
+    from kernels.igemm_fast import stream_k_slices
+
+    monkeypatch.setattr(fast, "INTERPRETER_PROGRAMS", 7)
+    shape, slices, span = STREAM_K_CASES[case]
+    tiles = {**BASE, "STREAM_K": 1, "PERSISTENT": 1}
+    grid, steps = KERNEL.tile_grid(shape, tiles), KERNEL.num_steps(shape, tiles)
+    assert grid == KERNEL.tile_grid(shape, BASE)          # the permutation gate's grid is the tiles'
+    assert KERNEL.num_programs(shape, tiles, torch.device("cpu")) == 7 and (grid.num_pids * steps) % 7
+    assert stream_k_slices(grid.num_pids, steps, 7) == slices
+    assert max(len(r) for r in _spans(shape, tiles, 7)) == span
+    ops = make_operands(shape, False, seed=5, device="cpu")
+    run, out = KERNEL.bind(ops, shape, tiles, SwizzleBinding(SWIZZLES["xcd_grouped"], 8, 2), LaunchConfig(4, 3))
+    workspace, counts = run.bound.operands[1], run.bound.operands[3]
+    assert workspace.shape[0] == slices
+    outputs = []
+    for _ in range(2):
+        out.fill_(float("nan"))
+        run()
+        assert not counts.any()
+        outputs.append(out.clone())
+    assert compare(KERNEL.output_as_nchw(out), reference(ops, shape), shape.dtype).ok
+    assert torch.equal(outputs[0], outputs[1])
+
+
+def test_stream_k_slices_bound():
+    """The workspace's slices: the most programs one tile's iterations meet, within the bound
+    ceil((steps - 1) / (T // P)) + 1 and P; 1 where programs own whole tiles."""
+    from kernels.igemm_fast import stream_k_slices
+
+    assert stream_k_slices(98, 16, 132) == 3           # l16, 128x128x64: 16-step tiles, runs of 11 or 12
+    assert stream_k_slices(4, 10, 7) == 3
+    assert stream_k_slices(6, 5, 3) == 1                # 10 iterations each: two whole tiles
+    assert stream_k_slices(1, 5, 5) == 5                # one tile, one step per program
+    for tiles, steps, programs in itertools.product((1, 3, 13, 98), (1, 4, 32), (1, 7, 132)):
+        programs = min(programs, tiles * steps)
+        got = stream_k_slices(tiles, steps, programs)
+        assert 1 <= got <= min(programs, -(-(steps - 1) // (tiles * steps // programs)) + 1)
+
+
+def test_stream_k_refusals_are_one_line(monkeypatch):
+    """What STREAM_K cannot do is refused in one line naming the value: without a persistent
+    grid, with split-K, with int32 offsets that would overflow, and under the simulator."""
+    shape, _ = VARIANTS["stream_k"]
+    tiles = {**BASE, "STREAM_K": 1, "PERSISTENT": 1}
+    for bad, message in (({"PERSISTENT": 0}, r"STREAM_K=1 needs PERSISTENT=1 and SPLIT_K=1 .* got PERSISTENT=0"),
+                         ({"SPLIT_K": 2}, r"STREAM_K=1 needs .* got PERSISTENT=1, SPLIT_K=2"),
+                         ({"STREAM_K": 2}, r"tile STREAM_K=2 must be 0 or 1")):
+        with pytest.raises(ValueError, match=message) as err:
+            KERNEL.check_tiles({**tiles, **bad})
+        assert "\n" not in str(err.value)
+    with pytest.raises(NotImplementedError, match=r"STREAM_K=1 has no address model") as err:
+        KERNEL.launch_plans(shape, tiles)
+    assert "\n" not in str(err.value)
+    import kernels.igemm_fast as fast
+
+    # 2 slices x 1440 outputs; 10 tiles x 18 iterations x 3 programs
+    assert KERNEL.workspace_slices(shape, tiles, torch.device("cpu")) == 2
+    monkeypatch.setattr(fast, "INT32_LIMIT", 1000)
+    with pytest.raises(ValueError, match=r"STREAM_K=1 workspace of 2 x 1440 = 2880 elements exceeds int32"):
+        KERNEL.workspace_slices(shape, tiles, torch.device("cpu"))
+    monkeypatch.setattr(fast, "INT32_LIMIT", 500)
+    with pytest.raises(ValueError, match=r"STREAM_K=1 on 10 tiles x 18 K steps x 3 programs = 540 exceeds int32"):
+        KERNEL.workspace_slices(shape, tiles, torch.device("cpu"))
