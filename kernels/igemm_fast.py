@@ -242,20 +242,21 @@ def _tile_acc(x_ptr, w_ptr, x_desc, w_desc, tile, first, last,
 
 
 @triton.jit
-def _add_partial(acc, ws_tile, y_tile, mask, counter, slot, contributors, slice_elems):
+def _add_partial(acc, ws_ptr, y_ptr, offs_m, offs_f, F, mask, counter, slot, contributors, slice_elems):
     """One of a tile's ``contributors`` partial sums arrives: store it to workspace slice
-    ``slot`` (``slice_elems`` fp32 apart), then count it in on the tile's ``counter`` (after
-    every thread's store: the barrier, then a release at GPU scope).  The last to arrive adds
-    all slices in slot order (deterministic), bypassing L1 (.cg), stores the sum at ``y_tile``
-    and resets the counter for the next launch."""
+    ``slot`` (``slice_elems`` fp32 apart; the output's M x F layout), then count it in on the
+    tile's ``counter`` (after every thread's store: the barrier, then a release at GPU scope).
+    The last to arrive adds all slices in slot order (deterministic), bypassing L1 (.cg),
+    stores the sum and resets the counter for the next launch."""
+    ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
     tl.store(ws_tile + slot * slice_elems, acc, mask=mask)
     tl.debug_barrier()
     arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     if arrived == contributors - 1:
-        total = tl.zeros(acc.shape, dtype=tl.float32)
+        total = tl.zeros_like(acc)
         for s in range(contributors):
             total += tl.load(ws_tile + s * slice_elems, mask=mask, other=0.0, cache_modifier=".cg")
-        tl.store(y_tile, total.to(y_tile.dtype.element_ty), mask=mask)
+        tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], total.to(y_ptr.dtype.element_ty), mask=mask)
         tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
 
 
@@ -319,17 +320,16 @@ def igemm_fast_kernel(
                 x_ptr, w_ptr, x_desc, w_desc, tile, first, last, N, C, H, W, F, P, Q, PQ, R, S, stride, padding,
                 K_PAD, num_pid_n, BLOCK_M, BLOCK_N, BLOCK_K, PACK_K, NCHW_IN, TMA, A_TMA, PADDED, BOX_W, DOT_IN_FP32)
             mask = mask_m[:, None] & (offs_f < F)[None, :]
-            y_tile = y_ptr + offs_m[:, None] * F + offs_f[None, :]
             owner = stream_k_owner(t * num_steps, total, num_programs)
             contributors = stream_k_owner(t * num_steps + num_steps - 1, total, num_programs) - owner + 1
             if contributors == 1:
                 if TMA_STORE:
                     y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
                 else:
-                    tl.store(y_tile, acc.to(y_ptr.dtype.element_ty), mask=mask)
+                    tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
             else:
-                _add_partial(acc, ws_ptr + offs_m[:, None] * F + offs_f[None, :], y_tile, mask, count_ptr + tile,
-                             tl.program_id(0) - owner, contributors, M * F)
+                _add_partial(acc, ws_ptr, y_ptr, offs_m, offs_f, F, mask, count_ptr + tile, tl.program_id(0) - owner,
+                             contributors, M * F)
             pos += last - first
     else:
         for work in range(tl.program_id(0), num_tiles * SPLIT_K, num_programs):
@@ -347,17 +347,16 @@ def igemm_fast_kernel(
             # The output is the row-major M x F matrix (NHWC); a split writes fp32 partials
             # to its own slice of the workspace instead.
             mask = mask_m[:, None] & (offs_f < F)[None, :]
-            y_tile = y_ptr + offs_m[:, None] * F + offs_f[None, :]
             if TMA_STORE:
                 y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
             elif SPLIT_K == 1:
-                tl.store(y_tile, acc.to(y_ptr.dtype.element_ty), mask=mask)
+                tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
             elif SPLIT_SUM:
                 # The last of the SPLIT_K splits to arrive adds the partials in split order.
-                _add_partial(acc, ws_ptr + offs_m[:, None] * F + offs_f[None, :], y_tile, mask, count_ptr + tile,
-                             split, SPLIT_K, M * F)
+                _add_partial(acc, ws_ptr, y_ptr, offs_m, offs_f, F, mask, count_ptr + tile, split, SPLIT_K, M * F)
             else:
-                tl.store(ws_ptr + offs_m[:, None] * F + offs_f[None, :] + split * M * F, acc, mask=mask)
+                ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
+                tl.store(ws_tile + split * M * F, acc, mask=mask)
 
 
 @triton.jit
@@ -1083,6 +1082,41 @@ def box_widths(shape: ConvShape, block_m: int, keep: int = 2) -> list[int]:
 
 #: Shared memory a Hopper block may use (bytes): 227 KB; deeper pipelines than fit are not tried.
 HOPPER_SMEM_BYTES = 227 * 1024
+#: Stream-K candidates are tried where the last wave of whole tiles leaves more than this
+#: fraction of the SMs idle, on grids of at most :data:`STREAM_K_MAX_WAVES` waves, with at
+#: least :data:`STREAM_K_MIN_STEPS` K steps per tile (fewer: splitting a tile is mostly fix-up).
+STREAM_K_IDLE = 0.2
+STREAM_K_MAX_WAVES = 4
+STREAM_K_MIN_STEPS = 4
+
+
+def stream_k_helps(num_tiles: int, num_sms: int) -> bool:
+    """Whether ``num_tiles`` whole tiles quantize badly on ``num_sms`` SMs: at most
+    :data:`STREAM_K_MAX_WAVES` waves, the last leaving more than :data:`STREAM_K_IDLE` of them idle."""
+    rest = num_tiles % num_sms
+    return num_tiles <= STREAM_K_MAX_WAVES * num_sms and rest > 0 and 1 - rest / num_sms > STREAM_K_IDLE
+
+
+def stream_k_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
+    """STREAM_K candidates for ``shape`` (NVIDIA; tap order, NHWC): 128x128 and 128x64 tiles
+    whose grid :func:`stream_k_helps`, BLOCK_K 64, 4 and 8 warps, 3 and 4 stages, TMA where the
+    device has it (on a 1x1 stride-1 layer the input comes through a descriptor too)."""
+    if traits.vendor == "amd" or shape.C < 16:
+        return []
+    steps = shape.R * shape.S * -(-shape.C // 64)
+    M = shape.N * shape.P * shape.Q
+    out = []
+    for bn in (128, 64):
+        if bn not in filter_tiles(shape.F) or steps < STREAM_K_MIN_STEPS:
+            continue
+        if not stream_k_helps(-(-M // 128) * -(-shape.F // bn), traits.num_sms):
+            continue
+        tiles = {"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": 64, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0,
+                 "PERSISTENT": 1, "TMA": 1 if traits.tma else 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0,
+                 "STREAM_K": 1}
+        out += [Config.make(tiles, warps, stages) for warps in (4, 8) for stages in (3, 4)
+                if stages * (128 + bn) * 64 * element_bytes(shape) <= HOPPER_SMEM_BYTES]
+    return out
 
 
 def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tuple[int, ...] = (3, 4),
@@ -1100,6 +1134,7 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
       (compute-bound layers: at every K width);
     * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
       each base tile shape, so that the measurements, not a guess, decide;
+    * stream-K (:func:`stream_k_space`) where whole tiles leave much of the last wave idle;
     * on compute-bound stride-1 layers with TMA, pixel-rectangle twins (``BOX_W``: the input
       as TMA boxes) at the two least wasteful rectangle widths;
     * on AMD (``traits.vendor == "amd"``, gfx942): no TMA, two pipeline stages (Triton's AMD
@@ -1194,4 +1229,4 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                                 if steps_of(bk) >= 4 * split:
                                     for split_sum in (0, 1):        # a second kernel, or the last split
                                         add({**base, "SPLIT_K": split, "SPLIT_SUM": split_sum}, warps, deep)
-    return out
+    return out + stream_k_space(shape, traits)
