@@ -11,6 +11,7 @@ from kernels import KERNELS
 from kernels.base import LaunchConfig, SwizzleBinding
 from kernels.igemm_fast import check_tma_supported, pack_weights
 from kernels.problem import ConvShape
+from kernels.tuning import DeviceTraits
 from swizzles import SWIZZLES
 from swizzles.permutation import check_permutation, remap_table
 
@@ -356,3 +357,69 @@ def test_stream_k_refusals_are_one_line(monkeypatch):
     monkeypatch.setattr(fast, "INT32_LIMIT", 500)
     with pytest.raises(ValueError, match=r"STREAM_K=1 on 10 tiles x 18 K steps x 3 programs = 540 exceeds int32"):
         KERNEL.workspace_slices(shape, tiles, torch.device("cpu"))
+
+
+H200 = DeviceTraits("NVIDIA H200", 132, True, "nvidia", "sm_90")
+
+
+def test_stream_k_candidates_only_where_tiles_quantize_badly():
+    """The tune space has STREAM_K configs where whole tiles leave the last of a few waves
+    mostly idle (l16: 49 x 2 tiles of 128 x 128 on 132 SMs), none where they fill it (l08:
+    2 K steps, 784 tiles), none on AMD; each one valid and on a persistent grid."""
+    from kernels.igemm_fast import stream_k_helps
+
+    assert stream_k_helps(98, 132) and stream_k_helps(138, 132) and not stream_k_helps(132, 132)
+    assert not stream_k_helps(124, 132) and not stream_k_helps(5 * 132 + 1, 132)
+    l16 = ConvShape("l16", 32, 1024, 14, 14, 256, 1, 1, 1, 0)
+    l08 = ConvShape("l08", 32, 128, 28, 28, 512, 1, 1, 1, 0)
+    streamk = [c for c in KERNEL.tune_space(l16, H200) if c.tiles_dict.get("STREAM_K")]
+    assert {(c.tiles_dict["BLOCK_M"], c.tiles_dict["BLOCK_N"], c.tiles_dict["BLOCK_K"]) for c in streamk} == {
+        (128, 128, 64), (128, 64, 64)}
+    assert {(c.num_warps, c.num_stages) for c in streamk} == {(4, 3), (4, 4), (8, 3), (8, 4)}
+    for cfg in streamk:
+        tiles = KERNEL.check_tiles(cfg.tiles_dict)
+        assert tiles["PERSISTENT"] == 1 and tiles["TMA"] == 1 and tiles["SPLIT_K"] == 1
+    assert not [c for c in KERNEL.tune_space(l08, H200) if c.tiles_dict.get("STREAM_K")]
+    amd = DeviceTraits.for_target("mi300x", "gfx942", 304)
+    assert not [c for c in KERNEL.tune_space(l16, amd) if c.tiles_dict.get("STREAM_K")]
+
+
+def test_conv_speed_tunes_seeds_plus_stream_k_and_shows_a_stored_run(tmp_path):
+    """``conv_speed.py --seeded-from TABLE --include STREAM_K=1`` (the streamk lane): per layer
+    the table's configs valid there plus the space's stream-K ones; ``--baseline FILE:RUN``: a
+    stored run's cuDNN / ours by dims, shown as the table's last column; bad values refused in
+    one line naming them."""
+    from pathlib import Path
+
+    from kernels.tuned import TunedTable
+    from tests.benchmarks.scripts import load, run
+
+    conv_speed = load("conv_speed.py")
+    l16 = ConvShape("resnet/l16", 32, 1024, 14, 14, 256, 1, 1, 1, 0)
+    space = KERNEL.tune_space(l16, H200)
+    seeds = TunedTable.load(Path("kernels/tuned/igemm_fast_h200.json")).configs()
+    include = conv_speed.tile_values("STREAM_K=1")
+    got = conv_speed.space_for(l16, space, None, seeds, KERNEL.canonical, include)
+    seeded = conv_speed.space_for(l16, space, None, seeds, KERNEL.canonical)
+    streamk = [c for c in space if c.tiles_dict.get("STREAM_K")]
+    assert got == seeded + streamk and streamk and not any(c.tiles_dict.get("STREAM_K") for c in seeded)
+    assert conv_speed.space_for(l16, space, None, [], KERNEL.canonical, include) == streamk
+    with pytest.raises(ValueError, match=r"--include 'STREAM_K': 'STREAM_K' is not KEY=INTEGER"):
+        conv_speed.tile_values("STREAM_K")
+
+    ratios = conv_speed.baseline_ratios(
+        "benchmarks/results/kernel_speed/h200_rows.json.xz:h200_best_table_timing")
+    dims = "32 1024 14x14 256 1x1 s1 p0"
+    assert 0 < ratios[dims] < 5
+    with pytest.raises(ValueError, match=r"no run 'nope' in .*h200_rows.json.xz \(stored: .*h200_best_table_timing"):
+        conv_speed.baseline_ratios("benchmarks/results/kernel_speed/h200_rows.json.xz:nope")
+    meta = {"device": "d", "nvidia_smi": "s", "torch": "t", "cuda": "c", "cudnn": 1, "triton": "3"}
+    row = {"shape": "resnet/l16", "dims": dims, "label": streamk[0].label, "ours_ms": 0.008, "cudnn_ms": 0.009,
+           "cudnn_bench_ms": 0.0085, "ratio": 1.0625}
+    text = conv_speed.render([row, {**row, "shape": "x/y", "dims": "1 2 3x3 4 1x1 s1 p0"}], meta, "cmd", ratios)
+    assert f"| 1.062 | - | {ratios[dims]:.3f} |" in text and "| 1.062 | - | - |" in text
+    assert "baseline vs best cuDNN" in text.splitlines()[4]
+    refused = run("conv_speed.py", "--out", str(tmp_path), "--include", "STREAM_K=one")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "conv_speed.py: error: --include 'STREAM_K=one': 'STREAM_K=one' is not KEY=INTEGER (e.g. STREAM_K=1)")
