@@ -70,6 +70,18 @@ What changes, and why (what each change measured: the kernel notes of docs/bench
    im2col mode in Triton, and this is the layout that needs none; the price is the
    rectangle's rows past the image's edge, computed and dropped (none where BOX_W divides Q
    and the height divides P).
+11. **Stream-K** (``STREAM_K=1``, on a persistent grid without split-K): a layer whose tile
+   count fills the SMs badly (ResNet-50's l16 at 128x128: 98 tiles on 132 SMs, a quarter idle;
+   any power-of-two tile or split-K gives 98 x 2^k) is shared out by K iterations instead of
+   by tiles.  Of the ``T = num_tiles * num_steps`` iterations, program ``p`` of ``P`` runs
+   ``[p*T // P, (p+1)*T // P)``, launch-order tile by launch-order tile (the swizzle maps each
+   as in the persistent walk, so the permutation gate still checks what the programs walk).
+   A segment that covers its whole tile stores it (TMA store allowed); the other programs that
+   share a tile, known from the static split (:func:`stream_k_owner`), each add their fp32
+   partial into workspace slice (program - the tile's first owner) and arrive on the tile's
+   counter, and the last to arrive sums the slices in slice order, as ``SPLIT_SUM`` does
+   (:func:`_add_partial`, one helper for both): deterministic, the counter left at 0.  The
+   workspace holds the most programs one tile meets (:func:`stream_k_slices`).
 
 The input is otherwise NHWC.  Like every family's input transform it runs *inside* the
 timed launcher (:meth:`kernels.base.ConvKernel.input_view`): the harness hands this kernel
