@@ -10,9 +10,6 @@ writes the per-target tuning table the harness launches by default (``kernels/tu
         [--inductor] [--jobs 16] [--deadline-s 500]
         [--merge-into kernels/tuned/igemm_fast_h100.json]   # also write that table, re-tuned layers replaced
         [--kernel igemm_ws]   # another family; layers outside its space are listed and skipped
-        [--seeded-from TABLE] [--include STREAM_K=1]   # tune the table's configs plus the space's with those tiles
-        [--baseline benchmarks/results/kernel_speed/h200_rows.json.xz:h200_best_table_timing]
-                              # print a stored run's cuDNN / ours beside each layer's
 
 Per layer (every layer of the named shape presets, duplicates by dimensions merged):
 
@@ -32,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import math
 import multiprocessing as mp
 import os
@@ -251,25 +247,20 @@ def geomean(values) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
-def render(rows: list[dict], meta: dict, command: str, baseline: dict[str, float] | None = None) -> str:
-    """The run as markdown; with ``baseline`` (:func:`baseline_ratios`) a last column, the
-    stored run's cuDNN / ours of the layer with the same dimensions."""
-    extra = (" baseline vs best cuDNN |", "---:|") if baseline is not None else ("", "")
+def render(rows: list[dict], meta: dict, command: str) -> str:
     lines = [f"`{command}`", "",
              f"{meta['device']} | {meta['nvidia_smi']} | torch {meta['torch']} (CUDA {meta['cuda']}, cuDNN "
              f"{meta['cudnn']}) | Triton {meta['triton']} | channels_last fp16 | CUPTI kernel time, L2 cleared",
              "", "| layer | N C HxW F RxS s p | config | ours us | cuDNN us | cuDNN bench us | Inductor us | "
-             "vs best cuDNN | vs Inductor |" + extra[0], "|---|---|---|---:|---:|---:|---:|---:|---:|" + extra[1]]
+             "vs best cuDNN | vs Inductor |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
 
     def us(v):
         return f"{v * 1e3:.1f}" if v else "-"
 
     for r in rows:
         vs_inductor = f"{r['ratio_inductor']:.3f}" if r.get("ratio_inductor") else "-"
-        stored = "" if baseline is None else (f" {baseline[r['dims']]:.3f} |" if r["dims"] in baseline else " - |")
         lines.append(f"| {r['shape']} | {r['dims']} | {r['label']} | {us(r['ours_ms'])} | {us(r['cudnn_ms'])} | "
-                     f"{us(r['cudnn_bench_ms'])} | {us(r.get('inductor_ms'))} | {r['ratio']:.3f} | {vs_inductor} |"
-                     + stored)
+                     f"{us(r['cudnn_bench_ms'])} | {us(r.get('inductor_ms'))} | {r['ratio']:.3f} | {vs_inductor} |")
     lines.append("")
     for p in preset_lines(rows):
         lines.append(f"- {p.preset} ({p.layers} layers): geomean vs best cuDNN **{p.geomean:.3f}**, "
@@ -304,51 +295,16 @@ def preset_lines(rows: list[dict]) -> list[PresetLine]:
 
 
 def space_for(shape: ConvShape, space: list[Config], table: TunedTable | None, seeds: list[Config],
-              canonical: Callable[[Config], Config], include: dict[str, int] | None = None) -> list[Config]:
+              canonical: Callable[[Config], Config]) -> list[Config]:
     """What to time on ``shape``: the table's choice (``--table``), the seed table's configs
     that are in the layer's own space (``--seeded-from``; the whole space if none is), or the
-    whole space.  ``include`` (``--include``): the space's configs whose tiles have these
-    values are added to the seeds' (without seeds: those configs alone).  Configs are compared
-    as ``canonical`` completes them (a table may leave out a tile that has a default)."""
+    whole space.  Configs are compared as ``canonical`` completes them (a table may leave out
+    a tile that has a default)."""
     known = {canonical(cfg) for cfg in space}
     if table is not None:
         return [table.lookup(shape, accept=lambda cfg: canonical(cfg) in known).config]
     seeded = [cfg for cfg in seeds if canonical(cfg) in known]
-    if not include or (seeds and not seeded):
-        return seeded or space
-    have = {canonical(cfg) for cfg in seeded}
-    return seeded + [cfg for cfg in space if canonical(cfg) not in have
-                     and all(canonical(cfg).tiles_dict.get(k) == v for k, v in include.items())]
-
-
-def tile_values(text: str) -> dict[str, int]:
-    """``--include``'s ``KEY=VALUE[,KEY=VALUE]`` (integer values) as a dict; ValueError naming
-    the bad part."""
-    out = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip() or not value.strip().lstrip("-").isdigit():
-            raise ValueError(f"--include {text!r}: {part!r} is not KEY=INTEGER (e.g. STREAM_K=1)")
-        out[key.strip()] = int(value)
-    return out
-
-
-def baseline_ratios(spec: str) -> dict[str, float]:
-    """``--baseline FILE:RUN``: the ``ratio`` (cuDNN / ours) of every row of run RUN of a stored
-    rows file (``benchmarks/results/kernel_speed/*_rows.json.xz``, or a ``results.json`` with no
-    ``:RUN``), keyed by the row's dims; ValueError naming what is missing."""
-    path, run = spec.rsplit(":", 1) if ":" in spec else (spec, "")
-    if not Path(path).is_file():
-        raise ValueError(f"--baseline {spec!r}: no file {path!r}")
-    raw = Path(path).read_bytes()
-    data = json.loads(lzma.decompress(raw) if path.endswith(".xz") else raw)
-    if run:
-        if run not in data:
-            raise ValueError(f"--baseline {spec!r}: no run {run!r} in {path} (stored: {', '.join(sorted(data))})")
-        data = data[run]
-    if "rows" not in data:
-        raise ValueError(f"--baseline {spec!r}: not a conv_speed.py run (no rows); name a run as FILE:RUN")
-    return {r["dims"]: r["ratio"] for r in data["rows"]}
+    return seeded or space
 
 
 def main() -> None:
@@ -360,11 +316,6 @@ def main() -> None:
     ap.add_argument("--table", default=None, help="time this tuning table's configs instead of tuning")
     ap.add_argument("--seeded-from", default=None,
                     help="tune over this table's configs only (those valid for the layer; none: the full space)")
-    ap.add_argument("--include", default=None,
-                    help="KEY=VALUE[,...]: also tune the space's configs with these tiles (e.g. STREAM_K=1); "
-                         "without --seeded-from those alone")
-    ap.add_argument("--baseline", default=None,
-                    help="FILE:RUN of a stored rows file (or a results.json): its cuDNN / ours beside each layer's")
     ap.add_argument("--inductor", action="store_true")
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--finalists", type=int, default=5)
@@ -375,11 +326,6 @@ def main() -> None:
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no new layer after this many seconds from the start (compiles included)")
     args = ap.parse_args()
-    try:
-        include = tile_values(args.include) if args.include else None
-        baseline = baseline_ratios(args.baseline) if args.baseline else None
-    except ValueError as exc:
-        ap.error(str(exc))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.backends.cudnn.allow_tf32 = False
@@ -393,8 +339,7 @@ def main() -> None:
     print(json.dumps(meta), flush=True)
     table = TunedTable.load(Path(args.table)) if args.table else None
     seeds = TunedTable.load(Path(args.seeded_from)).configs() if args.seeded_from else []
-    spaces = {s.name: space_for(s, kernel.tune_space(s, traits), table, seeds, kernel.canonical, include)
-              for s in shapes}
+    spaces = {s.name: space_for(s, kernel.tune_space(s, traits), table, seeds, kernel.canonical) for s in shapes}
     outside = [s.name for s in shapes if not spaces[s.name]]
     if outside:
         print(f"{args.kernel} cannot run {len(outside)} layers (empty space), skipped: {' '.join(outside)}", flush=True)
@@ -436,7 +381,7 @@ def main() -> None:
             add_inductor(row, {s.name: s for s in shapes}[row["shape"]], timer, args)
         (out / "results.json").write_text(json.dumps({"meta": meta, "command": command, "rows": rows,
                                                       "compile_errors": errors[:200]}, indent=1))
-    text = render(rows, meta, command, baseline)
+    text = render(rows, meta, command)
     (out / "table.md").write_text(text)
     print(text)
 

@@ -10,9 +10,7 @@
 #        with a longer selection on ResNet-50's slowest 1x1 layers; main: the main command and its report;
 #   speed_all: the committed igemm_best H200 table timed against cuDNN on every preset (no tuning);
 #   ws_resnet, fast_resnet, ws_u1, ws_u2, fast_u1, fast_u2: igemm_ws / igemm_fast tuned on the H200
-#        itself (conv_speed.py, against cuDNN) on ResNet-50 / unseen..unseen5 / unseen6..unseen10 (issue 52);
-#   streamk: igemm_fast's STREAM_K candidates beside the H200 table's configs on the 1x1 layers whose
-#        tiles fill 132 SMs badly, each layer's cuDNN / ours next to the committed H200 table's (< 5 min).
+#        itself (conv_speed.py, against cuDNN) on ResNet-50 / unseen..unseen5 / unseen6..unseen10 (issue 52).
 # Lanes 0-2 are ncu cells (8 ABBA pairs, lookup counters, no simulation on the node: the CPU
 # re-simulates them, benchmarks/sim_calibrate.py); the plan that seals lanes 1 and 2 until the fit
 # is fixed is benchmarks/results/sim_calibration/h200_ws/PLAN.md.  Everything comes back as
@@ -72,15 +70,6 @@ retune() {   # family, presets, layers: a longer selection (8 finalists, 8 round
     --finalists 8 --rounds 8 --jobs 12 --deadline-s "$(( ${TUNE_S:-540} - 40 ))" > "$OUT/tune.log" 2>&1
   tail -n 30 "$OUT/tune.log"
 }
-streamk() {   # STREAM_K=1 configs plus igemm_fast_h200.json's own, tuned per layer; the stored H200 table timing beside
-  cd "$REPO"
-  local limit=${STREAMK_S:-280}
-  timeout "$limit" python3 benchmarks/conv_speed.py --kernel igemm_fast --out "$OUT/tune" --presets resnet,unseen7,unseen8 \
-    --shapes l08,l16,l18,l20,l22,aspp,incv3m7,goog5b --seeded-from kernels/tuned/igemm_fast_h200.json --include STREAM_K=1 \
-    --baseline benchmarks/results/kernel_speed/h200_rows.json.xz:h200_best_table_timing \
-    --finalists 6 --rounds 6 --jobs 12 --deadline-s "$(( limit - 60 ))" > "$OUT/tune.log" 2>&1
-  tail -n 30 "$OUT/tune.log"
-}
 main_command() {   # the README's main command on the GPU, with its report
   run main_command "$(( ${TUNE_S:-540} - 20 ))" swizzle=xcd,grouped shape=resnet
   cp -a "$W/reports" "$OUT/" 2>/dev/null
@@ -107,13 +96,12 @@ for l in ${LANES:-cal held_a held_b indep}; do
     kinds) lane "$gpu" kinds tune_kinds ;;
     gpu_tests) lane "$gpu" gpu_tests gpu_tests ;;
     ws_1x1) lane "$gpu" ws_1x1 retune igemm_ws resnet l08,l16,l18,l20,l22 ;;
-    streamk) lane "$gpu" streamk streamk ;;
     main) lane "$gpu" main main_command ;;
     speed_all) lane "$gpu" speed_all speed h200 "resnet,kinds,$U1,$U2" ;;
     ws_resnet) lane "$gpu" ws_resnet tune igemm_ws resnet ;; fast_resnet) lane "$gpu" fast_resnet tune igemm_fast resnet ;;
     ws_u1) lane "$gpu" ws_u1 tune igemm_ws "$U1" ;; ws_u2) lane "$gpu" ws_u2 tune igemm_ws "$U2" ;;
     fast_u1) lane "$gpu" fast_u1 tune igemm_fast "$U1" ;; fast_u2) lane "$gpu" fast_u2 tune igemm_fast "$U2" ;;
-    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c kinds speed_all gpu_tests ws_1x1 streamk main ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
+    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c kinds speed_all gpu_tests ws_1x1 main ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
   esac
   gpu=$((gpu + 1))
 done

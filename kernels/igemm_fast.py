@@ -70,18 +70,6 @@ What changes, and why (what each change measured: the kernel notes of docs/bench
    im2col mode in Triton, and this is the layout that needs none; the price is the
    rectangle's rows past the image's edge, computed and dropped (none where BOX_W divides Q
    and the height divides P).
-11. **Stream-K** (``STREAM_K=1``, on a persistent grid without split-K): a layer whose tile
-   count fills the SMs badly (ResNet-50's l16 at 128x128: 98 tiles on 132 SMs, a quarter idle;
-   any power-of-two tile or split-K gives 98 x 2^k) is shared out by K iterations instead of
-   by tiles.  Of the ``T = num_tiles * num_steps`` iterations, program ``p`` of ``P`` runs
-   ``[p*T // P, (p+1)*T // P)``, launch-order tile by launch-order tile (the swizzle maps each
-   as in the persistent walk, so the permutation gate still checks what the programs walk).
-   A segment that covers its whole tile stores it (TMA store allowed); the other programs that
-   share a tile, known from the static split (:func:`stream_k_owner`), each add their fp32
-   partial into workspace slice (program - the tile's first owner) and arrive on the tile's
-   counter, and the last to arrive sums the slices in slice order, as ``SPLIT_SUM`` does
-   (:func:`_add_partial`, one helper for both): deterministic, the counter left at 0.  The
-   workspace holds the most programs one tile meets (:func:`stream_k_slices`).
 
 The input is otherwise NHWC.  Like every family's input transform it runs *inside* the
 timed launcher (:meth:`kernels.base.ConvKernel.input_view`): the harness hands this kernel
@@ -186,100 +174,6 @@ def _a_tile_box(x_desc, step, n_img, p0, q0, C, S, padding, BLOCK_M: tl.constexp
     return box.reshape(BLOCK_M, BLOCK_K)
 
 
-@triton.jit
-def _tile_acc(x_ptr, w_ptr, x_desc, w_desc, tile, first, last,
-              N, C, H, W, F, P, Q, PQ, R, S, stride, padding, K_PAD, num_pid_n,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-              NCHW_IN: tl.constexpr, TMA: tl.constexpr, A_TMA: tl.constexpr, PADDED: tl.constexpr,
-              BOX_W: tl.constexpr, DOT_IN_FP32: tl.constexpr):
-    """The fp32 product of tile ``tile`` (row-major over (pixel tile, filter tile)) over K
-    steps ``first .. last``, and where it goes: ``(acc, offs_m, offs_f, mask_m, pid_m, pid_n)``."""
-    pid_m = tile // num_pid_n
-    pid_n = tile % num_pid_n
-    offs_k = tl.arange(0, BLOCK_K)
-
-    # Rows -> output pixels and the top-left input position of each receptive field
-    # (NCHW_IN: image n_img and its pixels offs_hw).  With NCHW_IN, pixel tiles never
-    # straddle two images (each image is its own matrix); with BOX_W each is a rectangle of
-    # BOX_H x BOX_W pixels of one image.
-    offs_f = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if NCHW_IN:
-        tiles_per_image = tl.cdiv(PQ, BLOCK_M)
-        n_img = pid_m // tiles_per_image
-        offs_hw = (pid_m - n_img * tiles_per_image) * BLOCK_M + tl.arange(0, BLOCK_M)
-        mask_m = offs_hw < PQ
-        offs_m = n_img * PQ + offs_hw
-        x_img = n_img * C * PQ
-    elif BOX_W:
-        BOX_H: tl.constexpr = BLOCK_M // BOX_W
-        rects_w = tl.cdiv(Q, BOX_W)
-        rects_per_image = tl.cdiv(P, BOX_H) * rects_w
-        n_img = pid_m // rects_per_image
-        rect = pid_m - n_img * rects_per_image
-        p0 = (rect // rects_w) * BOX_H
-        q0 = (rect - (rect // rects_w) * rects_w) * BOX_W
-        rows = tl.arange(0, BLOCK_M)
-        p = p0 + rows // BOX_W
-        q = q0 + rows % BOX_W
-        mask_m = (p < P) & (q < Q)
-        offs_m = (n_img * P + p) * Q + q
-    else:
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        mask_m = offs_m < N * PQ
-        n, ih0, iw0 = output_pixels(offs_m, P, Q, stride, padding)
-        x_row = ((n * H + ih0) * W + iw0) * C
-
-    # The reduction: one flat, pipelined loop over the K steps.  Out-of-image taps load
-    # zeros, which is exactly what zero padding means.
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for step in range(first, last):
-        if A_TMA:
-            a = x_desc.load([pid_m * BLOCK_M, step * BLOCK_K])
-        elif BOX_W:
-            a = _a_tile_box(x_desc, step, n_img, p0, q0, C, S, padding, BLOCK_M, BLOCK_K)
-        elif NCHW_IN:
-            a = _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K)
-        elif PACK_K == 2:
-            a = _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K, PADDED)
-        elif PACK_K:
-            a = _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, BLOCK_K)
-        else:
-            a = _a_tile_tap(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K)
-        if TMA:
-            b = w_desc.load([pid_n * BLOCK_N, step * BLOCK_K])
-        else:
-            b = tl.load(w_ptr + offs_f[:, None] * K_PAD + (step * BLOCK_K + offs_k)[None, :])
-        acc = mma(a, tl.trans(b), acc, DOT_IN_FP32)
-    return acc, offs_m, offs_f, mask_m, pid_m, pid_n
-
-
-@triton.jit
-def _add_partial(acc, ws_ptr, y_ptr, offs_m, offs_f, F, mask, counter, slot, contributors, slice_elems):
-    """One of a tile's ``contributors`` partial sums arrives: store it to workspace slice
-    ``slot`` (``slice_elems`` fp32 apart; the output's M x F layout), then count it in on the
-    tile's ``counter`` (after every thread's store: the barrier, then a release at GPU scope).
-    The last to arrive adds all slices in slot order (deterministic), bypassing L1 (.cg),
-    stores the sum and resets the counter for the next launch."""
-    ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
-    tl.store(ws_tile + slot * slice_elems, acc, mask=mask)
-    tl.debug_barrier()
-    arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-    if arrived == contributors - 1:
-        total = tl.zeros_like(acc)
-        for s in range(contributors):
-            total += tl.load(ws_tile + s * slice_elems, mask=mask, other=0.0, cache_modifier=".cg")
-        tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], total.to(y_ptr.dtype.element_ty), mask=mask)
-        tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
-
-
-@triton.jit
-def stream_k_owner(it, total, num_programs):
-    """The stream-K program that runs global K iteration ``it`` of ``total``: program ``p``
-    runs ``[p * total // num_programs, (p + 1) * total // num_programs)``, so the owner is the
-    largest ``p`` with ``p * total < (it + 1) * num_programs``."""
-    return ((it + 1) * num_programs - 1) // total
-
-
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "stride", "padding", "num_programs"])
 def igemm_fast_kernel(
     x_ptr, w_ptr, y_ptr, ws_ptr, count_ptr, x_desc, w_desc, y_desc,
@@ -288,87 +182,120 @@ def igemm_fast_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, PACK_K: tl.constexpr, NCHW_IN: tl.constexpr, TMA: tl.constexpr,
     A_TMA: tl.constexpr, TMA_STORE: tl.constexpr, SPLIT_SUM: tl.constexpr, PADDED: tl.constexpr,
-    BOX_W: tl.constexpr = 0, DOT_IN_FP32: tl.constexpr = False, STREAM_K: tl.constexpr = 0,
+    BOX_W: tl.constexpr = 0, DOT_IN_FP32: tl.constexpr = False,
 ):
     # -----------------------------------------------------------
     # The work: num_pid_m x num_pid_n output tiles (the grid the swizzle sees), each
     # reduced in SPLIT_K slices of the K steps.  Work item w is slice w // num_tiles of
     # launch-order tile w % num_tiles.  Without PERSISTENT the launch has one program per
     # work item and the loop below runs once; with it, num_programs programs share them.
-    # STREAM_K: program p runs the global K iterations [p * T // P, (p + 1) * T // P) of the
-    # T = num_tiles * num_steps, launch-order tile by launch-order tile.
+    # With NCHW_IN, pixel tiles never straddle two images (each image is its own matrix);
+    # with BOX_W each is a rectangle of BOX_H x BOX_W pixels of one image.
     M = N * PQ
+    tiles_per_image = tl.cdiv(PQ, BLOCK_M)
+    BOX_H: tl.constexpr = BLOCK_M // BOX_W if BOX_W else 1
+    rects_w = tl.cdiv(Q, BOX_W) if BOX_W else 1
+    rects_per_image = tl.cdiv(P, BOX_H) * rects_w
     if NCHW_IN:
-        num_pid_m = N * tl.cdiv(PQ, BLOCK_M)
+        num_pid_m = N * tiles_per_image
     elif BOX_W:
-        num_pid_m = N * tl.cdiv(P, BLOCK_M // BOX_W) * tl.cdiv(Q, BOX_W)
+        num_pid_m = N * rects_per_image
     else:
         num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(F, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     num_steps = K_PAD // BLOCK_K
     steps_per_split = tl.cdiv(num_steps, SPLIT_K)
+    offs_k = tl.arange(0, BLOCK_K)
 
     # Tensor descriptors (Hopper's TMA unit), built on the host and passed by value
     # (:func:`descriptors`; None where the flag is off).  The weights are padded to whole
     # tiles, so their boxes never leave the matrix; the input matrix of a 1x1 layer and the
     # output are not: loads past them read zeros, stores past them are dropped.
 
-    if STREAM_K:
-        # A run of the global iterations, cut at tile boundaries into segments.  The swizzle
-        # maps each segment's launch-order tile exactly as it maps a work item's.  A segment
-        # that covers its whole tile stores it; the tile's other segments are its
-        # contributors, programs owner(first iteration) .. owner(last iteration), each adding
-        # its partial in workspace slice (program - first owner).
-        total = num_tiles * num_steps
-        pos = tl.program_id(0) * total // num_programs
-        end = (tl.program_id(0) + 1) * total // num_programs
-        while pos < end:
-            t = pos // num_steps
-            first = pos - t * num_steps
-            last = tl.minimum(num_steps, first + end - pos)
-            tile = SWIZZLE(t, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
-            acc, offs_m, offs_f, mask_m, pid_m, pid_n = _tile_acc(
-                x_ptr, w_ptr, x_desc, w_desc, tile, first, last, N, C, H, W, F, P, Q, PQ, R, S, stride, padding,
-                K_PAD, num_pid_n, BLOCK_M, BLOCK_N, BLOCK_K, PACK_K, NCHW_IN, TMA, A_TMA, PADDED, BOX_W, DOT_IN_FP32)
-            mask = mask_m[:, None] & (offs_f < F)[None, :]
-            owner = stream_k_owner(t * num_steps, total, num_programs)
-            contributors = stream_k_owner(t * num_steps + num_steps - 1, total, num_programs) - owner + 1
-            if contributors == 1:
-                if TMA_STORE:
-                    y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
-                else:
-                    tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
-            else:
-                _add_partial(acc, ws_ptr, y_ptr, offs_m, offs_f, F, mask, count_ptr + tile, tl.program_id(0) - owner,
-                             contributors, M * F)
-            pos += last - first
-    else:
-        for work in range(tl.program_id(0), num_tiles * SPLIT_K, num_programs):
-            # Which tile and which slice of K.  The swizzle maps the launch-order tile index
-            # to the tile computed.
-            split = work // num_tiles
-            tile = SWIZZLE(work - split * num_tiles, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
-            first = split * steps_per_split
-            acc, offs_m, offs_f, mask_m, pid_m, pid_n = _tile_acc(
-                x_ptr, w_ptr, x_desc, w_desc, tile, first, tl.minimum(first + steps_per_split, num_steps),
-                N, C, H, W, F, P, Q, PQ, R, S, stride, padding, K_PAD, num_pid_n,
-                BLOCK_M, BLOCK_N, BLOCK_K, PACK_K, NCHW_IN, TMA, A_TMA, PADDED, BOX_W, DOT_IN_FP32)
+    for work in range(tl.program_id(0), num_tiles * SPLIT_K, num_programs):
+        # ---------------------------------------------------------
+        # Which tile and which slice of K.  The swizzle maps the launch-order tile index to
+        # the tile computed; tiles are numbered row-major over (pixel tile, filter tile).
+        split = work // num_tiles
+        tile = SWIZZLE(work - split * num_tiles, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
+        pid_m = tile // num_pid_n
+        pid_n = tile % num_pid_n
 
-            # ---------------------------------------------------------
-            # The output is the row-major M x F matrix (NHWC); a split writes fp32 partials
-            # to its own slice of the workspace instead.
-            mask = mask_m[:, None] & (offs_f < F)[None, :]
-            if TMA_STORE:
-                y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
-            elif SPLIT_K == 1:
-                tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
-            elif SPLIT_SUM:
-                # The last of the SPLIT_K splits to arrive adds the partials in split order.
-                _add_partial(acc, ws_ptr, y_ptr, offs_m, offs_f, F, mask, count_ptr + tile, split, SPLIT_K, M * F)
+        # Rows -> output pixels and the top-left input position of each receptive field
+        # (NCHW_IN: image n_img and its pixels offs_hw).
+        offs_f = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        if NCHW_IN:
+            n_img = pid_m // tiles_per_image
+            offs_hw = (pid_m - n_img * tiles_per_image) * BLOCK_M + tl.arange(0, BLOCK_M)
+            mask_m = offs_hw < PQ
+            offs_m = n_img * PQ + offs_hw
+            x_img = n_img * C * PQ
+        elif BOX_W:
+            n_img = pid_m // rects_per_image
+            rect = pid_m - n_img * rects_per_image
+            p0 = (rect // rects_w) * BOX_H
+            q0 = (rect - (rect // rects_w) * rects_w) * BOX_W
+            rows = tl.arange(0, BLOCK_M)
+            p = p0 + rows // BOX_W
+            q = q0 + rows % BOX_W
+            mask_m = (p < P) & (q < Q)
+            offs_m = (n_img * P + p) * Q + q
+        else:
+            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            mask_m = offs_m < M
+            n, ih0, iw0 = output_pixels(offs_m, P, Q, stride, padding)
+            x_row = ((n * H + ih0) * W + iw0) * C
+
+        # ---------------------------------------------------------
+        # The reduction: one flat, pipelined loop over this slice's K steps.  Out-of-image
+        # taps load zeros, which is exactly what zero padding means.
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        first = split * steps_per_split
+        for step in range(first, tl.minimum(first + steps_per_split, num_steps)):
+            if A_TMA:
+                a = x_desc.load([pid_m * BLOCK_M, step * BLOCK_K])
+            elif BOX_W:
+                a = _a_tile_box(x_desc, step, n_img, p0, q0, C, S, padding, BLOCK_M, BLOCK_K)
+            elif NCHW_IN:
+                a = _a_tile_nchw(x_ptr, step, x_img, offs_hw, mask_m, offs_k, C, PQ, BLOCK_K)
+            elif PACK_K == 2:
+                a = _a_tile_rows(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K, PADDED)
+            elif PACK_K:
+                a = _a_tile_packed(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, R, S, BLOCK_K)
             else:
-                ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
-                tl.store(ws_tile + split * M * F, acc, mask=mask)
+                a = _a_tile_tap(x_ptr, step, x_row, ih0, iw0, mask_m, offs_k, C, H, W, S, BLOCK_K)
+            if TMA:
+                b = w_desc.load([pid_n * BLOCK_N, step * BLOCK_K])
+            else:
+                b = tl.load(w_ptr + offs_f[:, None] * K_PAD + (step * BLOCK_K + offs_k)[None, :])
+            acc = mma(a, tl.trans(b), acc, DOT_IN_FP32)
+
+        # ---------------------------------------------------------
+        # The output is the row-major M x F matrix (NHWC); a split writes fp32 partials
+        # to its own slice of the workspace instead.
+        mask = mask_m[:, None] & (offs_f < F)[None, :]
+        if TMA_STORE:
+            y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
+        elif SPLIT_K == 1:
+            tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+        else:
+            ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
+            tl.store(ws_tile + split * M * F, acc, mask=mask)
+            if SPLIT_SUM:
+                # Count this split in (after every thread's partial is stored: the barrier,
+                # then a release at GPU scope); the last of the SPLIT_K to arrive adds all
+                # partials in split order, bypassing L1 (.cg), and resets the counter for
+                # the next launch.
+                tl.debug_barrier()
+                arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+                if arrived == SPLIT_K - 1:
+                    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                    for s in range(SPLIT_K):
+                        total += tl.load(ws_tile + s * M * F, mask=mask, other=0.0, cache_modifier=".cg")
+                    tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], total.to(y_ptr.dtype.element_ty),
+                             mask=mask)
+                    tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -413,14 +340,11 @@ FLAGS = ("PACK_K", "NCHW_IN", "PERSISTENT", "TMA", "TMA_STORE", "FOLD", "SPLIT_S
 #: ``backends/amd/compiler.py`` HIPOptions.  An NVIDIA target refuses them (check_target).
 AMD_OPTIONS = {"WAVES_PER_EU": "waves_per_eu", "MATRIX_INSTR_NONKDIM": "matrix_instr_nonkdim", "KPACK": "kpack"}
 _AMD_VALUES = {"WAVES_PER_EU": range(0, 9), "MATRIX_INSTR_NONKDIM": (0, 16, 32), "KPACK": (0, 1, 2)}
-#: Optional config entries (0 when left out): the AMD knobs, the pixel rectangles, stream-K.
-OPTIONAL = tuple(AMD_OPTIONS) + ("BOX_W", "STREAM_K")
+#: Optional config entries (0 when left out): the AMD knobs.
+OPTIONAL = tuple(AMD_OPTIONS) + ("BOX_W",)
 #: Programs of a persistent launch on the CPU interpreter (no SMs to count): a small odd
 #: number, so every program walks several tiles and the walk is tested.
 INTERPRETER_PROGRAMS = 3
-#: Largest offset (elements) and product of two int32 indices the kernel computes: the split-K
-#: and stream-K workspaces, and stream-K's iteration arithmetic, must stay below it.
-INT32_LIMIT = 2**31
 #: Elements of the output each program of the split-K sum pass (split_k_sum_kernel) adds up.
 SUM_BLOCK = 1024
 
@@ -471,23 +395,6 @@ def fold_input(x: torch.Tensor, shape: ConvShape, out: torch.Tensor) -> torch.Te
         x, out, pixels, shape.C, shape.H, shape.W, fold.H, fold.W, fold.C, shape.stride, shape.padding,
         BLOCK_P=block_p, BLOCK_C=block_c, num_warps=4)
     return out
-
-
-def stream_k_slices(num_tiles: int, num_steps: int, programs: int) -> int:
-    """STREAM_K: the most programs that share one tile, the workspace slices a launch needs
-    (1: every tile is one program's, no workspace).  Program ``p`` runs the global K iterations
-    ``[p * T // P, (p + 1) * T // P)`` of ``T = num_tiles * num_steps``; tile ``t``'s are
-    ``t * num_steps ..`` and its contributors the owners of its first through last (the
-    kernel's :func:`stream_k_owner`).  Bounded: with ``P <= T`` every program runs at least
-    ``T // P`` iterations, so a tile's ``num_steps`` meet at most ``ceil((num_steps - 1) /
-    (T // P)) + 1`` programs, and never more than ``P``."""
-    total = num_tiles * num_steps
-    first = np.arange(num_tiles, dtype=np.int64) * num_steps
-
-    def owner(it: np.ndarray) -> np.ndarray:
-        return ((it + 1) * programs - 1) // total
-
-    return int((owner(first + num_steps - 1) - owner(first)).max()) + 1
 
 
 def k_pad(shape: ConvShape, tiles: Mapping[str, int]) -> int:
@@ -618,9 +525,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """Tile sizes: powers of two, >= 16 (the tensor-core minimum on every axis of
-        ``tl.dot``); SPLIT_K a power of two; flags 0 or 1; AMD knobs as :data:`AMD_OPTIONS`;
-        STREAM_K=1 only on a persistent grid (PERSISTENT=1) without split-K (SPLIT_K=1: stream-K
-        is its own split of K)."""
+        ``tl.dot``); SPLIT_K a power of two; flags 0 or 1; AMD knobs as :data:`AMD_OPTIONS`."""
         given = self.tile_entries(tiles)
         for key, value in given.items():
             if not isinstance(value, int) or isinstance(value, bool):
@@ -634,7 +539,7 @@ class FastImplicitGemmConv(ImplicitGemmConv):
                 rule = "0 (off) or a power of two <= BLOCK_M, with BLOCK_M // BOX_W <= 256"
             elif key == "PACK_K":
                 ok, rule = value in (0, 1, 2), "0 (tap order), 1 (packed) or 2 (rows)"
-            elif key in FLAGS or key == "STREAM_K":
+            elif key in FLAGS:
                 ok, rule = value in (0, 1), "0 or 1"
             elif key == "SPLIT_K":
                 ok, rule = value >= 1 and not value & (value - 1), "a power of two >= 1"
@@ -642,10 +547,6 @@ class FastImplicitGemmConv(ImplicitGemmConv):
                 ok, rule = value >= 16 and not value & (value - 1), "a power of two >= 16"
             if not ok:
                 raise ValueError(f"kernel {self.name!r}: tile {key}={value!r} must be {rule}")
-        if given["STREAM_K"] and (given["PERSISTENT"] != 1 or given["SPLIT_K"] != 1):
-            raise ValueError(f"kernel {self.name!r}: STREAM_K=1 needs PERSISTENT=1 and SPLIT_K=1 (stream-K splits K "
-                             f"itself, one program per SM); got PERSISTENT={given['PERSISTENT']}, "
-                             f"SPLIT_K={given['SPLIT_K']}")
         return {t: int(given[t]) for t in self.tile_names}
 
     def tile_grid(self, shape: ConvShape, tiles: Mapping[str, int]) -> TileGrid:
@@ -673,18 +574,18 @@ class FastImplicitGemmConv(ImplicitGemmConv):
 
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
         """Packed weights (once: they are constants of the layer; with FOLD, folded first),
-        the split-K or stream-K workspace and (SPLIT_SUM, STREAM_K) per-tile arrival counters,
-        the folded input's buffer (FOLD) and the output."""
+        the split-K workspace and (SPLIT_SUM) per-tile arrival counters, the folded input's
+        buffer (FOLD) and the output."""
         out = self.empty_output(shape, ops.x.device)
-        slices = self.workspace_slices(shape, tiles, ops.x.device)
-        workspace = (torch.empty((slices, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32,
-                                 device=ops.x.device) if slices > 1 else out)
+        split = tiles["SPLIT_K"]
+        workspace = (torch.empty((split, shape.N * shape.P * shape.Q, shape.F), dtype=torch.float32,
+                                 device=ops.x.device) if split > 1 else out)
         conv = self.conv_shape(shape, tiles)
         w = fold_weights(ops.w, shape) if tiles["FOLD"] else ops.w
         x_fold = (torch.empty((conv.N, conv.H, conv.W, conv.C), dtype=ops.x.dtype, device=ops.x.device)
                   if tiles["FOLD"] else None)
         counts = (torch.zeros(self.tile_grid(shape, tiles).num_pids, dtype=torch.int32, device=ops.x.device)
-                  if derived_flags(conv, tiles)["SPLIT_SUM"] or tiles["STREAM_K"] else None)
+                  if derived_flags(conv, tiles)["SPLIT_SUM"] else None)
         return Bound((pack_weights(w, conv, tiles), workspace, x_fold, counts), out)
 
     def check_flags(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> None:
@@ -741,48 +642,22 @@ class FastImplicitGemmConv(ImplicitGemmConv):
         return super().bind(ops, shape, tiles, swizzle, launch, share=share)
 
     def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
-        """Programs launched on ``shape`` (the layer, before any fold): one per work item, or
-        (PERSISTENT) at most one per SM; with STREAM_K a work item is one K iteration of a tile."""
-        grid = self.tile_grid(shape, tiles)
-        work = grid.num_pids * (self.num_steps(shape, tiles) if tiles.get("STREAM_K") else tiles["SPLIT_K"])
+        """Programs launched: one per work item, or (PERSISTENT) at most one per SM."""
+        work = self.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
         slots = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
                  else INTERPRETER_PROGRAMS)   # the CPU, or an ahead-of-time compile (meta tensors)
         return launched_programs(work, bool(tiles["PERSISTENT"]), slots)
-
-    def num_steps(self, shape: ConvShape, tiles: Mapping[str, int]) -> int:
-        """K steps of one tile (BLOCK_K columns of the packed weights each) on the layer ``shape``."""
-        return k_pad(self.conv_shape(shape, tiles), tiles) // tiles["BLOCK_K"]
-
-    def workspace_slices(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
-        """fp32 ``M x F`` slices of the workspace a launch on ``shape`` needs: SPLIT_K, or with
-        STREAM_K the most programs sharing one tile (:func:`stream_k_slices`); 1: none.  Raises
-        a one-line ValueError where the kernel's int32 offsets would overflow."""
-        numel = shape.N * shape.P * shape.Q * shape.F
-        if not tiles.get("STREAM_K"):
-            split = tiles["SPLIT_K"]
-            if split > 1 and split * numel >= INT32_LIMIT:
-                raise ValueError(f"kernel {self.name!r}: SPLIT_K={split} workspace of {split * numel} "
-                                 "elements exceeds int32 offsets; use a smaller SPLIT_K")
-            return split
-        tiles_n, steps = self.tile_grid(shape, tiles).num_pids, self.num_steps(shape, tiles)
-        programs = self.num_programs(shape, tiles, device)
-        if tiles_n * steps * programs >= INT32_LIMIT:
-            raise ValueError(f"kernel {self.name!r}: STREAM_K=1 on {tiles_n} tiles x {steps} K steps x {programs} "
-                             f"programs = {tiles_n * steps * programs} exceeds int32 iteration arithmetic; "
-                             "use STREAM_K=0")
-        slices = stream_k_slices(tiles_n, steps, programs)
-        if slices > 1 and slices * numel >= INT32_LIMIT:
-            raise ValueError(f"kernel {self.name!r}: STREAM_K=1 workspace of {slices} x {numel} = {slices * numel} "
-                             "elements exceeds int32 offsets; use STREAM_K=0")
-        return slices
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w_packed, workspace, x_fold, counts = operands
         if tiles["FOLD"]:                                # the fold pass: timed, like any input transform
             x = fold_input(x, shape, x_fold)
-        programs = self.num_programs(shape, tiles, x.device)
         shape = self.conv_shape(shape, tiles)
         split = tiles["SPLIT_K"]
+        if split > 1 and split * out.numel() >= 2**31:
+            raise ValueError(f"kernel {self.name!r}: SPLIT_K={split} workspace of {split * out.numel()} "
+                             "elements exceeds int32 offsets; use a smaller SPLIT_K")
+        programs = self.num_programs(shape, tiles, x.device)
         derived = derived_flags(shape, tiles)
         igemm_fast_kernel[(programs,)](
             x, w_packed, out, workspace, counts, *descriptors(x, w_packed, out, shape, tiles, derived["A_TMA"]),
@@ -792,7 +667,6 @@ class FastImplicitGemmConv(ImplicitGemmConv):
             BLOCK_M=tiles["BLOCK_M"], BLOCK_N=tiles["BLOCK_N"], BLOCK_K=tiles["BLOCK_K"],
             SPLIT_K=split, PACK_K=tiles["PACK_K"], NCHW_IN=tiles["NCHW_IN"], TMA=tiles["TMA"],
             TMA_STORE=tiles["TMA_STORE"], **derived, BOX_W=tiles["BOX_W"], DOT_IN_FP32=dot_in_fp32(x, shape.dtype),
-            STREAM_K=tiles["STREAM_K"],
             num_warps=launch.num_warps, num_stages=launch.num_stages, **amd_options(tiles, x.device))
         if split > 1 and not derived["SPLIT_SUM"]:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](workspace, out, out.numel(),
@@ -901,15 +775,8 @@ class FastImplicitGemmConv(ImplicitGemmConv):
           SUM_BLOCK outputs.
 
         Atomics are counted as writes (lookups that are not reads).  Only the conv is
-        ``profiled``: the hardware profilers are filtered to its kernel name.
-
-        STREAM_K has none: its programs' runs of K iterations cross tile boundaries, which a
-        :class:`~kernels.access.Schedule` (whole splits of tiles) cannot describe, so the
-        simulator is refused (NotImplementedError, as for a family with no address model)."""
+        ``profiled``: the hardware profilers are filtered to its kernel name."""
         tiles = self.check_tiles(tiles)
-        if tiles["STREAM_K"]:
-            raise NotImplementedError(f"kernel {self.name!r}: STREAM_K=1 has no address model (its programs' runs "
-                                      "of K iterations cross tiles); use profiler=none or a hardware profiler (ncu)")
         eb = elem_bytes or element_bytes(shape)
         bases = self.buffer_bases(shape, tiles, eb)
         conv = self.conv_shape(shape, tiles)
@@ -1094,41 +961,6 @@ def box_widths(shape: ConvShape, block_m: int, keep: int = 2) -> list[int]:
 
 #: Shared memory a Hopper block may use (bytes): 227 KB; deeper pipelines than fit are not tried.
 HOPPER_SMEM_BYTES = 227 * 1024
-#: Stream-K candidates are tried where the last wave of whole tiles leaves more than this
-#: fraction of the SMs idle, on grids of at most :data:`STREAM_K_MAX_WAVES` waves, with at
-#: least :data:`STREAM_K_MIN_STEPS` K steps per tile (fewer: splitting a tile is mostly fix-up).
-STREAM_K_IDLE = 0.2
-STREAM_K_MAX_WAVES = 4
-STREAM_K_MIN_STEPS = 4
-
-
-def stream_k_helps(num_tiles: int, num_sms: int) -> bool:
-    """Whether ``num_tiles`` whole tiles quantize badly on ``num_sms`` SMs: at most
-    :data:`STREAM_K_MAX_WAVES` waves, the last leaving more than :data:`STREAM_K_IDLE` of them idle."""
-    rest = num_tiles % num_sms
-    return num_tiles <= STREAM_K_MAX_WAVES * num_sms and rest > 0 and 1 - rest / num_sms > STREAM_K_IDLE
-
-
-def stream_k_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
-    """STREAM_K candidates for ``shape`` (NVIDIA; tap order, NHWC): 128x128 and 128x64 tiles
-    whose grid :func:`stream_k_helps`, BLOCK_K 64, 4 and 8 warps, 3 and 4 stages, TMA where the
-    device has it (on a 1x1 stride-1 layer the input comes through a descriptor too)."""
-    if traits.vendor == "amd" or shape.C < 16:
-        return []
-    steps = shape.R * shape.S * -(-shape.C // 64)
-    M = shape.N * shape.P * shape.Q
-    out = []
-    for bn in (128, 64):
-        if bn not in filter_tiles(shape.F) or steps < STREAM_K_MIN_STEPS:
-            continue
-        if not stream_k_helps(-(-M // 128) * -(-shape.F // bn), traits.num_sms):
-            continue
-        tiles = {"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": 64, "SPLIT_K": 1, "PACK_K": 0, "NCHW_IN": 0,
-                 "PERSISTENT": 1, "TMA": 1 if traits.tma else 0, "TMA_STORE": 0, "FOLD": 0, "SPLIT_SUM": 0,
-                 "STREAM_K": 1}
-        out += [Config.make(tiles, warps, stages) for warps in (4, 8) for stages in (3, 4)
-                if stages * (128 + bn) * 64 * element_bytes(shape) <= HOPPER_SMEM_BYTES]
-    return out
 
 
 def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tuple[int, ...] = (3, 4),
@@ -1146,7 +978,6 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
       (compute-bound layers: at every K width);
     * TMA on where the device has it, plus a TMA-off, a TMA-store and a persistent twin of
       each base tile shape, so that the measurements, not a guess, decide;
-    * stream-K (:func:`stream_k_space`) where whole tiles leave much of the last wave idle;
     * on compute-bound stride-1 layers with TMA, pixel-rectangle twins (``BOX_W``: the input
       as TMA boxes) at the two least wasteful rectangle widths;
     * on AMD (``traits.vendor == "amd"``, gfx942): no TMA, two pipeline stages (Triton's AMD
@@ -1241,4 +1072,4 @@ def igemm_fast_space(shape: ConvShape, traits: DeviceTraits, stages_options: tup
                                 if steps_of(bk) >= 4 * split:
                                     for split_sum in (0, 1):        # a second kernel, or the last split
                                         add({**base, "SPLIT_K": split, "SPLIT_SUM": split_sum}, warps, deep)
-    return out + stream_k_space(shape, traits)
+    return out
