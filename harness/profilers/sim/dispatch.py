@@ -8,7 +8,8 @@ it (``P`` programs).  Work item ``w`` is split ``w // num_tiles`` of launch-orde
 ``w % num_tiles``, which computes tile ``table[w % num_tiles]`` (the remap table).
 
 Clocks are in K-steps (one step of a program's K loop lasts ``1 + jitter * u``, ``u`` in
-[-1, 1) a fixed hash of pid and step); the merge state keeps them in ticks,
+[-1, 1) a fixed hash of pid and the program's step count: its ring position, which runs on
+over a persistent program's work items and does not restart at each); the merge state keeps them in ticks,
 :data:`CLOCK_TICKS` per step.
 
 The types here are the numba-facing form of :class:`~harness.profilers.sim.target.SimTarget`
