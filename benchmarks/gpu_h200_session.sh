@@ -5,6 +5,7 @@
 #   held_a, held_b: the pre-registered held-out cells (igemm_best on layers of other networks, x six orders);
 #   indep: the independent check cells (layers outside every preset: benchmarks/conf/shape/h200_indep.yaml);
 #   held2a, held2b, held2c: the second held-out set (PLAN2.md, benchmarks/conf/shape/h200_held2.yaml);
+#   held3a, held3b, held3c: the third held-out set (PLAN3.md, benchmarks/conf/shape/h200_held3.yaml);
 #   kinds: both families tuned on the kinds preset (1xN, Nx1, strides above 2, C or F not multiples of 8);
 #   gpu_tests: the suite's GPU tests (tests/faults/test_signals.py's first); ws_1x1: igemm_ws re-tuned
 #        with a longer selection on ResNet-50's slowest 1x1 layers; main: the main command and its report;
@@ -47,6 +48,9 @@ heldout_b() {
 }
 heldout2() {   # PLAN2.md's set H2, four of its layers a lane
   run "held2_$1" 515 "$SW" "$SP" shape=h200_held2 "shape.select=[$2]" "${R8[@]}"
+}
+heldout3() {   # PLAN3.md's set H3, four of its layers a lane
+  run "held3_$1" 515 "$SW" "$SP" shape=h200_held3 "shape.select=[$2]" "${R8[@]}"
 }
 speed() {   # the igemm_best tables as committed, timed against cuDNN (no tuning): issue 52's acceptance
   cd "$REPO"
@@ -93,6 +97,9 @@ for l in ${LANES:-cal held_a held_b indep}; do
     held2a) lane "$gpu" held2a heldout2 a sdu320,sdu640,fpnp3,retina4 ;;
     held2b) lane "$gpu" held2b heldout2 b sdu1280,wrn50l2,dn201t3,rgy1x1 ;;
     held2c) lane "$gpu" held2c heldout2 c r50ds64,yolo8c2f,sdvae,r50w28 ;;
+    held3a) lane "$gpu" held3a heldout3 a edsr,hrnet4b3,fbnetx2,segnet4 ;;
+    held3b) lane "$gpu" held3b heldout3 b effv2f2,vov3,sg2s64,nafpw ;;
+    held3c) lane "$gpu" held3c heldout3 c cycres,esrdisc,srres,pillars2 ;;
     kinds) lane "$gpu" kinds tune_kinds ;;
     gpu_tests) lane "$gpu" gpu_tests gpu_tests ;;
     ws_1x1) lane "$gpu" ws_1x1 retune igemm_ws resnet l08,l16,l18,l20,l22 ;;
@@ -101,7 +108,7 @@ for l in ${LANES:-cal held_a held_b indep}; do
     ws_resnet) lane "$gpu" ws_resnet tune igemm_ws resnet ;; fast_resnet) lane "$gpu" fast_resnet tune igemm_fast resnet ;;
     ws_u1) lane "$gpu" ws_u1 tune igemm_ws "$U1" ;; ws_u2) lane "$gpu" ws_u2 tune igemm_ws "$U2" ;;
     fast_u1) lane "$gpu" fast_u1 tune igemm_fast "$U1" ;; fast_u2) lane "$gpu" fast_u2 tune igemm_fast "$U2" ;;
-    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c kinds speed_all gpu_tests ws_1x1 main ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
+    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c held3a held3b held3c kinds speed_all gpu_tests ws_1x1 main ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
   esac
   gpu=$((gpu + 1))
 done

@@ -638,6 +638,26 @@ def test_persistent_programs_stay_resident_and_walk_their_tiles():
     assert (alone.read_hits, alone.read_misses, alone.write_hits, alone.write_misses) == (6, 6, 0, 6)
 
 
+def test_a_persistent_programs_step_lengths_run_on_over_its_work_items():
+    # Two programs in one cluster, both reading line 100 + 8 j + k at step k of their j-th work
+    # item (tiles 2 j and 2 j + 1 read alike): the second read of each line merges when the two
+    # programs' clocks are within the window.  A program's step count (the kernel's ring
+    # position) runs on over its items, so walking 4 items of 8 steps times its steps as one item
+    # of 32 steps does: the same lookups and merges.  Restarting the count at each item would
+    # repeat one item's drift between the two programs four times over.
+    from dataclasses import replace
+
+    walk = [[[100 + 8 * (t // 2) + k] for k in range(8)] for t in range(8)]
+    long = [[[100 + k] for k in range(32)] for _ in range(2)]
+    two = replace(persistent_machine(cus=2, occupancy=1, l2_lines=1024, ways=16), coalesce_window=0.2)
+    walked = simulate_l2(launch(walk, [[] for _ in walk], persistent=True), np.arange(8), two)
+    one_item = simulate_l2(launch(long, [[] for _ in long]), np.arange(2), two)
+    assert walked.num_programs == one_item.num_programs == 2
+    assert (walked.read_hits, walked.read_misses, walked.merged_reads) == \
+        (one_item.read_hits, one_item.read_misses, one_item.merged_reads)
+    assert one_item.read_misses == 32 and 0 < one_item.merged_reads < 32
+
+
 def test_split_partials_written_then_summed_by_the_last_split():
     # One tile, two steps, two splits: split s reads line 1 + s, stores its partial to line
     # 50 + s; the last to arrive reads both partials back and stores the output, line 60.

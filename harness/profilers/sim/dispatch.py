@@ -8,7 +8,8 @@ it (``P`` programs).  Work item ``w`` is split ``w // num_tiles`` of launch-orde
 ``w % num_tiles``, which computes tile ``table[w % num_tiles]`` (the remap table).
 
 Clocks are in K-steps (one step of a program's K loop lasts ``1 + jitter * u``, ``u`` in
-[-1, 1) a fixed hash of pid and step); the merge state keeps them in ticks,
+[-1, 1) a fixed hash of pid and the program's step count: its ring position, which runs on
+over a persistent program's work items and does not restart at each); the merge state keeps them in ticks,
 :data:`CLOCK_TICKS` per step.
 
 The types here are the numba-facing form of :class:`~harness.profilers.sim.target.SimTarget`
@@ -64,7 +65,9 @@ class Clocks(NamedTuple):
 class Slots(NamedTuple):
     """The dispatch state, arrays updated in place: per slot (num_xcds, slots) the resident
     program (-1: idle), its work item, tile, next and end K-step, and clock (K-steps); per XCD
-    its next pid and the slots freed this round (refill by clock); per tile the splits done."""
+    its next pid and the slots freed this round (refill by clock); per tile the splits done; per
+    slot the resident program's K-step count (``ring``: the step number its step lengths hash,
+    the kernel's ring position, which runs on over a persistent program's items)."""
 
     pid: np.ndarray
     work: np.ndarray
@@ -76,6 +79,7 @@ class Slots(NamedTuple):
     freed: np.ndarray
     num_freed: np.ndarray
     arrived: np.ndarray
+    ring: np.ndarray
 
 
 def work_of(launch: LaunchModel, table: np.ndarray, num_programs: int) -> Work:
@@ -131,7 +135,7 @@ def new_slots(work, layout, dispatch_gap):
                  np.zeros((nx, ns), dtype=np.int64), np.zeros((nx, ns), dtype=np.int64),
                  np.zeros((nx, ns), dtype=np.int64), t, np.arange(nx, dtype=np.int64),
                  np.zeros((nx, ns), dtype=np.int64), np.zeros(nx, dtype=np.int64),
-                 np.zeros(len(work.table), dtype=np.int64))
+                 np.zeros(len(work.table), dtype=np.int64), np.zeros((nx, ns), dtype=np.int64))
 
 
 @jit
@@ -153,6 +157,7 @@ def _take_next(x, sl, work, layout, slots):
     slots.next_pid[x] += layout.num_xcds
     slots.pid[x, sl] = pid
     _assign(pid, x, sl, work, slots)
+    slots.ring[x, sl] = slots.step[x, sl]      # a program's step count starts at its first item's first step
 
 
 @jit

@@ -99,7 +99,7 @@ def _round(work, trace, machine, state, slots):
     layout, l2, clocks = machine.layout, machine.l2, machine.clocks
     tile_rows, offsets, lines, line_sets, split_heads = trace.loads
     tags, last, counts, op_window = state.l2_tags, state.last, state.counts, clocks.op_window
-    pids, steps, stops, tiles, clock = slots.pid, slots.step, slots.stop, slots.tile, slots.t
+    pids, steps, stops, tiles, clock, rings = slots.pid, slots.step, slots.stop, slots.tile, slots.t, slots.ring
     ways, op_cap, op_unit, num_steps = l2.ways, clocks.op_cap, clocks.op_unit, work.num_steps
     works, item_jitter, num_tiles = slots.work, clocks.item_jitter, len(work.table)
     shift = machine.phase_shift
@@ -139,7 +139,9 @@ def _round(work, trace, machine, state, slots):
                 counts[x, 0] += hits
                 counts[x, 1] += misses
                 counts[x, 4] += merged
-                u = ((((pid * STEP_HASH) >> shift) + step * 40503 + 12345) % 65536) / 32768.0 - 1.0   # the step's length
+                k = rings[x, sl]                                   # the program's step count (its ring position)
+                u = ((((pid * STEP_HASH) >> shift) + k * 40503 + 12345) % 65536) / 32768.0 - 1.0   # the step's length
+                rings[x, sl] = k + 1
                 clock[x, sl] = clock[x, sl] + 1.0 + item_jitter[works[x, sl] % num_tiles] * u
                 step += 1
                 steps[x, sl] = step

@@ -118,9 +118,9 @@ class SimTarget:
     #: the calibration record's ``tma_unit``, ``tma_window``, ``tma_cap``); None: ``bulk_window``
     #: under the target's unit and cap.
     bulk_merge: BulkMerge | None = None
-    #: Each K-step of a program lasts 1 +- this (a fixed hash of pid and step, linear modulo
-    #: 2^16, so two programs' drift stays bounded), so programs drift apart as they run and later
-    #: waves start out of step.
+    #: Each K-step of a program lasts 1 +- this (a fixed hash of pid and the program's step count,
+    #: linear modulo 2^16, so two programs' drift stays bounded, over a persistent program's work
+    #: items too), so programs drift apart as they run and later waves start out of step.
     step_jitter: float = STEP_JITTER
     #: Extra step jitter (K-steps) of a work item whose tile reads some operand from a block
     #: that is neither the block nor a neighbour of the one the item launched just before reads
@@ -180,7 +180,8 @@ class SimTarget:
     #: programs land on neighbouring CUs, in one cluster); ``clock``, the slots freed in a round
     #: in the order their programs finished by the clocks (the SM that frees first gets the next).
     refill: str = "order"
-    #: The phase of each program's step lengths.  Step ``k`` of program ``pid`` lasts
+    #: The phase of each program's step lengths.  Step ``k`` of program ``pid`` (its k-th K-step,
+    #: counted over all its work items: the kernel's ring position) lasts
     #: ``1 + jitter * u``, ``u = 2 frac((h(pid) + 40503 k + 12345) / 2^16) - 1`` (a golden-ratio
     #: sequence in k: the drift between two programs stays bounded), ``h`` from ``pid * STEP_HASH``: ``linear``,
     #: its low 16 bits, so programs 1 apart in launch order are 0.475 of a cycle apart and step in
