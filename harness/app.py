@@ -34,6 +34,7 @@ from harness.job.spec_config import build_spec
 from harness.tune.search import FASTEST
 from harness.profilers import Profiler, make_profiler
 from harness.schema import Config, IsolationConfig, ProfilerConfig
+from harness.storage.field_names import Tag
 from harness.storage.provenance import git_commit, library_versions
 from harness.storage.spool import spool_dir_for
 from harness.storage.tracking import Reuse, Tracker, resolve_tracking_uri
@@ -52,7 +53,7 @@ def run_hydra_job(checked: CheckedJob, mode: str) -> list[JobResult]:
     tracker = Tracker(resolve_tracking_uri(job.tracking.uri), job.experiment,
                       spool_dir=spool_dir_for(job.tracking.spool_dir))
     parent = sweep_run_id()
-    common_tags = {"git_commit": git_commit(), **library_versions(), "target": job.target.name}
+    common_tags = {Tag.GIT_COMMIT: git_commit(), **library_versions(), Tag.TARGET: job.target.name}
     job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
 
     pkey = profiler_key(profiler, job.profiler)
@@ -74,7 +75,7 @@ def profiler_key(profiler: Profiler | None, settings: ProfilerConfig) -> str:
     if profiler is None:
         return "none"
     tags = profiler.tags()
-    return f"{tags['profiler']}/cache={tags.get('cache_control', '-')}/r{settings.repeats}"
+    return f"{tags[Tag.PROFILER]}/cache={tags.get(Tag.CACHE_CONTROL, '-')}/r{settings.repeats}"
 
 
 def make_runner(isolation: IsolationConfig, devices: object, device: DeviceInfo, job_num: int = 0,

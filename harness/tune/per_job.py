@@ -33,6 +33,7 @@ from harness.tune.search import TABLE, TuneCache, TuneError, TuneOptions, TuneRe
 from kernels.tuning import Config
 from harness.tune.ties import Remeasured
 from harness.storage.field_names import BASELINE_PREFIX, Param, Tag
+from harness.storage.run_fields import spec_params
 from kernels.base import SwizzleBinding, ToolchainError
 from kernels.tuned import TableChoice, load_table, table_path
 
@@ -92,7 +93,7 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
             refused = f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
         result.tags[Tag.TUNE] = f"table {name}{borrowed}: {how} ({table.how.split(':')[0]}, not timed here){refused}"
         launched = plan.with_configs(choice.config)
-        result.params.update(launched.spec.as_params())
+        result.params.update(spec_params(launched.spec))
         result.launched = launched.spec.to_dict()
         result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
     if theirs is not None:
@@ -161,7 +162,7 @@ def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: Jo
         _record(result, base, BASELINE_PREFIX, note)
         result.tags[Tag.TUNE] += f"; baseline {spec.baseline} {result.tags.pop(BASELINE_PREFIX + Tag.TUNE)}"
     launched = plan.with_configs(tuned.config, base_config)
-    result.params.update(launched.spec.as_params())
+    result.params.update(spec_params(launched.spec))
     result.launched = launched.spec.to_dict()
     result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
     return launched

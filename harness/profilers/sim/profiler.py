@@ -34,8 +34,8 @@ class SimProfiler(Profiler):
         SimTarget.from_target(self.target, occupancy, line_bytes)  # validate now: fail fast
 
     def tags(self) -> dict[str, str]:
-        return {"profiler": self.name, "profiler_version": f"swizzlebench-sim/{ENGINE}",
-                "cache_control": "all", "sim_target": str(self.target.get("name", "?"))}
+        return {Tag.PROFILER: self.name, Tag.PROFILER_VERSION: f"swizzlebench-sim/{ENGINE}",
+                Tag.CACHE_CONTROL: "all", Tag.SIM_TARGET: str(self.target.get("name", "?"))}
 
     def profile(self, requests, workdir) -> dict:
         from harness.job.spec import JobSpec
