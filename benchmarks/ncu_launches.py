@@ -29,7 +29,7 @@ def arms(num_launches: int, repeats: int, shapes: list[str]) -> list[tuple[str, 
     if not paired and num_launches != repeats * len(shapes):
         raise SystemExit(f"{num_launches} launches: neither {repeats} nor {2 * repeats} per shape "
                          f"for {len(shapes)} shapes ({', '.join(shapes)})")
-    requests = [ProfileRequest(key=s, spec={}, repeats=repeats, baseline={} if paired else None) for s in shapes]
+    requests = [ProfileRequest(key=s, plan=None, repeats=repeats, paired=paired) for s in shapes]
     return launch_schedule(requests)
 
 

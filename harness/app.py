@@ -27,6 +27,7 @@ from harness.run.options import JobOptions
 from harness.run.l2 import compared, profile_and_finish
 from harness.run import live
 from harness.run.progress import NAME_WIDTH, print_line
+from harness.job.plan import PlannedJob, plan_job
 from harness.job.result import FINISHED, JobResult
 from harness.job.spec import JobSpec
 from harness.job.verdict import L2, NO_PROFILER, Kind, Verdict
@@ -34,6 +35,7 @@ from harness.job.spec_config import build_spec
 from harness.tune.search import FASTEST
 from harness.profilers import Profiler, make_profiler
 from harness.schema import Config, IsolationConfig, ProfilerConfig
+from harness.storage.field_names import Param, Tag
 from harness.storage.provenance import git_commit, library_versions
 from harness.storage.spool import spool_dir_for
 from harness.storage.tracking import Reuse, Tracker, resolve_tracking_uri
@@ -52,7 +54,7 @@ def run_hydra_job(checked: CheckedJob, mode: str) -> list[JobResult]:
     tracker = Tracker(resolve_tracking_uri(job.tracking.uri), job.experiment,
                       spool_dir=spool_dir_for(job.tracking.spool_dir))
     parent = sweep_run_id()
-    common_tags = {"git_commit": git_commit(), **library_versions(), "target": job.target.name}
+    common_tags = {Tag.GIT_COMMIT: git_commit(), **library_versions(), Tag.TARGET: job.target.name}
     job_num = HydraConfig.get().job.get("num", 0) if HydraConfig.initialized() else 0
 
     pkey = profiler_key(profiler, job.profiler)
@@ -74,7 +76,7 @@ def profiler_key(profiler: Profiler | None, settings: ProfilerConfig) -> str:
     if profiler is None:
         return "none"
     tags = profiler.tags()
-    return f"{tags['profiler']}/cache={tags.get('cache_control', '-')}/r{settings.repeats}"
+    return f"{tags[Tag.PROFILER]}/cache={tags.get(Tag.CACHE_CONTROL, '-')}/r{settings.repeats}"
 
 
 def make_runner(isolation: IsolationConfig, devices: object, device: DeviceInfo, job_num: int = 0,
@@ -154,13 +156,13 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
     job, tracker, pkey, profiler = sweep.job, sweep.tracker, sweep.pkey, sweep.profiler
     spec, result = None, None
     if entry.shape is None:
-        result = _failed_entry(job, entry, {f"shape.{k}": str(v) for k, v in entry.raw.items()},
+        result = _failed_entry(job, entry, {Param.SHAPE_PREFIX + k: str(v) for k, v in entry.raw.items()},
                                f"invalid shape: {entry.error}", "shape")
     else:
         try:
             spec = build_spec(job, entry.shape, entry.preset, pkey)
         except ValueError as exc:  # FormulaError included: a clear reason, and the sweep goes on
-            result = _failed_entry(job, entry, {"swizzle": str(job.swizzle["name"])}, f"invalid swizzle: {exc}",
+            result = _failed_entry(job, entry, {Param.SWIZZLE: str(job.swizzle["name"])}, f"invalid swizzle: {exc}",
                                    "swizzle")
     if spec is None:
         run_id = tracker.start_job(result.run_name, sweep.parent, sweep.common_tags)
@@ -177,7 +179,7 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
     if profiler is None and spec is not None and compared(spec, result):
         result.l2_verdict = Verdict(L2, Kind.NOT_PROFILED, detail=NO_PROFILER)
     if profiler is not None and result.status == FINISHED:
-        sweep.pending.append((run_id, _profiled_spec(spec, result), result, position))  # logged once profiled
+        sweep.pending.append((run_id, _profiled_plan(spec, result), result, position))  # logged once profiled
         if not profiler.batched:   # the simulator: profiled, logged and printed now, not at the job's end
             _profile_pending(sweep)
         return result
@@ -197,12 +199,13 @@ def _profile_pending(sweep: _Sweep) -> None:
     sweep.pending.clear()
 
 
-def _profiled_spec(spec: JobSpec, result: JobResult) -> JobSpec:
-    """The spec whose L2 the profiler reports: the config the target launches where this machine
-    launched another (:attr:`JobResult.target_launch`: only off the target's GPU, where the L2
-    is simulated), else the launched one (tune mode's choice), else ``spec``."""
-    chosen = result.target_launch or result.launched
-    return JobSpec.from_dict(chosen) if chosen else spec
+def _profiled_plan(spec: JobSpec, result: JobResult) -> PlannedJob:
+    """The job whose L2 the profiler reports, planned (:func:`harness.job.plan.plan_job`; the
+    runner planned it in its own process, which may be another): the config the target
+    launches where this machine launched another (:attr:`JobResult.target_launch`: only off
+    the target's GPU, where the L2 is simulated), else the launched one (tune mode's choice),
+    else ``spec``."""
+    return plan_job(result.target_launch or result.launched or spec)
 
 
 def _failed_entry(job: Config, entry, params: dict[str, str], reason: str, gate: str) -> JobResult:

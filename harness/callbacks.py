@@ -41,6 +41,7 @@ from harness.hardware.pinning import parse_devices, require_isolation
 from harness.storage.provenance import git_commit
 from harness.job.result import FAILED, FINISHED
 from harness.run.interrupt import Interrupted
+from harness.storage.field_names import Param, Tag
 from harness.storage.probe import clear_down, mark_down
 from harness.storage.spool import is_spool_id, spool_dir_for, sync_command, take_unkept
 
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
 
 SWEEP_ENV = "SWIZZLEBENCH_SWEEP_RUN_ID"
 SWEEP_FILE = "sweep_run.json"
-#: MLflow's run description (the "Description" of the run page; mlflow.utils.mlflow_tags.MLFLOW_RUN_NOTE).
-RUN_NOTE_TAG = "mlflow.note.content"
 SWEEP_NAME_MAX = 80
 log = logging.getLogger(__name__)
 
@@ -160,9 +159,9 @@ class MlflowSweepCallback(Callback):
         overrides = overrides_as_typed(config.hydra.overrides.task)
         run_id = tracker.start_sweep(
             run_name=sweep_run_name(overrides, set(config.hydra.runtime.choices)),
-            params={"sweep.overrides": " ".join(overrides)},
-            tags={"git_commit": git_commit(), "sweep_dir": str(config.hydra.sweep.dir),
-                  RUN_NOTE_TAG: f"python -m harness -m {' '.join(overrides)}"})
+            params={Param.SWEEP_OVERRIDES: " ".join(overrides)},
+            tags={Tag.GIT_COMMIT: git_commit(), Tag.SWEEP_DIR: str(config.hydra.sweep.dir),
+                  Tag.RUN_NOTE: f"python -m harness -m {' '.join(overrides)}"})
         if take_unkept():   # printed as a JSON line; each job's own results then end it non-zero
             log.warning("the sweep's run could be kept neither in the store nor in the spool (printed above)")
         os.environ[SWEEP_ENV] = run_id

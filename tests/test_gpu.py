@@ -1,4 +1,5 @@
 """The same gates on a real GPU (compiled Triton, not the interpreter).  Skipped on CPU."""
+import dataclasses
 import json
 
 import pytest
@@ -62,6 +63,7 @@ def test_gpu_gates_and_timing(kernel, swizzle, shape):
 def test_ncu_profiles_real_dispatches(tmp_path):
     """The real ncu around the real worker: one reading per job, attributed by dispatch order."""
     from harness.profilers.ncu import NcuProfiler, find_ncu
+    from harness.job.plan import plan_job
     from harness.profilers.worker import ProfileRequest
 
     exe = find_ncu()
@@ -71,9 +73,10 @@ def test_ncu_profiles_real_dispatches(tmp_path):
                      shape=SHAPES[0], shape_preset="gpu", num_warps=4, num_stages=2, target="gpu", seed=0)
              for sw in ("identity", "grouped")]
     profiler = NcuProfiler(exe, cache_control="all", clock_control="base", timeout_s=300)
-    requests = [ProfileRequest(key=s.swizzle, spec=s.to_dict(), repeats=3) for s in specs]
+    requests = [ProfileRequest(key=s.swizzle, plan=plan_job(s), repeats=3) for s in specs]
     # the third job is profiled in ABBA pairs with its baseline (identity) in the same session
-    requests.append(ProfileRequest(key="paired", spec=specs[1].to_dict(), repeats=4, baseline=specs[0].to_dict()))
+    paired = dataclasses.replace(specs[1], baseline=specs[0].swizzle)
+    requests.append(ProfileRequest(key="paired", plan=plan_job(paired), repeats=4, paired=True))
     outcomes = profiler.profile(requests, tmp_path)
     for key in ("identity", "grouped", "paired"):
         reading = outcomes[key].reading
@@ -110,7 +113,7 @@ def test_tune_mode_on_gpu(tmp_path):
     first = run_job(spec, describe_device("gpu"), options)
     assert first.status == FINISHED, first.reason
     assert first.params["tune.from_cache"] == "False" and int(first.params["tune.trials"]) > 1
-    launched = JobSpec.from_dict(first.launched)
+    launched = first.launched
     assert first.params["num_warps"] == str(launched.num_warps)
     assert all(first.params[f"tile.{k}"] == str(v) for k, v in launched.tiles)
     assert first.metrics["speedup"] > 0 and first.metrics["vendor_time_ms"] > 0

@@ -55,6 +55,7 @@ from pathlib import Path
 
 from harness.cache_home import cache_root
 from harness.hardware.arch import ArchLimits, Resources, arch_limits, occupancy
+from harness.storage.field_names import Metric, Param
 
 
 class CompileFailed(Exception):
@@ -102,30 +103,30 @@ class CompileReport:
 
     def as_params(self) -> dict[str, str]:
         m = self.main
-        params = {"compile.arch": self.arch, "compile.kernel": m.name,
-                  "compile.kernels": ",".join(k.name for k in self.kernels)}
+        params = {Param.COMPILE_ARCH: self.arch, Param.COMPILE_KERNEL: m.name,
+                  Param.COMPILE_KERNELS: ",".join(k.name for k in self.kernels)}
         if m.occupancy is not None:
-            params["compile.occupancy_limiter"] = m.occupancy["limiter"]
+            params[Param.COMPILE_LIMITER] = m.occupancy["limiter"]
         return params
 
     def as_metrics(self) -> dict[str, float]:
         """MLflow metrics of the main kernel (counts, bytes; ``compile.seconds`` in s)."""
-        m = self.main
-        out = {"compile.seconds": self.seconds, "compile.shared_bytes": m.shared_bytes,
-               "compile.spill_bytes": m.spill_bytes, "compile.spills": m.spills,
-               "compile.spill_bytes_per_program": spill_bytes_per_program(self.arch, m.spill_bytes, m.num_warps)}
+        m, M = self.main, Metric
+        out = {M.COMPILE_SECONDS: self.seconds, M.COMPILE_SHARED_BYTES: m.shared_bytes,
+               M.COMPILE_SPILL_BYTES: m.spill_bytes, M.COMPILE_SPILLS: m.spills,
+               M.COMPILE_SPILL_BYTES_PER_PROGRAM: spill_bytes_per_program(self.arch, m.spill_bytes, m.num_warps)}
         if m.sgprs is not None:
-            out["compile.sgpr_spills"] = m.sgpr_spills
-        for key, value in (("compile.registers", m.registers), ("compile.sgprs", m.sgprs),
-                           ("compile.agprs", m.agprs), ("compile.compiler_waves_per_simd", m.compiler_waves_per_simd)):
+            out[M.COMPILE_SGPR_SPILLS] = m.sgpr_spills
+        for key, value in ((M.COMPILE_REGISTERS, m.registers), (M.COMPILE_SGPRS, m.sgprs),
+                           (M.COMPILE_AGPRS, m.agprs), (M.COMPILE_COMPILER_WAVES_PER_SIMD, m.compiler_waves_per_simd)):
             if value is not None:
                 out[key] = value
         if m.occupancy is not None:
-            out["compile.programs_per_cu"] = m.occupancy["programs_per_cu"]
-            out["compile.warps_per_cu"] = m.occupancy["warps_per_cu"]
+            out[M.COMPILE_PROGRAMS_PER_CU] = m.occupancy["programs_per_cu"]
+            out[M.COMPILE_WARPS_PER_CU] = m.occupancy["warps_per_cu"]
             if m.occupancy["waves_per_simd"] is not None:
-                out["compile.waves_per_simd"] = m.occupancy["waves_per_simd"]
-        out.update({f"compile.count.{k}": v for k, v in m.counts.items()})
+                out[M.COMPILE_WAVES_PER_SIMD] = m.occupancy["waves_per_simd"]
+        out.update({M.COMPILE_COUNT_PREFIX + k: v for k, v in m.counts.items()})
         return {k: float(v) for k, v in out.items()}
 
     def summary(self) -> str:

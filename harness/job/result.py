@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.job.spec import JobSpec
 from harness.job.verdict import Verdict
 
 FINISHED = "FINISHED"
@@ -66,10 +67,10 @@ class JobResult:
     tags: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)  # file name -> text
     files: list[tuple[str, Path]] = field(default_factory=list)  # (artifact folder, local file)
-    launched: dict | None = None   # JobSpec.to_dict() as launched, when tune mode replaced the config
-    # JobSpec.to_dict() of the config the target launches, where this machine launches another
-    # (the CPU under a Triton that cannot build it): the one the simulated L2 predicts for
-    target_launch: dict | None = None
+    launched: JobSpec | None = None   # the spec as launched, when tune mode replaced the config
+    # the spec of the config the target launches, where this machine launches another (the
+    # CPU under a Triton that cannot build it): the one the simulated L2 predicts for
+    target_launch: JobSpec | None = None
     comparison: Comparison = field(default_factory=Comparison)
     failed_gate: str | None = None
     compile_only: bool = False     # compile.only=true: compiled for the target, nothing run

@@ -7,7 +7,6 @@ import json
 from dataclasses import asdict, dataclass
 
 from kernels.problem import ConvShape
-from swizzles.families import is_family_label, parse_label
 
 #: ``compare_configs`` of best-vs-best mode (harness.tune.best_vs_best): each arm tuned on its own.
 TUNED_EACH = "tuned_each"
@@ -146,33 +145,3 @@ class JobSpec:
     def run_name(self) -> str:
         """Readable MLflow run name, e.g. ``igemm/xcd/resnet-l12/w8``."""
         return f"{self.kernel}/{self.swizzle}/{self.shape_label}/w{self.num_warps}"
-
-    def as_params(self) -> dict[str, str]:
-        """Every field, flattened, as MLflow params."""
-        params = {
-            "kernel": self.kernel, "swizzle": self.swizzle, "num_xcds": self.num_xcds,
-            "group_size": self.group_size, "shape_preset": self.shape_preset,
-            "num_warps": self.num_warps, "num_stages": self.num_stages, "target": self.target,
-            "seed": self.seed, "profiler": self.profiler, "input_layout": self.input_layout, "tune": self.tune,
-        }
-        if self.kernel_target is not None:
-            params["kernel.target"] = self.kernel_target
-        if self.swizzle_fn is not None:
-            params["swizzle.fn"] = self.swizzle_fn
-        elif self.swizzle_formula is not None:
-            params["swizzle.formula"] = self.swizzle_formula
-        elif is_family_label(self.swizzle):   # a parametric family: each parameter, filterable in MLflow
-            try:
-                instance = parse_label(self.swizzle)
-            except ValueError:
-                pass   # the job fails its plan stage with the label's error
-            else:
-                params["swizzle.family"] = instance.family
-                params.update({f"swizzle.{k}": v for k, v in instance.values})
-        if self.baseline is not None:
-            params["compare.baseline"] = self.baseline_formula or self.baseline
-        if self.compare_configs is not None:
-            params["compare.configs"] = self.compare_configs
-        params.update({f"tile.{k}": v for k, v in self.tiles})
-        params.update({f"shape.{k}": v for k, v in self.shape.as_params().items()})
-        return {k: str(v) for k, v in params.items()}

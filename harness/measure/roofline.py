@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from harness.storage.field_names import Metric, Param
 from kernels.problem import ConvShape
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
@@ -38,7 +39,8 @@ class Roofline:
 
     def as_params(self) -> dict[str, str]:
         """The ceilings as run params: ``roofline.peak_tflops`` (TFLOP/s), ``roofline.dram_bytes_per_s``."""
-        return {"roofline.peak_tflops": f"{self.peak_tflops:g}", "roofline.dram_bytes_per_s": f"{self.dram_bytes_per_s:g}"}
+        return {Param.ROOFLINE_PEAK_TFLOPS: f"{self.peak_tflops:g}",
+                Param.ROOFLINE_DRAM_BYTES_PER_S: f"{self.dram_bytes_per_s:g}"}
 
     @property
     def ridge(self) -> float:
@@ -74,8 +76,8 @@ class RooflineReading:
         return f"{MEMORY}-bound, at {self.pct_of_roofline:.0f} % of its roofline"
 
     def as_metrics(self, prefix: str = "") -> dict[str, float]:
-        return {f"{prefix}arith_intensity": self.intensity, f"{prefix}pct_of_peak": self.pct_of_peak,
-                f"{prefix}pct_of_roofline": self.pct_of_roofline}
+        return {prefix + Metric.ARITH_INTENSITY: self.intensity, prefix + Metric.PCT_OF_PEAK: self.pct_of_peak,
+                prefix + Metric.PCT_OF_ROOFLINE: self.pct_of_roofline}
 
 
 def place(shape: ConvShape, ms: float, roof: Roofline) -> RooflineReading:

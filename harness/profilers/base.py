@@ -4,6 +4,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from harness.storage.field_names import Metric
+
 
 def lookup_hit_rate(hits: float | None, misses: float | None) -> float | None:
     """100 * hits / (hits + misses), in %; None when either count is missing or both are 0."""
@@ -70,10 +72,9 @@ class L2Reading:
         )
 
     def as_metrics(self) -> dict[str, float]:
-        out = {"l2_hit_rate": self.l2_hit_rate, "l2_hit_rate_std": self.l2_hit_rate_std,
-               "l2_samples": float(self.samples)}
-        for key in ("l2_hits", "l2_misses", "profiled_time_ms", "dram_read_bytes"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = float(value)
+        out = {Metric.L2_HIT_RATE: self.l2_hit_rate, Metric.L2_HIT_RATE_STD: self.l2_hit_rate_std,
+               Metric.L2_SAMPLES: float(self.samples)}
+        means = {Metric.L2_HITS: self.l2_hits, Metric.L2_MISSES: self.l2_misses,
+                 Metric.PROFILED_TIME_MS: self.profiled_time_ms, Metric.DRAM_READ_BYTES: self.dram_read_bytes}
+        out.update({key: float(value) for key, value in means.items() if value is not None})
         return out

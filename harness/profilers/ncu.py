@@ -431,9 +431,9 @@ class NcuProfiler(ProcessWrappingProfiler):
         return outcomes
 
     def tags(self) -> dict[str, str]:
-        return {"profiler": self.name, "profiler_version": self.version(),
-                "cache_control": self.cache_control, "clock_control": self.clock_control,
-                "l2_hit_rate_counters": L2_HIT_RATE_COUNTERS}
+        return {Tag.PROFILER: self.name, Tag.PROFILER_VERSION: self.version(),
+                Tag.CACHE_CONTROL: self.cache_control, Tag.CLOCK_CONTROL: self.clock_control,
+                Tag.L2_HIT_RATE_COUNTERS: L2_HIT_RATE_COUNTERS}
 
     def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
         return build_ncu_command(worker_cmd, workdir / self.LOG, kernel_regex, self.cache_control,

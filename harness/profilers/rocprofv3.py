@@ -45,6 +45,7 @@ from harness.profilers.wrapped import ProcessWrappingProfiler
 from harness.profilers.base import DispatchCounters, lookup_hit_rate
 from harness.profilers.rocpd import RawDispatch as _Dispatch, is_rocpd, read_rocpd
 from harness.profilers.tcc import DEFAULT_COUNTERS, TCC_HIT, TCC_MISS, counter_passes, dram_read_bytes
+from harness.storage.field_names import Tag
 
 # %%
 # Which counters
@@ -312,8 +313,8 @@ class Rocprofv3Profiler(ProcessWrappingProfiler):
         return rocprofv3_version(self.executable)
 
     def tags(self) -> dict[str, str]:
-        return {"profiler": self.name, "profiler_version": self.version(), "cache_control": "none",
-                "counters": ",".join(self.counters)}
+        return {Tag.PROFILER: self.name, Tag.PROFILER_VERSION: self.version(), Tag.CACHE_CONTROL: "none",
+                Tag.COUNTERS: ",".join(self.counters)}
 
     def command(self, worker_cmd: list[str], workdir: Path, kernel_regex: str) -> list[str]:
         # Triton kernels on AMD may carry a ".kd" suffix in the dispatch's kernel name.

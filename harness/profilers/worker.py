@@ -19,20 +19,47 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # not imported here: the worker selects its device before Triton is imported
+    from harness.job.plan import Arm, PlannedJob
 
 DISPATCH_LOG_ENV = "SWIZZLEBENCH_DISPATCH_LOG"
 
 
 @dataclass(frozen=True)
 class ProfileRequest:
-    """One job to profile: its key (where results go back to), its spec, and the repeats."""
+    """One job to profile: its key (where results go back to), its plan (the job as launched:
+    its kernel and arms, :mod:`harness.job.plan`), and the repeats.  Across the process
+    boundary to the worker it travels as its spec (:meth:`as_json`), planned there again by
+    the same function (:meth:`from_json`)."""
 
     key: str
-    spec: dict
+    plan: PlannedJob
     repeats: int
-    baseline: dict | None = None   # spec of the baseline profiled in pairs with this job
+    paired: bool = False           # the plan's baseline arm profiled in pairs with its candidate
     occupancy: int | None = None   # programs per CU / SM of the compiled kernel (the simulator's residency)
     spill_bytes: int | None = None  # bytes one program of the compiled kernel spills (the simulator's stores)
+
+    @property
+    def arms(self) -> dict[str, Arm]:
+        """The arms to launch, by schedule name: the candidate, and the baseline when paired."""
+        arms = {CANDIDATE: self.plan.candidate}
+        if self.paired:
+            arms[BASELINE] = self.plan.baseline
+        return arms
+
+    def as_json(self) -> dict:
+        return {"key": self.key, "spec": self.plan.spec.to_dict(), "repeats": self.repeats, "paired": self.paired,
+                "occupancy": self.occupancy, "spill_bytes": self.spill_bytes}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ProfileRequest":
+        from harness.job.plan import plan_job
+        from harness.job.spec import JobSpec
+
+        fields = dict(data)
+        return cls(plan=plan_job(JobSpec.from_dict(fields.pop("spec"))), **fields)
 
 
 #: The two arms of a paired request, as named in the schedule.
@@ -46,7 +73,7 @@ def launch_schedule(requests: list[ProfileRequest]) -> list[tuple[str, str]]:
     schedule: list[tuple[str, str]] = []
     for req in requests:
         for i in range(req.repeats):
-            if req.baseline is None:
+            if not req.paired:
                 schedule.append((req.key, CANDIDATE))
             else:
                 pair = [CANDIDATE, BASELINE] if i % 2 == 0 else [BASELINE, CANDIDATE]
@@ -55,7 +82,7 @@ def launch_schedule(requests: list[ProfileRequest]) -> list[tuple[str, str]]:
 
 
 def write_requests(path: Path, requests: list[ProfileRequest]) -> None:
-    path.write_text(json.dumps([r.__dict__ for r in requests], indent=1))
+    path.write_text(json.dumps([r.as_json() for r in requests], indent=1))
 
 
 def main(argv: list[str]) -> int:
@@ -65,30 +92,21 @@ def main(argv: list[str]) -> int:
     import torch
 
     from harness.measure.correctness import make_operands
-    from harness.job.spec import JobSpec
-    from harness.job.user_code import spec_kernel, spec_remap
-    from kernels.base import LaunchConfig, SwizzleBinding
 
     device = describe_device(mode)
-    requests = [ProfileRequest(**r) for r in json.loads(Path(argv[0]).read_text())]
+    requests = [ProfileRequest.from_json(r) for r in json.loads(Path(argv[0]).read_text())]
     log_path = os.environ.get(DISPATCH_LOG_ENV)
     launchers = {}   # (key, arm) -> (run, kernel name, grid, block, run name)
     for req in requests:
-        specs = {CANDIDATE: JobSpec.from_dict(req.spec)}
-        if req.baseline is not None:
-            specs[BASELINE] = JobSpec.from_dict(req.baseline)
-        spec = specs[CANDIDATE]
-        kernel = spec_kernel(spec)
+        spec, kernel = req.plan.spec, req.plan.kernel
         ops = make_operands(spec.shape, kernel.has_bias, spec.input_seed, device.torch_device, spec.input_layout)
         shared = None   # both arms on the same buffers, as in the timing rounds
-        for arm, arm_spec in specs.items():
-            binding = SwizzleBinding(spec_remap(arm_spec), arm_spec.num_xcds, arm_spec.group_size)
-            run, _ = kernel.bind(ops, arm_spec.shape, arm_spec.tiles_dict, binding,
-                                 LaunchConfig(arm_spec.num_warps, arm_spec.num_stages), share=shared)
+        for name, arm in req.arms.items():
+            run, _ = kernel.bind(ops, arm.spec.shape, arm.tiles, arm.binding, arm.launch, share=shared)
             shared = run.bound
-            grid = kernel.tile_grid(arm_spec.shape, arm_spec.tiles_dict).num_pids
-            name = kernel.jit_kernel_for(arm_spec.tiles_dict).__name__
-            launchers[(req.key, arm)] = (run, name, grid, arm_spec.num_warps * 32, arm_spec.run_name)
+            grid = kernel.tile_grid(arm.spec.shape, arm.tiles).num_pids
+            launchers[(req.key, name)] = (run, kernel.jit_kernel_for(arm.tiles).__name__, grid,
+                                          arm.launch.num_warps * 32, arm.spec.run_name)
     for key, arm in launch_schedule(requests):
         run, name, grid, block, run_name = launchers[(key, arm)]
         run()
@@ -99,8 +117,8 @@ def main(argv: list[str]) -> int:
                 f.write(json.dumps({"kernel_name": name, "grid": [grid, 1, 1], "block": [block, 1, 1],
                                     "job": key if arm == CANDIDATE else f"{key}/{arm}", "arm": arm}) + "\n")
     for req in requests:
-        print(f"[worker] {JobSpec.from_dict(req.spec).run_name}: {req.repeats} launches"
-              + (" (+ as many of its baseline, ABBA)" if req.baseline else ""), file=sys.stderr, flush=True)
+        print(f"[worker] {req.plan.spec.run_name}: {req.repeats} launches"
+              + (" (+ as many of its baseline, ABBA)" if req.paired else ""), file=sys.stderr, flush=True)
     return 0
 
 

@@ -195,7 +195,7 @@ def attribute_by_dispatch_order(requests: list[ProfileRequest], dispatches: list
     for req in requests:
         try:
             outcome = ProfileOutcome(L2Reading.from_dispatches(mine[(req.key, CANDIDATE)]), None, raw_files)
-            if req.baseline is not None:
+            if req.paired:
                 base = mine[(req.key, BASELINE)]
                 outcome.baseline_reading = L2Reading.from_dispatches(base)
                 pairs = list(zip(mine[(req.key, CANDIDATE)], base))
@@ -222,12 +222,7 @@ def _read_rate(d: DispatchCounters) -> float | None:
 def _kernel_function_names(req: ProfileRequest) -> set[str]:
     """The main jit kernels the request's arms launch (two where the arms' configs run
     different kernels: igemm_best's WS in best-vs-best mode)."""
-    from harness.job.spec import JobSpec
-    from harness.job.user_code import spec_kernel
-
-    specs = [JobSpec.from_dict(d) for d in (req.spec, req.baseline) if d is not None]
-    kernel = spec_kernel(specs[0])
-    return {kernel.jit_kernel_for(spec.tiles_dict).__name__ for spec in specs}
+    return {req.plan.kernel.jit_kernel_for(arm.tiles).__name__ for arm in req.arms.values()}
 
 
 def _all_failed(requests, reason: str, raw: list[Path] | None = None) -> dict[str, ProfileOutcome]:

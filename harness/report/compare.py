@@ -40,7 +40,7 @@ from harness.report.verdicts import (BASELINE, BY_IDENTITY_RUN, CANDIDATE, FASTE
                                      NO_BASELINE, NO_COMPARISON, NO_VERDICT, NOT_PROFILED, NOT_TIMED, PAIRED,
                                      ROLE_TAG, SAME_ORDER, TIME_VERDICT_KINDS, identity_l2_verdict,
                                      identity_time_verdict, l2_band, paired_verdict, speedup_interval)
-from harness.storage.field_names import Param, Tag, metric_column, param_column, tag_column
+from harness.storage.field_names import Metric, Param, Tag, metric_column, param_column, tag_column
 from harness.storage.run_fields import (FAILED_GATE_TAG, PROFILER_REPORT_RESULTS_TAG, PROFILER_REPORT_TAG, QUESTION_TAG,
                                         SAME_ORDER_TAG, VERDICT_TAGS, flag_column, parse_verdict)
 from harness.storage.tracking import SPOOL_PENDING_TAG, STATUS_REASON_TAG
@@ -60,25 +60,26 @@ CELL_TAGS = {"role": ROLE_TAG, "verdict_tag": VERDICT_TAGS[TIME], "l2_verdict_ta
              "sim_order_blind": Tag.SIM_ORDER_BLIND, "sim_validation": VALIDATION_TAG,
              "reused_from": "swizzlebench.reused_from", "profiler_report_results": PROFILER_REPORT_RESULTS_TAG}
 #: Params of a run read as numbers: cell column -> param (the roofline's ceilings, TFLOP/s and B/s).
-CELL_NUMBER_PARAMS = {"roof_peak_tflops": "roofline.peak_tflops", "roof_dram_bytes_per_s": "roofline.dram_bytes_per_s"}
+CELL_NUMBER_PARAMS = {"roof_peak_tflops": Param.ROOFLINE_PEAK_TFLOPS,
+                      "roof_dram_bytes_per_s": Param.ROOFLINE_DRAM_BYTES_PER_S}
 #: Metrics copied from the runs into the table (time in ms, rates in %, bytes).
-RUN_METRICS = ("time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "vendor_time_ms",
-               "ratio_to_vendor", "max_rel_err", "l2_hit_rate", "l2_hit_rate_std", "l2_hits",
-               "l2_misses", "profiled_time_ms", "dram_read_bytes", "sim_l2_hit_rate",
-               "paired_rounds", "paired_time_s", "l2_pairs", "l2_hit_rate_err", "l2_err_coverage", "pct_of_peak",
-               "pct_of_roofline", "arith_intensity")
+RUN_METRICS = (Metric.TIME_MS_MEDIAN, Metric.TIME_MS_P20, Metric.TIME_MS_P80, Metric.TFLOPS, Metric.VENDOR_TIME_MS,
+               Metric.RATIO_TO_VENDOR, Metric.MAX_REL_ERR, Metric.L2_HIT_RATE, Metric.L2_HIT_RATE_STD, Metric.L2_HITS,
+               Metric.L2_MISSES, Metric.PROFILED_TIME_MS, Metric.DRAM_READ_BYTES, Metric.SIM_L2_HIT_RATE,
+               Metric.PAIRED_ROUNDS, Metric.PAIRED_TIME_S, Metric.L2_PAIRS, Metric.L2_HIT_RATE_ERR,
+               Metric.L2_ERR_COVERAGE, Metric.PCT_OF_PEAK, Metric.PCT_OF_ROOFLINE, Metric.ARITH_INTENSITY)
 #: The compile stage's figures (harness/compile/build.py): table column -> metric
 #: (registers per thread or VGPRs per lane, bytes, programs per CU / SM, spilled registers).
-COMPILE_METRICS = {"compile_registers": "compile.registers", "compile_shared_bytes": "compile.shared_bytes",
-                   "compile_programs_per_cu": "compile.programs_per_cu", "compile_spills": "compile.spills",
-                   "compile_spill_bytes": "compile.spill_bytes"}
+COMPILE_METRICS = {"compile_registers": Metric.COMPILE_REGISTERS, "compile_shared_bytes": Metric.COMPILE_SHARED_BYTES,
+                   "compile_programs_per_cu": Metric.COMPILE_PROGRAMS_PER_CU, "compile_spills": Metric.COMPILE_SPILLS,
+                   "compile_spill_bytes": Metric.COMPILE_SPILL_BYTES}
 #: ... and its text: table column -> param.
 COMPILE_TEXT = {"compile_arch": Param.COMPILE_ARCH, "compile_limiter": Param.COMPILE_LIMITER}
 #: A paired run's own comparison metrics -> the table column they become.
-PAIRED_METRICS = {"speedup": "speedup", "speedup_ci_lo": "speedup_lo", "speedup_ci_hi": "speedup_hi",
-                  "baseline_time_ms": "baseline_time_ms", "l2_delta_pts": "l2_delta_pts",
-                  "l2_delta_ci_lo": "l2_delta_lo", "l2_delta_ci_hi": "l2_delta_hi",
-                  "baseline_l2_hit_rate": "baseline_l2_hit_rate"}
+PAIRED_METRICS = {Metric.SPEEDUP: "speedup", Metric.SPEEDUP_CI_LO: "speedup_lo", Metric.SPEEDUP_CI_HI: "speedup_hi",
+                  Metric.BASELINE_TIME_MS: "baseline_time_ms", Metric.L2_DELTA_PTS: "l2_delta_pts",
+                  Metric.L2_DELTA_CI_LO: "l2_delta_lo", Metric.L2_DELTA_CI_HI: "l2_delta_hi",
+                  Metric.BASELINE_L2_HIT_RATE: "baseline_l2_hit_rate"}
 
 
 # --------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def figure_speedup(comparison: Comparison) -> FigureBlock:
         text for kind, text in ((PAIRED, "the 95 % CI of the paired speedup (speedup_ci_lo, speedup_ci_hi)"),
                                 (BY_IDENTITY_RUN, "for cells compared with a separate identity run, the "
                                  "conservative interval [identity p20 / swizzle p80, identity p80 / swizzle p20]"))
-        if kind in kinds) + "; green = faster, red = slower, grey = no difference detected / within noise."
+        if kind in kinds) + f"; green = {FASTER}, red = {SLOWER}, grey = {NO_DIFFERENCE} / {NOISE}."
     if len(t) > MAX_FIGURE_ROWS:
         keep = np.log(t["speedup"]).abs().nlargest(MAX_FIGURE_ROWS).index
         caption += f" Showing the {MAX_FIGURE_ROWS} cells with the largest effect of {len(t)}."
@@ -236,7 +236,7 @@ def figure_roofline(comparison: Comparison) -> FigureBlock | None:
     caption = ("Arithmetic intensity: conv FLOP over its compulsory DRAM bytes (input, weights and output once "
                "each), the same for both arms of a cell, so each arrow is vertical: up = the swizzle reaches more "
                "TFLOP/s than its baseline. Ceilings: the target's measured dense peak and DRAM bandwidth; green = "
-               "faster, red = slower, grey = no difference detected.")
+               f"{FASTER}, red = {SLOWER}, grey = {NO_DIFFERENCE}.")
     if len(t) > MAX_FIGURE_ROWS:
         keep = np.log(t["speedup"].fillna(1.0)).abs().nlargest(MAX_FIGURE_ROWS).index
         caption += f" Showing the {MAX_FIGURE_ROWS} cells with the largest effect of {len(t)}."

@@ -49,6 +49,7 @@ from harness.hardware.processes import kill_group
 from harness.job.result import FAILED, JobResult
 from harness.job.spec import JobSpec
 from harness.storage.field_names import Tag
+from harness.storage.run_fields import spec_params
 
 
 @dataclass
@@ -342,6 +343,6 @@ def _serve(conn: Connection) -> None:
 
 
 def _failed(spec: JobSpec, reason: str, kind: str) -> JobResult:
-    result = JobResult(run_name=spec.run_name, params=spec.as_params())
+    result = JobResult(run_name=spec.run_name, params=spec_params(spec))
     result.tags.update({Tag.SPEC_HASH: spec.spec_hash, Tag.ISOLATION: kind})
     return result.fail(reason, gate="isolation")

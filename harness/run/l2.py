@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.job.plan import PlannedJob
 from harness.job.result import JobResult
 from harness.job.spec import JobSpec
 from harness.measure.paired import record_l2, record_read_l2
@@ -55,16 +56,16 @@ def _compiled(result: JobResult, metric: str) -> int | None:
     return int(value) if value else None
 
 
-def profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig, pending: list, tracker: Tracker,
+def profile_and_finish(profiler, settings: ProfilerConfig, target: TargetConfig,
+                       pending: list[tuple[str, PlannedJob, JobResult, str]], tracker: Tracker,
                        min_l2_delta: float, workdir: Path) -> None:
-    """Profile the verified jobs (``pending``: (run id, profiled spec, result, progress
+    """Profile the verified jobs (``pending``: (run id, profiled plan, result, progress
     position) each) in ``workdir`` and log them.  A profiling failure fails the run with its
     reason but keeps its timing metrics."""
-    requests = [ProfileRequest(key=run_id, spec=spec.to_dict(), repeats=settings.repeats,
-                               baseline=spec.baseline_spec().to_dict() if compared(spec, result) else None,
+    requests = [ProfileRequest(key=run_id, plan=plan, repeats=settings.repeats, paired=compared(plan.spec, result),
                                occupancy=_compiled(result, "programs_per_cu"),
                                spill_bytes=_compiled(result, "spill_bytes_per_program"))
-                for run_id, spec, result, _ in pending]
+                for run_id, plan, result, _ in pending]
     batches = [requests] if settings.batch else [[r] for r in requests]
     outcomes = {}
     for n, batch in enumerate(batches):

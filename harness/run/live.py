@@ -202,25 +202,25 @@ def shape_done(failed: bool) -> None:
         _ACTIVE.update(done=1, failed=int(failed))
 
 
-def sweep_jobs(config: DictConfig) -> int | None:
-    """How many jobs the multirun launches: the product of its swept values under Hydra's
-    basic sweeper; None for another sweeper, or a sweep whose size needs the config groups
-    (``glob(...)``)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
-    if str(config.hydra.sweeper.get("_target_", "")) != BASIC_SWEEPER:
-        return None
-    params = config.hydra.sweeper.get("params") or {}
-    overrides = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
-    try:
-        batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)
-    except Exception:   # a glob(...), a sweep Hydra refuses later with its own error
-        return None
-    return sum(len(batch) for batch in batches)
-
-
 class LiveProgress(Callback):
     """Hydra callback: the sweep's live display (module docstring), where it can be shown."""
+
+    @staticmethod
+    def sweep_jobs(config: DictConfig) -> int | None:
+        """How many jobs the multirun launches: the product of its swept values under Hydra's
+        basic sweeper; None for another sweeper, or a sweep whose size needs the config groups
+        (``glob(...)``)."""
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+        if str(config.hydra.sweeper.get("_target_", "")) != BASIC_SWEEPER:
+            return None
+        params = config.hydra.sweeper.get("params") or {}
+        overrides = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
+        try:
+            batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)
+        except Exception:   # a glob(...), a sweep Hydra refuses later with its own error
+            return None
+        return sum(len(batch) for batch in batches)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         global _ACTIVE
@@ -228,7 +228,7 @@ class LiveProgress(Callback):
             return
         if str(config.hydra.launcher.get("_target_", "")) != BASIC_LAUNCHER:
             return
-        _ACTIVE = SweepDisplay(sweep_jobs(config))
+        _ACTIVE = SweepDisplay(self.sweep_jobs(config))
         # a sweep ended by an error (harness.errors: one line, then exit) gives the terminal back
         # with that line last
         atexit.register(_close, False)

@@ -21,6 +21,7 @@ from harness.run import stages
 from harness.run.options import JobOptions
 from harness.run.stage import JobContext, JobState, Stage
 from harness.storage.field_names import Tag
+from harness.storage.run_fields import spec_params
 
 #: The stages of a job, in order (the name is the gate an unexpected error fails it at).
 STAGES = (
@@ -38,7 +39,7 @@ STAGES = (
 def run_job(spec: JobSpec, device: DeviceInfo, options: JobOptions) -> JobResult:
     """Run one job through :data:`STAGES`; never raises for a problem of the job itself (it
     becomes a FAILED result, by the module's failure rule)."""
-    result = JobResult(run_name=spec.run_name, params=spec.as_params())
+    result = JobResult(run_name=spec.run_name, params=spec_params(spec))
     result.tags.update({Tag.SPEC_HASH: spec.spec_hash, Tag.MODE: device.mode, Tag.DEVICE: device.name})
     if device.uuid:
         result.tags[Tag.DEVICE_UUID] = device.uuid

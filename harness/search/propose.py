@@ -46,7 +46,8 @@ from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Iterable, TextIO  # noqa: E402
 from harness.job.verdict import Kind  # noqa: E402
-from harness.storage.run_fields import verdict_text  # noqa: E402
+from harness.storage.field_names import Param, Tag  # noqa: E402
+from harness.storage.run_fields import flag_text, verdict_text  # noqa: E402
 
 from harness.errors import UserError  # noqa: E402
 from swizzles.custom import FormulaError  # noqa: E402
@@ -179,7 +180,7 @@ def _refused(cfg, label: str, reason: str):
     from harness.storage.tracking import Tracker, resolve_tracking_uri
 
     result = JobResult(run_name=f"{cfg.kernel.name}/{label}/refused/w{cfg.launch.num_warps}",
-                       params={"swizzle.label": label, "swizzle.file": str(cfg.swizzle.file)})
+                       params={Param.SWIZZLE_LABEL: label, Param.SWIZZLE_FILE: str(cfg.swizzle.file)})
     result.fail(f"invalid swizzle: {reason}", gate="swizzle")
     tracker = Tracker(resolve_tracking_uri(str(cfg.tracking.uri)), str(cfg.experiment))
     run_id = tracker.start_job(result.run_name, os.environ.get(SWEEP_ENV), {})
@@ -269,9 +270,9 @@ def run(proposals: Iterable[Proposal], overrides: list[str], out: TextIO) -> int
     tracker = Tracker(resolve_tracking_uri(str(cfg.tracking.uri)), str(cfg.experiment),
                       spool_dir=spool_dir_for(cfg.tracking.spool_dir))
     parent = tracker.start_sweep(run_name=f"propose {len(proposals)} formulas {' '.join(overrides)}"[:250],
-                                 params={"propose.overrides": " ".join(overrides)[:500],
-                                         "propose.formulas": str(len(proposals))},
-                                 tags={"git_commit": git_commit(), "swizzlebench.propose": "true"})
+                                 params={Param.PROPOSE_OVERRIDES: " ".join(overrides)[:500],
+                                         Param.PROPOSE_FORMULAS: str(len(proposals))},
+                                 tags={Tag.GIT_COMMIT: git_commit(), Tag.PROPOSE: flag_text(True)})
     os.environ[SWEEP_ENV] = parent
     accepted = 0
     try:

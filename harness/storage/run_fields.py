@@ -17,8 +17,10 @@ import math
 import re
 
 from harness.job.result import BASELINE_ROLE, FINISHED, JobResult
+from harness.job.spec import JobSpec
 from harness.job.verdict import L2, NOT_VALIDATED, SAME_ORDER_L2, SAME_ORDER_SIM, SAME_ORDER_TIME, TIME, Kind, Verdict
-from harness.storage.field_names import Metric, Tag
+from harness.storage.field_names import Metric, Param, Tag
+from swizzles.families import is_family_label, parse_label
 
 #: Tag names of the typed outcome fields.
 FAILED_GATE_TAG = "failed_gate"
@@ -67,6 +69,37 @@ def flag_column(values):
     """A boolean tag's column, as ``mlflow.search_runs(output_format="pandas")`` returns it,
     read back as booleans (a run without the tag: False)."""
     return values.fillna("").astype(str) == flag_text(True)
+
+
+def spec_params(spec: JobSpec) -> dict[str, str]:
+    """Every field of a job's spec, flattened, as its run's params (text): a parametric
+    family's parameters each on its own (``swizzle.W``), filterable in MLflow."""
+    P = Param
+    params = {P.KERNEL: spec.kernel, P.SWIZZLE: spec.swizzle, P.NUM_XCDS: spec.num_xcds,
+              P.GROUP_SIZE: spec.group_size, P.SHAPE_PRESET: spec.shape_preset, P.NUM_WARPS: spec.num_warps,
+              P.NUM_STAGES: spec.num_stages, P.TARGET: spec.target, P.SEED: spec.seed, P.PROFILER: spec.profiler,
+              P.INPUT_LAYOUT: spec.input_layout, P.TUNE: spec.tune}
+    if spec.kernel_target is not None:
+        params[P.KERNEL_TARGET] = spec.kernel_target
+    if spec.swizzle_fn is not None:
+        params[P.SWIZZLE_FN] = spec.swizzle_fn
+    elif spec.swizzle_formula is not None:
+        params[P.SWIZZLE_FORMULA] = spec.swizzle_formula
+    elif is_family_label(spec.swizzle):
+        try:
+            instance = parse_label(spec.swizzle)
+        except ValueError:
+            pass   # the job fails its plan stage with the label's error
+        else:
+            params[P.SWIZZLE_FAMILY] = instance.family
+            params.update({P.SWIZZLE_PREFIX + k: v for k, v in instance.values})
+    if spec.baseline is not None:
+        params[P.COMPARE_BASELINE] = spec.baseline_formula or spec.baseline
+    if spec.compare_configs is not None:
+        params[P.COMPARE_CONFIGS] = spec.compare_configs
+    params.update({P.TILE_PREFIX + k: v for k, v in spec.tiles})
+    params.update({P.SHAPE_PREFIX + k: v for k, v in spec.shape.as_params().items()})
+    return {k: str(v) for k, v in params.items()}
 
 
 def run_params(result: JobResult) -> dict[str, str]:

@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping
 from mlflow.entities import Run
 
 from harness.job.spec import code_digest
+from harness.storage.field_names import Param
 from harness.storage.run_fields import JOB_NAME_TAG
 
-#: The run params that hold a swizzle's code (harness.job.spec.JobSpec.as_params).
-CODE_PARAMS = ("swizzle.formula", "swizzle.fn")
+#: The run params that hold a swizzle's code (harness.storage.run_fields.spec_params).
+CODE_PARAMS = (Param.SWIZZLE_FORMULA, Param.SWIZZLE_FN)
 
 
 def swizzle_code(params: Mapping[str, str]) -> str:

@@ -33,6 +33,7 @@ from harness.tune.search import TABLE, TuneCache, TuneError, TuneOptions, TuneRe
 from kernels.tuning import Config
 from harness.tune.ties import Remeasured
 from harness.storage.field_names import BASELINE_PREFIX, Param, Tag
+from harness.storage.run_fields import spec_params
 from kernels.base import SwizzleBinding, ToolchainError
 from kernels.tuned import TableChoice, load_table, table_path
 
@@ -70,8 +71,8 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
         except ValueError as exc:
             return str(exc)
 
-    choice = table.lookup(spec.shape, lambda cfg: refusal(cfg) is None) if table is not None else None
-    theirs = (table.lookup(spec.shape, lambda cfg: refusal(cfg, here=False) is None)
+    choice = table.lookup(spec.shape, lambda config: refusal(config) is None) if table is not None else None
+    theirs = (table.lookup(spec.shape, lambda config: refusal(config, here=False) is None)
               if table is not None and off_target else None)
     name = table_path(kernel.name, target).name
     launched = plan
@@ -92,8 +93,8 @@ def table_job(plan: PlannedJob, arch: str | None, result: JobResult, off_target:
             refused = f"; its own config {choice.refused.label} is refused here: {refusal(choice.refused)}"
         result.tags[Tag.TUNE] = f"table {name}{borrowed}: {how} ({table.how.split(':')[0]}, not timed here){refused}"
         launched = plan.with_configs(choice.config)
-        result.params.update(launched.spec.as_params())
-        result.launched = launched.spec.to_dict()
+        result.params.update(spec_params(launched.spec))
+        result.launched = launched.spec
         result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
     if theirs is not None:
         _predict_for_target(launched, theirs, f"{name}{borrowed}", refusal(theirs.config) or "", result)
@@ -112,7 +113,7 @@ def _predict_for_target(plan: PlannedJob, theirs: TableChoice, table: str, why: 
         return
     family = plan.kernel.family_for(target.candidate.tiles).name
     here = plan.kernel.family_for(plan.candidate.tiles).name
-    result.target_launch = target.spec.to_dict()
+    result.target_launch = target.spec
     result.params.update({Param.SIM_CONFIG: theirs.config.label, Param.SIM_FAMILY: family})
     result.tags[Tag.SIM_CONFIG] = (f"predicted for {family} {theirs.config.label}, the config {plan.target} launches "
                                  f"on this layer ({table}: {theirs.source}); this machine launches {here} "
@@ -161,8 +162,8 @@ def tune_job(plan: PlannedJob, device: DeviceInfo, topt: TuneOptions, result: Jo
         _record(result, base, BASELINE_PREFIX, note)
         result.tags[Tag.TUNE] += f"; baseline {spec.baseline} {result.tags.pop(BASELINE_PREFIX + Tag.TUNE)}"
     launched = plan.with_configs(tuned.config, base_config)
-    result.params.update(launched.spec.as_params())
-    result.launched = launched.spec.to_dict()
+    result.params.update(spec_params(launched.spec))
+    result.launched = launched.spec
     result.run_name = launched.spec.run_name   # the config it ran, e.g. its tuned warps
     return launched
 

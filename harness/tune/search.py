@@ -40,6 +40,7 @@ from kernels import get_kernel
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 from harness.tune.ties import RULE_LEGACY, Remeasure, Remeasured, TieDecision, TieRule, decide
+from harness.storage.field_names import Param, Tag
 from harness.storage.run_fields import flag_text
 
 
@@ -126,18 +127,19 @@ class TuneResult:
         their gaps to it (``tune.runner_ups``: label, gap in % [95 % CI in %], ``tied``), and how
         the finalists were re-measured (``tune.final_measurement``: rounds, passes, placements,
         finalists left unsettled, drained batches)."""
-        return {"tune.config": self.config.label, "tune.time_ms": f"{self.time_ms:.6f}",
-                "tune.trials": str(len(self.trials)), "tune.from_cache": str(self.from_cache),
-                "tune.cost_s": f"{self.cost_s:.2f}",
-                "tune.runner_ups": "not recorded" if self.tie is None else self.tie.runner_ups_text,
-                "tune.final_rounds": str(0 if self.tie is None else self.tie.rounds),
-                "tune.final_measurement": "not recorded" if self.tie is None else self.tie.measurement}
+        P = Param
+        return {P.TUNE_CONFIG: self.config.label, P.TUNE_TIME_MS: f"{self.time_ms:.6f}",
+                P.TUNE_TRIALS: str(len(self.trials)), P.TUNE_FROM_CACHE: str(self.from_cache),
+                P.TUNE_COST_S: f"{self.cost_s:.2f}",
+                P.TUNE_RUNNER_UPS: "not recorded" if self.tie is None else self.tie.runner_ups_text,
+                P.TUNE_FINAL_ROUNDS: str(0 if self.tie is None else self.tie.rounds),
+                P.TUNE_FINAL_MEASUREMENT: "not recorded" if self.tie is None else self.tie.measurement}
 
     def as_tags(self) -> dict[str, str]:
         """``tune.near_tie`` (true / false / unknown) and ``tune.rule`` (the rule's name)."""
         near = self.near_tie
-        return {"tune.near_tie": "unknown" if near is None else flag_text(near),
-                "tune.rule": RULE_LEGACY if self.tie is None else self.tie.rule}
+        return {Tag.TUNE_NEAR_TIE: "unknown" if near is None else flag_text(near),
+                Tag.TUNE_RULE: RULE_LEGACY if self.tie is None else self.tie.rule}
 
 
 class TuneError(RuntimeError):

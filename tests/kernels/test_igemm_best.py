@@ -226,7 +226,7 @@ def test_off_the_target_the_simulated_l2_is_for_the_config_the_target_launches(m
         assert launched.candidate.tiles["WS"] == 0, s.name
         if own.tiles_dict["WS"] == 1:
             predicted += 1
-            assert KERNEL.check_tiles(JobSpec.from_dict(result.target_launch).tiles_dict) == KERNEL.check_tiles(
+            assert KERNEL.check_tiles(result.target_launch.tiles_dict) == KERNEL.check_tiles(
                 own.tiles_dict), s.name
             assert result.params["sim.config"] == own.label and result.params["sim.family"] == "igemm_ws"
         else:

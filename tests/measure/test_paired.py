@@ -13,7 +13,7 @@ from tests.profilers.test_profiler_pipeline import _sweep as profiler_sweep
 
 
 def test_schedule_is_abba_and_attribution_pairs_the_arms():
-    reqs = [ProfileRequest("a", {}, 2), ProfileRequest("b", {}, 4, baseline={})]
+    reqs = [ProfileRequest("a", None, 2), ProfileRequest("b", None, 4, paired=True)]   # the schedule reads no plan
     sched = launch_schedule(reqs)
     assert sched == [("a", "candidate")] * 2 + [
         ("b", "candidate"), ("b", "baseline"), ("b", "baseline"), ("b", "candidate"),

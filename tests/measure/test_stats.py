@@ -71,7 +71,8 @@ def test_l2_difference_verdicts():
     assert same.kind == NO_DIFFERENCE and "pts" in verdict_text(same)
     # a noiseless (simulated) difference is judged on its band, the interval around it
     assert l2_verdict(PairedEstimate(-3.0, -4.0, -2.0, 1), 0.5).kind == LOWER
-    assert verdict_text(l2_verdict(PairedEstimate(3.0, -1.5, 7.5, 1), 0.5)) == "no difference detected (CI [-1.50, +7.50] pts)"
+    assert verdict_text(l2_verdict(PairedEstimate(3.0, -1.5, 7.5, 1), 0.5)) == \
+        f"{Kind.NO_DIFFERENCE.word} (CI [-1.50, +7.50] pts)"
 
 
 def test_a_prediction_without_a_band_claims_no_effect():

@@ -14,6 +14,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from harness.job.verdict import Kind
 from harness.measure.stats import clustered_ratio, paired_ratio
 from harness.measure.timing import PairedSettings, time_interleaved
 from tests.standins.placement_timer import PLACEMENT_EFFECTS
@@ -93,13 +94,13 @@ def test_a_placement_effect_is_a_verdict_for_one_placement_and_not_over_eight(tm
     assert r1.tags["verdict"] == "slower"
     assert r1.metrics["speedup_ci_hi"] < 1.0 and r1.metrics["paired_placements"] == 1
     assert "speedup_placement_sd_pct" not in r1.metrics
-    assert r8.tags["verdict"].startswith("no difference detected")
+    assert r8.tags["verdict"].startswith(Kind.NO_DIFFERENCE.word)
     assert r8.metrics["speedup_ci_lo"] < 1.0 < r8.metrics["speedup_ci_hi"]
     assert r8.metrics["paired_placements"] == 8
     assert r8.metrics["speedup_placement_sd_pct"] > 1.0
     assert "over 8 operand placements" in r8.tags["timing"]
     assert "stand-in timer" in r8.tags["timing"]
-    assert "no difference detected" in eight["stdout"]
+    assert Kind.NO_DIFFERENCE.word in eight["stdout"]
     # every timed cell is placed on the target's measured roofline (a tiny conv: memory-bound)
     assert r8.tags["bound"].startswith("memory-bound, at ") and "(memory-bound, at " in eight["stdout"]
     assert 0 < r8.metrics["pct_of_roofline"] < 100 and r8.metrics["arith_intensity"] > 0

@@ -4,10 +4,12 @@ every arm.  Where the two arms of a best-vs-best request run different configs o
 and nothing else (the split-K sum pass, the fold) is."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from pathlib import Path
 
+from harness.job.plan import plan_job
 from harness.job.spec import JobSpec
 from harness.profilers.ncu import NcuProfiler
 from harness.profilers.worker import ProfileRequest
@@ -29,7 +31,9 @@ def _spec(tiles: dict) -> JobSpec:
 def test_both_members_of_a_best_vs_best_request_are_profiled(tmp_path):
     fast = _spec({"WS": 0, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2, "SPLIT_SUM": 1})
     ws = _spec({"WS": 1, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "TMA_STORE": 1})
-    request = ProfileRequest(key="r0", spec=ws.to_dict(), repeats=1, baseline=fast.to_dict())
+    best_vs_best = dataclasses.replace(ws, baseline="colmajor").with_baseline_config(
+        fast.tiles_dict, fast.num_warps, fast.num_stages)
+    request = ProfileRequest(key="r0", plan=plan_job(best_vs_best), repeats=1, paired=True)
     # On this machine the worker cannot launch igemm_ws (a Gluon kernel for Hopper): the run
     # fails, after the command line, filter included, is written.
     outcome = NcuProfiler(str(STANDINS / "ncu")).profile([request], tmp_path)["r0"]

@@ -286,7 +286,7 @@ def test_read_pairs_follow_the_abba_schedule():
     from harness.profilers.worker import ProfileRequest
     from harness.profilers.wrapped import attribute_by_dispatch_order
 
-    req = ProfileRequest(key="job", spec={}, repeats=2, baseline={})
+    req = ProfileRequest(key="job", plan=None, repeats=2, paired=True)   # attribution reads no plan
     # schedule: candidate, baseline (pair 0), then baseline, candidate (pair 1)
     reads = [(90, 10), (80, 20), (70, 30), (60, 40)]
     dispatches = [DispatchCounters("k", i, l2_hit_rate=50.0 + i, l2_hits=h, l2_misses=m)

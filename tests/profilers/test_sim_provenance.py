@@ -15,6 +15,7 @@ from harness.profilers.sim.bands import prediction_error
 from harness.job.verdict import L2, Kind
 from harness.storage.run_fields import parse_verdict, run_tags
 from harness.profilers.sim.profiler import SimProfiler
+from harness.job.plan import plan_job
 from harness.profilers.worker import ProfileRequest
 from harness.run.l2 import _record_outcome, _simulate_alongside
 from harness.run.progress import progress_line
@@ -29,7 +30,7 @@ def _request(target: dict) -> ProfileRequest:
     spec = JobSpec(kernel="igemm", tiles=(("BLOCK_M", 32), ("BLOCK_N", 16), ("BLOCK_K", 16)), swizzle="colmajor",
                    num_xcds=int(target.get("num_xcds", 1)), group_size=4, shape=SHAPE, shape_preset="tiny",
                    num_warps=4, num_stages=2, target=target["name"], seed=0, baseline="identity")
-    return ProfileRequest(key="r0", spec=spec.to_dict(), repeats=1, baseline=spec.baseline_spec().to_dict())
+    return ProfileRequest(key="r0", plan=plan_job(spec), repeats=1, paired=True)
 
 
 def _carries_band_or_not_validated(metrics: dict, tags: dict, figure: str, err: str, tag: str) -> bool:
@@ -102,7 +103,7 @@ def test_a_job_of_igemm_best_carries_the_bands_of_the_family_it_runs(tmp_path):
     for kernel, tiles in (("igemm_fast", fast_tiles), ("igemm_best", {"WS": 0, **fast_tiles})):
         spec = JobSpec(kernel=kernel, tiles=tuple(tiles.items()), swizzle="colmajor", num_xcds=1, group_size=4,
                        shape=shape, shape_preset="tiny", num_warps=4, num_stages=2, target="h100", seed=0)
-        request = ProfileRequest(key="r0", spec=spec.to_dict(), repeats=1)
+        request = ProfileRequest(key="r0", plan=plan_job(spec), repeats=1)
         outcome = SimProfiler(target).profile([request], tmp_path)["r0"]
         found[kernel] = (outcome.metrics["l2_hit_rate_err"], outcome.tags["sim_validation"])
     own = prediction_error(target, "igemm_fast", outcome.tags["sim_layer_class"])

@@ -34,24 +34,21 @@ class SimProfiler(Profiler):
         SimTarget.from_target(self.target, occupancy, line_bytes)  # validate now: fail fast
 
     def tags(self) -> dict[str, str]:
-        return {"profiler": self.name, "profiler_version": f"swizzlebench-sim/{ENGINE}",
-                "cache_control": "all", "sim_target": str(self.target.get("name", "?"))}
+        return {Tag.PROFILER: self.name, Tag.PROFILER_VERSION: f"swizzlebench-sim/{ENGINE}",
+                Tag.CACHE_CONTROL: "all", Tag.SIM_TARGET: str(self.target.get("name", "?"))}
 
     def profile(self, requests, workdir) -> dict:
-        from harness.job.spec import JobSpec
-        from harness.job.user_code import spec_kernel
         from harness.profilers.wrapped import ProfileOutcome
 
         outcomes = {}
         for req in requests:
-            spec = JobSpec.from_dict(req.spec)
+            kernel, arm = req.plan.kernel, req.plan.candidate
             try:
-                occupancy = self.occupancy or getattr(req, "occupancy", None)   # compiled for the target
-                spills = getattr(req, "spill_bytes", None) or 0                  # ... and its spills
-                result = self._simulate(spec, occupancy, spills)
+                occupancy = self.occupancy or req.occupancy   # compiled for the target
+                spills = req.spill_bytes or 0                 # ... and its spills
+                result = self._simulate(kernel, arm, occupancy, spills)
                 # The baseline's own spills are not known here: it is taken to spill as much.
-                baseline = (self._simulate(JobSpec.from_dict(req.baseline), occupancy, spills)
-                            if req.baseline is not None else None)
+                baseline = self._simulate(kernel, req.plan.baseline, occupancy, spills) if req.paired else None
             except NotImplementedError as exc:   # a kernel with no address model: its message says what to use
                 outcomes[req.key] = ProfileOutcome(None, str(exc))
                 continue
@@ -65,7 +62,7 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix=Metric.SIM_PREFIX),
                                               Metric.SIM_PROGRAMS_PER_CU: float(self._residency(occupancy))})
-            err = prediction_error(self.target, spec_kernel(spec).family_for(spec.tiles_dict).name, result.layer_class,
+            err = prediction_error(self.target, kernel.family_for(arm.tiles).name, result.layer_class,
                                    result.order_blind)
             outcome.tags[Tag.SIM_LAYER_CLASS] = result.layer_class
             if result.order_blind:   # the model cannot tell this grid's orders apart
@@ -92,12 +89,12 @@ class SimProfiler(Profiler):
         """Programs per CU the simulation used."""
         return SimTarget.from_target(self.target, occupancy, self.line_bytes).occupancy
 
-    def _simulate(self, spec, occupancy: int | None = None, spill_bytes: int = 0) -> SimResult:
-        """``occupancy``: programs per CU, from the kernel compiled for the target (the
-        compile stage) when the job has one, else the target's or DEFAULT_OCCUPANCY;
-        ``spill_bytes``: what one program of it spills (bytes), from the same compile."""
-        from harness.job.user_code import spec_kernel, spec_remap
-
-        return simulate_job(spec_kernel(spec), spec.shape, spec.tiles_dict,
-                            Remap(spec_remap(spec), spec.num_xcds, spec.group_size), self.target, occupancy,
+    def _simulate(self, kernel, arm, occupancy: int | None = None, spill_bytes: int = 0) -> SimResult:
+        """One arm of a planned job (:class:`harness.job.plan.Arm`) launched by ``kernel``.
+        ``occupancy``: programs per CU, from the kernel compiled for the target (the compile
+        stage) when the job has one, else the target's or DEFAULT_OCCUPANCY; ``spill_bytes``:
+        what one program of it spills (bytes), from the same compile."""
+        spec = arm.spec
+        return simulate_job(kernel, spec.shape, arm.tiles, Remap(arm.remap, spec.num_xcds, spec.group_size),
+                            self.target, occupancy,
                             line_bytes=self.line_bytes, spill_bytes=spill_bytes, budget_bytes=self.budget_bytes)

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from harness.profilers.base import L2Reading
+from harness.storage.field_names import Metric, sub_name
 
 
 @dataclass(frozen=True)
@@ -86,30 +87,30 @@ class SimResult:
                          l2_misses=float(self.misses), profiled_time_ms=None,
                          dram_read_bytes=float(self.dram_read_bytes), samples=1)
 
-    def as_metrics(self, prefix: str = "sim.") -> dict[str, float]:
+    def as_metrics(self, prefix: str = Metric.SIM_PREFIX) -> dict[str, float]:
         """The figures, flat, for logging: hit rates over all lookups (``l2_hit_rate``) and
         over loads alone (``l2_read_hit_rate``), %; lookups that wrote; per-XCD and MALL hit
         rates (%); bytes the L2s fetched (bytes); NaN rates of idle XCDs are left out.  With
         a timed run of several launches, each launch's two hit rates and those of the whole
         run (``timed.``) too."""
-        out = {f"{prefix}l2_hit_rate": self.hit_rate, f"{prefix}l2_read_hit_rate": self.read_hit_rate,
-               f"{prefix}l2_write_lookups": float(self.write_hits + self.write_misses),
-               f"{prefix}l2_merged_reads": float(self.merged_reads),
-               f"{prefix}l2_fabric_lookups": float(self.fabric_hits + self.fabric_misses),
-               f"{prefix}l2_miss_bytes": float(self.l2_miss_bytes),
-               f"{prefix}slots_per_xcd": float(self.slots_per_xcd)}
-        out.update({f"{prefix}xcd{x}_hit_rate": r for x, r in enumerate(self.xcd_hit_rates) if not math.isnan(r)})
+        M = Metric
+        out = {M.L2_HIT_RATE: self.hit_rate, M.L2_READ_HIT_RATE: self.read_hit_rate,
+               M.L2_WRITE_LOOKUPS: float(self.write_hits + self.write_misses),
+               M.L2_MERGED_READS: float(self.merged_reads),
+               M.L2_FABRIC_LOOKUPS: float(self.fabric_hits + self.fabric_misses),
+               M.L2_MISS_BYTES: float(self.l2_miss_bytes), M.SLOTS_PER_XCD: float(self.slots_per_xcd)}
+        out.update({M.xcd_hit_rate(x): r for x, r in enumerate(self.xcd_hit_rates) if not math.isnan(r)})
         if self.mall_hit_rate is not None and not math.isnan(self.mall_hit_rate):
-            out[f"{prefix}mall_hit_rate"] = self.mall_hit_rate
+            out[M.MALL_HIT_RATE] = self.mall_hit_rate
         for name, part in self.timed_run:
-            out[f"{prefix}{name}.l2_hit_rate"] = part.hit_rate
-            out[f"{prefix}{name}.l2_read_hit_rate"] = part.read_hit_rate
+            out[sub_name(name, M.L2_HIT_RATE)] = part.hit_rate
+            out[sub_name(name, M.L2_READ_HIT_RATE)] = part.read_hit_rate
         if self.timed_run:
             runs = [r for _, r in self.timed_run]
-            out[f"{prefix}timed.l2_hit_rate"] = rate(sum(r.hits for r in runs), sum(r.misses for r in runs))
-            out[f"{prefix}timed.l2_read_hit_rate"] = rate(sum(r.read_hits for r in runs),
-                                                           sum(r.read_misses for r in runs))
-        return {k: v for k, v in out.items() if not math.isnan(v)}
+            out[sub_name(M.TIMED, M.L2_HIT_RATE)] = rate(sum(r.hits for r in runs), sum(r.misses for r in runs))
+            out[sub_name(M.TIMED, M.L2_READ_HIT_RATE)] = rate(sum(r.read_hits for r in runs),
+                                                               sum(r.read_misses for r in runs))
+        return {prefix + k: v for k, v in out.items() if not math.isnan(v)}
 
 
 def rate(hits: int, misses: int) -> float:
