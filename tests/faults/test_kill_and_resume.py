@@ -8,6 +8,7 @@ options are not part of a job's spec (its hash), so the second run is the same s
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.faults import FAST, RunState, cli_env, harness, reason, runs_of
+from tests.faults.test_signals import descendants
 
 EXPERIMENT = "resume"
 HUNG = "igemm/xcd/tiny-t2/w8"
@@ -57,7 +59,11 @@ def story(seeded_store) -> Story:
         try:
             _wait_for_hung_run(uri, proc)
         finally:
-            os.killpg(proc.pid, signal.SIGKILL)      # the sweep and its job worker
+            worker = descendants(proc.pid)           # the job's worker runs in a session of its own
+            os.killpg(proc.pid, signal.SIGKILL)      # the sweep
+            for pid in worker:                       # and its worker, hung in its fault: left, it would sleep on
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             proc.wait(30)
     client = MlflowClient(tracking_uri=uri)
     before = {r.info.run_id: RunState.of(r, client) for r in runs_of(uri, EXPERIMENT)}

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +28,7 @@ from kernels.problem import ConvShape
 from kernels.tuning import DeviceTraits
 from swizzles import SWIZZLES, get_swizzle
 from swizzles.permutation import remap_table
+from tests.cli_fork import run_cli
 from tests.faults import cli_env
 
 KERNEL = KERNELS["igemm_ws"]
@@ -343,9 +342,8 @@ def test_refuses_bad_tiles(tiles, words):
 
 def test_cli_on_a_cpu_refuses_in_one_line(tmp_path):
     """``python -m harness kernel=igemm_ws shape=tiny`` on a CPU (target auto: the MI300X)."""
-    proc = subprocess.run([sys.executable, "-m", "harness", "kernel=igemm_ws", "shape=tiny",
-                           f"tracking.uri=sqlite:///{tmp_path}/s.db"], cwd=tmp_path, env=cli_env(),
-                          capture_output=True, text=True, timeout=240)
+    proc = run_cli(["kernel=igemm_ws", "shape=tiny", f"tracking.uri=sqlite:///{tmp_path}/s.db"], tmp_path, cli_env(),
+                   timeout=240)
     assert proc.returncode == USER_ERROR_EXIT, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [

@@ -4,9 +4,10 @@ server`` (SQLite backend) and (c), a ``cluster`` test, a local ``mlflow server``
 PostgreSQL (tests/services/postgres.py), and every run arrives whole: status, params, metrics, tags,
 parent run and a text artifact; none lost, none duplicated, none spooled.
 
-The same 16 worker processes serve both phases, forked from one process that imported MLflow
-(importing it 16 times was the slow part on a small machine); the server starts meanwhile.  Each phase's wall time,
-from the barrier's release to the last worker's last run, is printed.
+Each store has its own module fixture (the default run checks only the SQLite one, so it starts
+no server); its 16 worker processes are forked from one process that imported MLflow (importing
+it 16 times was the slow part on a small machine).  Each phase's wall time, from the barrier's
+release to the last worker's last run, is printed.
 """
 from __future__ import annotations
 
@@ -128,16 +129,24 @@ def _log_concurrently(phases: list[Phase]) -> None:
 
 
 @pytest.fixture(scope="module")
-def phases(tmp_path_factory):
-    """Run both phases; returns {name: Phase}."""
+def sqlite_phase(tmp_path_factory):
+    """The 16 writers into one SQLite store."""
     root = tmp_path_factory.mktemp("concurrency")
-    sqlite = Phase("sqlite", f"sqlite:///{root}/store.db", root / "spool-sqlite")
+    phase = Phase("sqlite", f"sqlite:///{root}/store.db", root / "spool")
+    _prepare(phase, artifact_root=root / "artifacts")
+    _log_concurrently([phase])
+    return phase
+
+
+@pytest.fixture(scope="module")
+def server_phase(tmp_path_factory):
+    """The 16 writers through a local ``mlflow server`` (SQLite backend), kept running for the checks."""
+    root = tmp_path_factory.mktemp("concurrency-server")
     with running_mlflow_server(f"sqlite:///{root}/server.db", root / "server") as base:
-        server = Phase("server", base, root / "spool-server")
-        _prepare(sqlite, artifact_root=root / "artifacts")
-        _prepare(server)
-        _log_concurrently([sqlite, server])
-        yield {"sqlite": sqlite, "server": server}
+        phase = Phase("server", base, root / "spool")
+        _prepare(phase)
+        _log_concurrently([phase])
+        yield phase
 
 
 @pytest.fixture(scope="module")
@@ -171,15 +180,15 @@ def _check_store(phase: Phase) -> None:
     assert not phase.spool_dir.exists() or not list(phase.spool_dir.glob("*.json")), "runs were spooled"
 
 
-def test_sixteen_processes_lose_no_runs_in_one_sqlite_store(phases, capsys):
-    _check_store(phases["sqlite"])
-    _report(phases["sqlite"], capsys)
+def test_sixteen_processes_lose_no_runs_in_one_sqlite_store(sqlite_phase, capsys):
+    _check_store(sqlite_phase)
+    _report(sqlite_phase, capsys)
 
 
 @pytest.mark.slow   # starts an mlflow server: run with python -m pytest -m slow
-def test_sixteen_processes_lose_no_runs_through_a_local_mlflow_server(phases, capsys):
-    _check_store(phases["server"])
-    _report(phases["server"], capsys)
+def test_sixteen_processes_lose_no_runs_through_a_local_mlflow_server(server_phase, capsys):
+    _check_store(server_phase)
+    _report(server_phase, capsys)
 
 
 @pytest.mark.cluster   # a real PostgreSQL: python -m pytest -m cluster (.ci/run)

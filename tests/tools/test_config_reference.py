@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import yaml
 
 import swizzlebench_conf
 from harness.tools.config_reference import flatten, format_value, read_comments
+from tests.cli_fork import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "reference" / "config.md"
@@ -20,9 +19,9 @@ REGENERATE = "python -m harness.tools.config_reference > docs/reference/config.m
 
 
 def _run(args: list[str], cwd: Path) -> str:
+    """``python -m MODULE ARGS`` (a fork of the tests' warm server: tests.cli_fork); its stdout."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = run_cli(args[1:], cwd, env, timeout=300, module=args[0])
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
