@@ -17,14 +17,16 @@ buffer (:func:`shared_buffers`), and are never called "same tile order".
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from harness.errors import UserError
-from harness.job.result import JobResult
-from harness.job.plan import PlannedJob
 from harness.job.spec import TUNED_EACH
 from harness.storage.field_names import Param
-from kernels.base import Bound
+
+if TYPE_CHECKING:   # the report reads this module's words; it need not import the kernels (torch)
+    from harness.job.plan import PlannedJob
+    from harness.job.result import JobResult
+    from kernels.base import Bound
 
 SAME = "same"
 #: ``compare.configs`` values.
@@ -65,6 +67,8 @@ def shared_buffers(kernel, ops, shape, tiles: Mapping[str, int], other_tiles: Ma
     """The buffers an arm launched with ``tiles`` shares with an arm bound to ``bound`` with
     ``other_tiles``: all of them on the same tiles; on other tiles (best vs best) the output
     only, with constant operands (packed weights, workspaces) prepared for its own tiles."""
+    from kernels.base import Bound
+
     if dict(tiles) == dict(other_tiles):
         return bound
     return Bound(kernel.prepare(ops, shape, tiles).operands, bound.out)
