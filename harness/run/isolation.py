@@ -164,7 +164,7 @@ class IsolatedRunner:
         tail) or None."""
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_in_own_session, args=(self._worker, child), daemon=True,
+        self._proc = ctx.Process(target=_in_own_session, args=(self._worker, child, os.getpid()), daemon=True,
                                  name="swizzlebench-job")
         self._stderr = _WorkerStderr()
         # A spawned child copies the environment when it is exec'd and must see the GPU
@@ -318,11 +318,27 @@ def _stdlib_start_method() -> Iterator[None]:
         mp.set_start_method(current, force=True)
 
 
-def _in_own_session(worker: Callable[[Connection], None], conn: Connection) -> None:
+def _in_own_session(worker: Callable[[Connection], None], conn: Connection, parent: int) -> None:
     """The worker process's entry point: in a session of its own (harness.hardware.processes),
-    then ``worker``."""
+    bound to die with its ``parent`` (:func:`_die_with_parent`), then ``worker``."""
     os.setsid()
+    _die_with_parent(parent)
     worker(conn)
+
+
+def _die_with_parent(parent: int) -> None:
+    """On Linux, ask the kernel to SIGKILL this process when the thread that started it ends,
+    however it ends (``kill -9`` of the sweep included): a worker in a session of its own is
+    out of reach of its sweep's process group, and would otherwise live on, holding its memory
+    and, on a GPU node, the GPU.  Exits at once if ``parent`` is already gone."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:   # it died before the request took effect
+        os._exit(1)
 
 
 def _serve(conn: Connection) -> None:

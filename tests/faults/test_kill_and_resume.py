@@ -34,6 +34,20 @@ class Story:
     resumed: subprocess.CompletedProcess
 
 
+def _still_alive(pids: list[int], wait_s: float) -> list[int]:
+    """Which of ``pids`` are still alive after up to ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 0)
+                alive.append(pid)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
 def _wait_for_hung_run(uri: str, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + KILL_DEADLINE_S
     while time.monotonic() < deadline:
@@ -61,10 +75,12 @@ def story(seeded_store) -> Story:
         finally:
             worker = descendants(proc.pid)           # the job's worker runs in a session of its own
             os.killpg(proc.pid, signal.SIGKILL)      # the sweep
-            for pid in worker:                       # and its worker, hung in its fault: left, it would sleep on
+            proc.wait(30)
+            left = _still_alive(worker, 10)          # the kernel ends the hung worker with its sweep
+            for pid in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            proc.wait(30)
+            assert not left, f"the job's worker {left} outlived its kill -9'd sweep"
     client = MlflowClient(tracking_uri=uri)
     before = {r.info.run_id: RunState.of(r, client) for r in runs_of(uri, EXPERIMENT)}
     resumed = harness(sweep, cwd=root)

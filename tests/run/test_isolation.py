@@ -179,3 +179,44 @@ def test_a_worker_killed_by_a_job_wide_sigterm_stops_the_job_not_a_crash():
             raise
     assert results == [] and len(stops) == 1
     assert stops[0].reason("mid-job").startswith("killed: SIGTERM received mid-job (a test); re-run"), stops[0]
+
+
+def _hangs(conn: Connection) -> None:
+    """Stand-in worker: ready, then hangs as a job can (not reading its pipe: the parent's
+    end closing would not wake it)."""
+    import time
+
+    conn.send("ready")
+    time.sleep(600)
+
+
+def test_a_worker_dies_with_its_sweep_even_by_kill_9():
+    """The worker has a session of its own (out of reach of its sweep's process group), so
+    the kernel ends it when the sweep's process dies however it dies: after ``kill -9`` of
+    the sweep no worker hung in a job is left holding memory (or, on a GPU node, the GPU)."""
+    import signal
+    import subprocess
+    import time
+
+    parent = ("import sys, time\nfrom harness.run.isolation import IsolatedRunner\n"
+              "from tests.run.test_isolation import _hangs\n"
+              "runner = IsolatedRunner(timeout_s=60, worker=_hangs)\n"
+              "assert runner._start() is None\nprint(runner._proc.pid, flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", parent], cwd=Path(__file__).resolve().parents[2],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(proc.stdout.readline())
+        os.kill(worker, 0)                          # alive beside its parent
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(worker, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail(f"worker {worker} outlived its killed parent by 10 s")
+    finally:
+        proc.kill()
