@@ -8,7 +8,7 @@ different of faster / no difference / slower), the share of process pairs whose 
 overlap, the speedup's median and range, the CI half-width, the paired seconds per shape.
 Per method: the A/A false-verdict rate (``identity_copy``: the same kernel under two names).
 
-    python benchmarks/repro_table.py benchmarks/results/verdicts/repro_*.db    # after tar xf repro_stores.tar, xz -dk
+    python benchmarks/repro_table.py benchmarks/results/verdicts/repro_*.db    # after tar xJf repro_stores.tar.xz
 """
 from __future__ import annotations
 
