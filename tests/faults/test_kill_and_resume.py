@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.faults import FAST, RunState, cli_env, harness, reason, runs_of
-from tests.faults.test_signals import descendants
+from tests.faults.test_signals import alive, descendants
 
 EXPERIMENT = "resume"
 HUNG = "igemm/xcd/tiny-t2/w8"
@@ -32,20 +32,6 @@ KILL_DEADLINE_S = 240
 class Story:
     before: dict[str, RunState]          # run id -> state when the sweep was killed
     resumed: subprocess.CompletedProcess
-
-
-def _still_alive(pids: list[int], wait_s: float) -> list[int]:
-    """Which of ``pids`` are still alive after up to ``wait_s`` seconds."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        alive = []
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 0)
-                alive.append(pid)
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.05)
 
 
 def _wait_for_hung_run(uri: str, proc: subprocess.Popen) -> None:
@@ -76,7 +62,10 @@ def story(seeded_store) -> Story:
             worker = descendants(proc.pid)           # the job's worker runs in a session of its own
             os.killpg(proc.pid, signal.SIGKILL)      # the sweep
             proc.wait(30)
-            left = _still_alive(worker, 10)          # the kernel ends the hung worker with its sweep
+            deadline = time.monotonic() + 10         # the kernel ends the hung worker with its sweep
+            while alive(worker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            left = alive(worker)
             for pid in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
