@@ -3,7 +3,7 @@ the chosen preset, each shape a tracked MLflow run.
 
 :func:`run_hydra_job` reads top to bottom as the job's steps, from the checked job (the
 resolved config, the typed config, its shapes and the job's options: harness.preflight, run
-once per job by the task; harness.schema is the one place the composed ``cfg`` is read) -> profiler, store and runner -> each shape: spec,
+once per job by the task, the one module that reads the composed ``cfg``) -> profiler, store and runner -> each shape: spec,
 resume, run, log -> the verified shapes profiled and logged (the L2 stage).  Every later
 step gets typed objects (harness.schema.Config and its nodes), never ``cfg``.
 
@@ -195,12 +195,6 @@ def _run_entry(sweep: _Sweep, entry, position: str) -> JobResult | None:
     return result
 
 
-def _failed_entry(job: Config, entry, params: dict[str, str], reason: str, gate: str) -> JobResult:
-    """The FAILED result of a shape entry that could not become a JobSpec."""
-    name = f"{job.kernel['name']}/{job.swizzle['name']}/{entry.label}/w{job.launch.num_warps}"
-    return JobResult(run_name=name, params=params).fail(reason, gate=gate)
-
-
 def _profile_pending(sweep: _Sweep) -> None:
     """Profile, log and print the verified shapes waiting for their L2 reading, then forget them."""
     if not sweep.pending:
@@ -219,6 +213,12 @@ def _profiled_plan(spec: JobSpec, result: JobResult) -> PlannedJob:
     the target's GPU, where the L2 is simulated), else the launched one (tune mode's choice),
     else ``spec``."""
     return plan_job(result.target_launch or result.launched or spec)
+
+
+def _failed_entry(job: Config, entry, params: dict[str, str], reason: str, gate: str) -> JobResult:
+    """The FAILED result of a shape entry that could not become a JobSpec."""
+    name = f"{job.kernel['name']}/{job.swizzle['name']}/{entry.label}/w{job.launch.num_warps}"
+    return JobResult(run_name=name, params=params).fail(reason, gate=gate)
 
 
 def compared(spec: JobSpec, result: JobResult) -> bool:
