@@ -3,9 +3,10 @@ the chosen preset, each shape a tracked MLflow run.
 
 :func:`run_hydra_job` reads top to bottom as the job's steps, from the checked job (the
 resolved config, the typed config, its shapes and the job's options: harness.preflight, run
-once per job by the task, the one module that reads the composed ``cfg``) -> profiler, store and runner -> each shape: spec,
-resume, run, log -> the verified shapes profiled and logged (the L2 stage).  Every later
-step gets typed objects (harness.schema.Config and its nodes), never ``cfg``.
+once per job by the task, the one module that reads the composed ``cfg``) -> profiler, store
+and runner -> each shape: spec, resume, run, log -> the verified shapes profiled and logged
+(the L2 stage).  Every later step gets typed objects (harness.schema.Config and its nodes),
+never ``cfg``.
 
 The L2 stage (:func:`profile_and_finish`): after a job's shapes are verified and timed,
 profile their L2 (one profiler launch for all, or one each), pair candidate and baseline

@@ -3,8 +3,9 @@
 :func:`check_job` turns a job's composed config into its typed config (:func:`typed_config`:
 the config onto harness.schema's dataclasses), its shapes and the pipeline's options: after
 it, the pipeline reads typed objects only, never the composed config.  It refuses with a
-one-line :class:`harness.errors.UserError` what no job of it could run: a bad ``shape.select`` or preset, a padding the CPU check cannot fit, a
-kernel, ``num_warps`` or tile size the target cannot run, a contradiction among the options.
+one-line :class:`harness.errors.UserError` what no job of it could run: a bad
+``shape.select`` or preset, a padding the CPU check cannot fit, a kernel, ``num_warps`` or
+tile size the target cannot run, a contradiction among the options.
 It leaves that config as it is and returns what it resolved (:class:`CheckedJob`).  It runs
 once per job, before the job opens the store: in a multirun the sweep's callback runs it
 first (:func:`refuse_before_sweep`) on the config of every job of the sweep, before the

@@ -12,7 +12,8 @@ for your own kernel), ``swizzle`` (the families' parameters, ``expr`` / ``file``
 the shape entries (any keys; a bad entry is a FAILED run of that shape, not a refused sweep).
 
 Range checks OmegaConf cannot express are in ``__post_init__`` (run by
-:func:`harness.preflight.typed_config`, which turns the composed config into a :class:`Config`) or in the pipeline's own settings built from a node
+:func:`harness.preflight.typed_config`, which turns the composed config into a
+:class:`Config`) or in the pipeline's own settings built from a node
 (:meth:`CompareConfig.paired`, :meth:`TuneConfig.options`, :meth:`CompileConfig.options`), as a
 one-line UserError naming the key, the value and what is valid.
 This module imports no pipeline code at import time (the config package imports it before
