@@ -1,9 +1,11 @@
 """The checks a command passes before anything is logged.
 
-:func:`check_job` turns a job's composed config into its typed config, its shapes and the
-pipeline's options, refusing with a one-line :class:`harness.errors.UserError` what no job
-of it could run: a bad ``shape.select`` or preset, a padding the CPU check cannot fit, a
-kernel, ``num_warps`` or tile size the target cannot run, a contradiction among the options.
+:func:`check_job` turns a job's composed config into its typed config (:func:`typed_config`:
+the config onto harness.schema's dataclasses), its shapes and the pipeline's options: after
+it, the pipeline reads typed objects only, never the composed config.  It refuses with a
+one-line :class:`harness.errors.UserError` what no job of it could run: a bad
+``shape.select`` or preset, a padding the CPU check cannot fit, a kernel, ``num_warps`` or
+tile size the target cannot run, a contradiction among the options.
 It leaves that config as it is and returns what it resolved (:class:`CheckedJob`).  It runs
 once per job, before the job opens the store: in a multirun the sweep's callback runs it
 first (:func:`refuse_before_sweep`) on the config of every job of the sweep, before the
@@ -17,17 +19,19 @@ import copy
 import importlib.resources
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
 
-from harness.errors import USER_ERROR_EXIT, UserError, compose_error_line, full_error_requested, one_line
+from harness.errors import (USER_ERROR_EXIT, UserError, compose_error_line, full_error_requested, one_line,
+                            unknown_key)
 from harness.hardware.device import GPU, DeviceInfo, describe_device, select_execution_mode, target_name_for
 from harness.job.launch_limits import check_num_warps, check_tiles, limits_for
 from harness.job.shapes import ShapeEntry, expand_preset, refuse_unrunnable
 from harness.notices import show, start_sweep
-from harness.schema import Config, TargetConfig, typed_config
+from harness.schema import Config, TargetConfig
 from harness.tune.modes import NONE, TABLE
 
 if TYPE_CHECKING:
@@ -141,6 +145,33 @@ def given_config_wins(cfg: DictConfig, overrides: Sequence[str]) -> tuple[DictCo
     resolved = copy.deepcopy(cfg)
     resolved.tune.name = NONE
     return resolved, f"tune=table: {', '.join(given)} given, so the configured launch config runs (tune=none)"
+
+
+def typed_config(cfg: DictConfig) -> Config:
+    """The composed ``cfg`` as a :class:`Config` (``OmegaConf.to_object``), the range checks
+    run.  A key added with ``+`` to a typed group (``+compare.bogus=1``, which OmegaConf lets
+    through) is refused here.  Raises UserError."""
+    _refuse_added_keys(cfg, "")
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:   # e.g. a node the schema needs, deleted (~kernel)
+        key = getattr(exc, "full_key", None)
+        reason = str(getattr(exc, "msg", exc)).splitlines()[0]
+        raise UserError(f"{key}: {reason}" if key else reason) from None
+
+
+def _refuse_added_keys(node: DictConfig, path: str) -> None:
+    """UserError for a key of a typed node that its dataclass does not declare."""
+    schema = OmegaConf.get_type(node)
+    names = {f.name for f in fields(schema)} if schema not in (None, dict) else None
+    if names is None:   # an open node (kernel, swizzle, a dict): any key
+        return
+    for key in node.keys():
+        if key not in names:
+            raise UserError(unknown_key(f"{path}{key}", names))
+        if not (OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key)) \
+                and isinstance(node[key], DictConfig):
+            _refuse_added_keys(node[key], f"{path}{key}.")
 
 
 def check_swizzle(job: Config) -> None:

@@ -12,7 +12,8 @@ for your own kernel), ``swizzle`` (the families' parameters, ``expr`` / ``file``
 the shape entries (any keys; a bad entry is a FAILED run of that shape, not a refused sweep).
 
 Range checks OmegaConf cannot express are in ``__post_init__`` (run by
-:func:`typed_config`) or in the pipeline's own settings built from a node
+:func:`harness.preflight.typed_config`, which turns the composed config into a
+:class:`Config`) or in the pipeline's own settings built from a node
 (:meth:`CompareConfig.paired`, :meth:`TuneConfig.options`, :meth:`CompileConfig.options`), as a
 one-line UserError naming the key, the value and what is valid.
 This module imports no pipeline code at import time (the config package imports it before
@@ -24,10 +25,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II, DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import II
 
-from harness.errors import VALID_METADATA, UserError, unknown_key, valid_names
+from harness.errors import VALID_METADATA, UserError, valid_names
 from harness.job.faults import FaultPlan
 from harness.measure.layouts import INPUT_LAYOUTS
 from harness.profilers.sim.budget import DEFAULT_MEMORY_GIB as DEFAULT_SIM_MEMORY_GIB
@@ -275,30 +275,3 @@ def register() -> None:
     """Store :class:`Config` in Hydra's ConfigStore as ``base_config`` (conf/config.yaml's
     first default)."""
     ConfigStore.instance().store(name="base_config", node=Config)
-
-
-def typed_config(cfg: DictConfig) -> Config:
-    """The composed ``cfg`` as a :class:`Config` (``OmegaConf.to_object``), the range checks
-    run.  A key added with ``+`` to a typed group (``+compare.bogus=1``, which OmegaConf lets
-    through) is refused here.  Raises UserError."""
-    _refuse_added_keys(cfg, "")
-    try:
-        return OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as exc:   # e.g. a node the schema needs, deleted (~kernel)
-        key = getattr(exc, "full_key", None)
-        reason = str(getattr(exc, "msg", exc)).splitlines()[0]
-        raise UserError(f"{key}: {reason}" if key else reason) from None
-
-
-def _refuse_added_keys(node: DictConfig, path: str) -> None:
-    """UserError for a key of a typed node that its dataclass does not declare."""
-    schema = OmegaConf.get_type(node)
-    names = {f.name for f in fields(schema)} if schema not in (None, dict) else None
-    if names is None:   # an open node (kernel, swizzle, a dict): any key
-        return
-    for key in node.keys():
-        if key not in names:
-            raise UserError(unknown_key(f"{path}{key}", names))
-        if not (OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key)) \
-                and isinstance(node[key], DictConfig):
-            _refuse_added_keys(node[key], f"{path}{key}.")

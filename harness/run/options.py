@@ -1,6 +1,6 @@
 """The options of one job's pipeline (:class:`JobOptions`): the knobs that are not part of
 the measured spec, built once per job from the typed config (harness.preflight) and shared
-by every stage (:class:`harness.run.stage.JobContext`)."""
+by every stage (:class:`harness.run.steps.JobContext`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

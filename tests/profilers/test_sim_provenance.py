@@ -17,7 +17,7 @@ from harness.storage.run_fields import parse_verdict, run_tags
 from harness.profilers.sim.profiler import SimProfiler
 from harness.job.plan import plan_job
 from harness.profilers.worker import ProfileRequest
-from harness.run.l2 import _record_outcome, _simulate_alongside
+from harness.app import _record_outcome, _simulate_alongside
 from harness.run.progress import progress_line
 from kernels.problem import ConvShape
 

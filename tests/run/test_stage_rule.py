@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.hardware.device import describe_device
 from harness.job.result import FAILED, FINISHED
 from harness.run import steps
-from harness.run.stage import Stage
+from harness.run.steps import Stage
 from harness.storage.field_names import Tag
 from tests.run.test_steps import SHAPES, _spec
 
