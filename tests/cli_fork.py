@@ -51,12 +51,14 @@ def _server_env() -> dict[str, str]:
 @dataclass(frozen=True)
 class _Call:
     """One run: its command line (``python -m MODULE ARGS`` or ``python SCRIPT ARGS``), working
-    directory, environment and standard input."""
+    directory, environment and standard input; with ``tty`` (a terminal's path, such as a
+    pseudo-terminal's other end) its standard streams are that terminal instead."""
 
     cmd: list[str]
     cwd: str | os.PathLike
     env: dict[str, str]
     stdin: str
+    tty: str | None = None
 
 
 class _Server:
@@ -80,8 +82,9 @@ class _Server:
         with tempfile.TemporaryDirectory(prefix="cli-fork-") as tmp:
             requests = []
             for i, call in enumerate(calls):
-                out, err, given = (Path(tmp) / f"{name}{i}" for name in ("stdout", "stderr", "stdin"))
-                given.write_text(call.stdin)
+                out, err, given = (Path(call.tty or Path(tmp) / f"{name}{i}") for name in ("stdout", "stderr", "stdin"))
+                if not call.tty:
+                    given.write_text(call.stdin)
                 request = ({"module": call.cmd[2], "argv": call.cmd[3:]} if call.cmd[1] == "-m"   # python -m MODULE ARGS
                            else {"script": call.cmd[1], "argv": call.cmd[2:]})                      # python SCRIPT ARGS
                 request.update(cwd=str(Path(call.cwd).resolve()), env=call.env, stdin=str(given), stdout=str(out),
@@ -95,8 +98,8 @@ class _Server:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
             codes = self._answer()["codes"]
-            done = [subprocess.CompletedProcess(call.cmd, code, _read(Path(request["stdout"]), text),
-                                                _read(Path(request["stderr"]), text))
+            done = [subprocess.CompletedProcess(call.cmd, code, *(_read(Path(request[stream]), text) if not call.tty
+                                                                  else "" for stream in ("stdout", "stderr")))
                     for call, code, request in zip(calls, codes, requests)]
         if not ready:
             raise subprocess.TimeoutExpired(calls[0].cmd, timeout, done[0].stdout, done[0].stderr)
@@ -133,10 +136,13 @@ _SERVER: list[_Server] = []
 
 
 def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None = None,
-            module: str = "harness", text: bool = True, input: str = "") -> subprocess.CompletedProcess:
+            module: str = "harness", text: bool = True, input: str = "",
+            tty: str | None = None) -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, input=input,
-    capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server."""
-    return _run([_Call([sys.executable, "-m", module, *args], cwd, env, input)], timeout, text)[0]
+    capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server.  With
+    ``tty`` (a terminal's path), the run's stdin, stdout and stderr are that terminal: the caller
+    reads its output there (the result's stdout and stderr are empty)."""
+    return _run([_Call([sys.executable, "-m", module, *args], cwd, env, input, tty)], timeout, text)[0]
 
 
 def run_clis_together(argss: list[list[str]], cwd: str | os.PathLike, env: dict[str, str],
@@ -171,19 +177,28 @@ def _run(calls: list[_Call], timeout: float | None, text: bool) -> list[subproce
 
 def _processes(calls: list[_Call], timeout: float | None, text: bool) -> list[subprocess.CompletedProcess]:
     """The calls as real processes, all started at once."""
-    procs = [subprocess.Popen(call.cmd, cwd=call.cwd, env=call.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=text) for call in calls]
+    procs = [_popen(call, text) for call in calls]
     done = []
     for call, proc in zip(calls, procs):
         try:
-            out, err = proc.communicate(call.stdin if text else call.stdin.encode(), timeout=timeout)
+            out, err = proc.communicate(None if call.tty else call.stdin if text else call.stdin.encode(),
+                                        timeout=timeout)
         except subprocess.TimeoutExpired:
             for other in procs:
                 other.kill()
                 other.communicate()
             raise
-        done.append(subprocess.CompletedProcess(call.cmd, proc.returncode, out, err))
+        done.append(subprocess.CompletedProcess(call.cmd, proc.returncode, out or "", err or ""))
     return done
+
+
+def _popen(call: _Call, text: bool) -> subprocess.Popen:
+    if call.tty:
+        with open(call.tty, "r+b", buffering=0) as terminal:
+            return subprocess.Popen(call.cmd, cwd=call.cwd, env=call.env, stdin=terminal, stdout=terminal,
+                                    stderr=terminal)
+    return subprocess.Popen(call.cmd, cwd=call.cwd, env=call.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=text)
 
 
 # ---------------------------------------------------------------------------------------------
