@@ -14,7 +14,8 @@ once (concurrent sweeps).  The server imports only third-party
 modules, none of the project's, so every run executes the checkout's code afresh.
 
 A run's ``PYTHONPATH`` comes after its working directory on its ``sys.path``, as in a real
-process.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
+process, and a ``sitecustomize`` module found there is imported first, as Python's start-up
+does; ``tempfile`` takes its folder from the run's ``TMPDIR``.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
 imported), or whose ``PYTHONPATH`` holds a preloaded library, starts a real process instead, as
 do tests that measure a process or signal it (they call ``subprocess`` themselves).
 
@@ -230,6 +231,8 @@ def _child(request: dict, base_path: list[str]) -> None:
         sys.path[:] = [os.path.dirname(script) if script else os.getcwd(), *_entries(request["env"].get("PYTHONPATH")),
                        *base_path]
         sys.argv = [script or "-m", *request["argv"]]
+        tempfile.tempdir = None   # as in a new process: from this run's TMPDIR
+        _sitecustomize()
         code = 0
         try:
             if script:
@@ -251,6 +254,20 @@ def _child(request: dict, base_path: list[str]) -> None:
         sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+def _sitecustomize() -> None:
+    """Import the ``sitecustomize`` module this run's ``sys.path`` finds (one on its
+    ``PYTHONPATH``, say), as Python's start-up does, unless it is the one the server imported."""
+    import importlib
+    from importlib.machinery import PathFinder
+
+    found = PathFinder.find_spec("sitecustomize", sys.path)
+    loaded = sys.modules.get("sitecustomize")
+    if found is None or (loaded is not None and getattr(loaded, "__file__", None) == found.origin):
+        return
+    sys.modules.pop("sitecustomize", None)
+    importlib.import_module("sitecustomize")
 
 
 def _start_numba() -> None:
