@@ -15,7 +15,8 @@ modules, none of the project's, so every run executes the checkout's code afresh
 
 A run's ``PYTHONPATH`` comes after its working directory on its ``sys.path``, as in a real
 process, and a ``sitecustomize`` module found there is imported first, as Python's start-up
-does; ``tempfile`` takes its folder from the run's ``TMPDIR``.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
+does; ``tempfile`` takes its folder from the run's ``TMPDIR``, numba its settings from the run's
+``NUMBA_*`` variables.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
 imported), or whose ``PYTHONPATH`` holds a preloaded library, starts a real process instead, as
 do tests that measure a process or signal it (they call ``subprocess`` themselves).
 
@@ -232,6 +233,9 @@ def _child(request: dict, base_path: list[str]) -> None:
                        *base_path]
         sys.argv = [script or "-m", *request["argv"]]
         tempfile.tempdir = None   # as in a new process: from this run's TMPDIR
+        import numba
+
+        numba.config.reload_config()   # its NUMBA_* settings from this run's environment
         _sitecustomize()
         code = 0
         try:
