@@ -45,7 +45,9 @@ def test_clustered_ratio_is_a_t_interval_over_cluster_means():
 
 
 def test_rounds_cycle_through_the_placements_and_each_gets_a_batch():
-    settings = PairedSettings(min_rounds=10, check_every=5, placements=8, timer=STANDIN, max_time_s=5)
+    # the placements' effects average to zero, so the CI never ends the rounds: max_rounds does
+    # (10 rounds per placement), not max_time_s (which would spend its 5 s of wall time)
+    settings = PairedSettings(min_rounds=10, check_every=5, placements=8, timer=STANDIN, max_time_s=5, max_rounds=80)
     arms = [{"baseline": None, "candidate": None, "vendor": None}] * 8
     samples = time_interleaved(arms, settings, seed=1, tracked=("baseline", "candidate"))
     assert samples.rounds >= 40 and samples.rounds % 5 == 0
