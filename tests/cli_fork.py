@@ -87,8 +87,8 @@ class _Server:
                 out, err, given = (Path(call.tty or Path(tmp) / f"{name}{i}") for name in ("stdout", "stderr", "stdin"))
                 if not call.tty:
                     given.write_text(call.stdin)
-                request = ({"module": call.cmd[2], "argv": call.cmd[3:]} if call.cmd[1] == "-m"   # python -m MODULE ARGS
-                           else {"script": call.cmd[1], "argv": call.cmd[2:]})                      # python SCRIPT ARGS
+                request = ({"module": call.cmd[2], "argv": call.cmd[3:]} if call.cmd[1] == "-m"  # python -m MODULE ARGS
+                           else {"script": call.cmd[1], "argv": call.cmd[2:]})                     # python SCRIPT ARGS
                 request.update(cwd=str(Path(call.cwd).resolve()), env=call.env, stdin=str(given), stdout=str(out),
                                stderr=str(err))
                 requests.append(request)
