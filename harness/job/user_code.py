@@ -88,7 +88,10 @@ def _import_ends_process(module: str) -> None:
     import sys
 
     where = _found_at(module)
-    probed = json.loads(os.environ.get(PROBED_ENV) or "{}")
+    try:
+        probed = dict(json.loads(os.environ.get(PROBED_ENV) or "{}"))
+    except (ValueError, TypeError):   # not this process's writing: probe afresh
+        probed = {}
     if where is not None and probed.get(module) == where:
         return
     probe = "import importlib, sys\ntry:\n    importlib.import_module(sys.argv[1])\nexcept BaseException:\n    pass"
