@@ -9,15 +9,18 @@ directory, environment, argv and ``sys.path[0]`` (the working directory, as ``py
 sets it), writes its stdout and stderr to files, runs the ``harness`` package as ``__main__``
 (what ``python -m harness`` runs), and exits with its status after the interpreter's exit
 handlers.  :func:`run_script` runs a script file the same way (``python benchmarks/x.py``:
-the script's folder first on its ``sys.path``).  The server imports only third-party
+the script's folder first on its ``sys.path``); :func:`run_clis_together` forks several runs at
+once (concurrent sweeps).  The server imports only third-party
 modules, none of the project's, so every run executes the checkout's code afresh.
 
 A run's ``PYTHONPATH`` comes after its working directory on its ``sys.path``, as in a real
-process.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
+process, and a ``sitecustomize`` module found there is imported first, as Python's start-up
+does; ``tempfile`` takes its folder from the run's ``TMPDIR``, numba its settings from the run's
+``NUMBA_*`` variables.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
 imported), or whose ``PYTHONPATH`` holds a preloaded library, starts a real process instead, as
 do tests that measure a process or signal it (they call ``subprocess`` themselves).
 
-    python -m tests.cli_fork    # the server: one JSON request per line on stdin
+    python -m tests.cli_fork    # the server: one JSON list of runs per line on stdin
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +48,19 @@ PRELOAD = ("torch", "torch.nn.functional", "numpy", "pandas", "triton", "triton.
 
 def _server_env() -> dict[str, str]:
     return {**os.environ, "TRITON_INTERPRET": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One run: its command line (``python -m MODULE ARGS`` or ``python SCRIPT ARGS``), working
+    directory, environment and standard input; with ``tty`` (a terminal's path, such as a
+    pseudo-terminal's other end) its standard streams are that terminal instead."""
+
+    cmd: list[str]
+    cwd: str | os.PathLike
+    env: dict[str, str]
+    stdin: str
+    tty: str | None = None
 
 
 class _Server:
@@ -62,25 +79,33 @@ class _Server:
                       for entry in _entries(env.get("PYTHONPATH")) for top in tops)
         return self.proc.poll() is None and env.get("TRITON_INTERPRET") == self.env["TRITON_INTERPRET"] and not shadows
 
-    def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float | None, text: bool,
-            stdin: str) -> subprocess.CompletedProcess:
+    def run(self, calls: list[_Call], timeout: float | None, text: bool) -> list[subprocess.CompletedProcess]:
+        """Fork one child per call, all at once; their results in order (all killed at ``timeout``)."""
         with tempfile.TemporaryDirectory(prefix="cli-fork-") as tmp:
-            out, err, given = Path(tmp) / "stdout", Path(tmp) / "stderr", Path(tmp) / "stdin"
-            given.write_text(stdin)
-            request = ({"module": cmd[2], "argv": cmd[3:]} if cmd[1] == "-m"    # python -m MODULE ARGS
-                       else {"script": cmd[1], "argv": cmd[2:]})                 # python SCRIPT ARGS
-            request.update(cwd=str(Path(cwd).resolve()), env=env, stdin=str(given), stdout=str(out), stderr=str(err))
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            pid = self._answer()["pid"]
+            requests = []
+            for i, call in enumerate(calls):
+                out, err, given = (Path(call.tty or Path(tmp) / f"{name}{i}") for name in ("stdout", "stderr", "stdin"))
+                if not call.tty:
+                    given.write_text(call.stdin)
+                request = ({"module": call.cmd[2], "argv": call.cmd[3:]} if call.cmd[1] == "-m"  # python -m MODULE ARGS
+                           else {"script": call.cmd[1], "argv": call.cmd[2:]})                     # python SCRIPT ARGS
+                request.update(cwd=str(Path(call.cwd).resolve()), env=call.env, stdin=str(given), stdout=str(out),
+                               stderr=str(err))
+                requests.append(request)
+            self.proc.stdin.write((json.dumps(requests) + "\n").encode())
+            pids = self._answer()["pids"]
             ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
             if not ready:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            code = self._answer()["code"]
-            stdout, stderr = (_read(path, text) for path in (out, err))
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            codes = self._answer()["codes"]
+            done = [subprocess.CompletedProcess(call.cmd, code, *(_read(Path(request[stream]), text) if not call.tty
+                                                                  else "" for stream in ("stdout", "stderr")))
+                    for call, code, request in zip(calls, codes, requests)]
         if not ready:
-            raise subprocess.TimeoutExpired(cmd, timeout, stdout, stderr)
-        return subprocess.CompletedProcess(cmd, code, stdout, stderr)
+            raise subprocess.TimeoutExpired(calls[0].cmd, timeout, done[0].stdout, done[0].stderr)
+        return done
 
     def _answer(self) -> dict:
         """The server's next line, read byte by byte (nothing of a later line is buffered here,
@@ -113,10 +138,20 @@ _SERVER: list[_Server] = []
 
 
 def run_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None = None,
-            module: str = "harness", text: bool = True, input: str = "") -> subprocess.CompletedProcess:
+            module: str = "harness", text: bool = True, input: str = "",
+            tty: str | None = None) -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, input=input,
-    capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server."""
-    return _run([sys.executable, "-m", module, *args], cwd, env, timeout, text, input)
+    capture_output=True, text=text, timeout=timeout)``, run as a fork of the warm server.  With
+    ``tty`` (a terminal's path), the run's stdin, stdout and stderr are that terminal: the caller
+    reads its output there (the result's stdout and stderr are empty)."""
+    return _run([_Call([sys.executable, "-m", module, *args], cwd, env, input, tty)], timeout, text)[0]
+
+
+def run_clis_together(argss: list[list[str]], cwd: str | os.PathLike, env: dict[str, str],
+                      timeout: float | None = None, module: str = "harness") -> list[subprocess.CompletedProcess]:
+    """``python -m module ARGS`` for each ``ARGS`` of ``argss``, all started at once (concurrent
+    processes, each a fork of the warm server) and waited for; their results in order, as text."""
+    return _run([_Call([sys.executable, "-m", module, *args], cwd, env, "") for args in argss], timeout, True)
 
 
 def run_script(script: str | os.PathLike, args: list[str], cwd: str | os.PathLike = ".",
@@ -124,23 +159,48 @@ def run_script(script: str | os.PathLike, args: list[str], cwd: str | os.PathLik
                input: str = "") -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, script, *args], ...)`` as :func:`run_cli` runs a module
     (``env``: this process's by default): the script's folder first on its ``sys.path``."""
-    return _run([sys.executable, str(Path(script).resolve()), *args], cwd, dict(os.environ) if env is None else env,
-                timeout, text, input)
+    call = _Call([sys.executable, str(Path(script).resolve()), *args], cwd, dict(os.environ) if env is None else env,
+                 input)
+    return _run([call], timeout, text)[0]
 
 
-def _run(cmd: list[str], cwd: str | os.PathLike, env: dict[str, str], timeout: float | None, text: bool,
-         input: str) -> subprocess.CompletedProcess:
+def _run(calls: list[_Call], timeout: float | None, text: bool) -> list[subprocess.CompletedProcess]:
     if not _SERVER:
         _SERVER.append(_Server())
         atexit.register(_SERVER[0].close)
     server = _SERVER[0]
-    if not (server.fits(env) and server.lock.acquire(blocking=False)):
-        return subprocess.run(cmd, cwd=cwd, env=env, input=input if text else input.encode(), capture_output=True,
-                              text=text, timeout=timeout)
+    if not (all(server.fits(call.env) for call in calls) and server.lock.acquire(blocking=False)):
+        return _processes(calls, timeout, text)
     try:
-        return server.run(cmd, Path(cwd), env, timeout, text, input)
+        return server.run(calls, timeout, text)
     finally:
         server.lock.release()
+
+
+def _processes(calls: list[_Call], timeout: float | None, text: bool) -> list[subprocess.CompletedProcess]:
+    """The calls as real processes, all started at once."""
+    procs = [_popen(call, text) for call in calls]
+    done = []
+    for call, proc in zip(calls, procs):
+        try:
+            out, err = proc.communicate(None if call.tty else call.stdin if text else call.stdin.encode(),
+                                        timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+                other.communicate()
+            raise
+        done.append(subprocess.CompletedProcess(call.cmd, proc.returncode, out or "", err or ""))
+    return done
+
+
+def _popen(call: _Call, text: bool) -> subprocess.Popen:
+    if call.tty:
+        with open(call.tty, "r+b", buffering=0) as terminal:
+            return subprocess.Popen(call.cmd, cwd=call.cwd, env=call.env, stdin=terminal, stdout=terminal,
+                                    stderr=terminal)
+    return subprocess.Popen(call.cmd, cwd=call.cwd, env=call.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +232,11 @@ def _child(request: dict, base_path: list[str]) -> None:
         sys.path[:] = [os.path.dirname(script) if script else os.getcwd(), *_entries(request["env"].get("PYTHONPATH")),
                        *base_path]
         sys.argv = [script or "-m", *request["argv"]]
+        tempfile.tempdir = None   # as in a new process: from this run's TMPDIR
+        import numba
+
+        numba.config.reload_config()   # its NUMBA_* settings from this run's environment
+        _sitecustomize()
         code = 0
         try:
             if script:
@@ -195,6 +260,20 @@ def _child(request: dict, base_path: list[str]) -> None:
         os._exit(code)
 
 
+def _sitecustomize() -> None:
+    """Import the ``sitecustomize`` module this run's ``sys.path`` finds (one on its
+    ``PYTHONPATH``, say), as Python's start-up does, unless it is the one the server imported."""
+    import importlib
+    from importlib.machinery import PathFinder
+
+    found = PathFinder.find_spec("sitecustomize", sys.path)
+    loaded = sys.modules.get("sitecustomize")
+    if found is None or (loaded is not None and getattr(loaded, "__file__", None) == found.origin):
+        return
+    sys.modules.pop("sitecustomize", None)
+    importlib.import_module("sitecustomize")
+
+
 def _start_numba() -> None:
     """numba's compiler started (LLVM and its target machine, about 0.4 s of CPU), as a run's
     first jitted call would start it, by compiling a function of no project's (not cached):
@@ -213,15 +292,17 @@ def serve() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     _start_numba()
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(request, base_path)
-        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+    for line in sys.stdin:   # a list of runs, started together
+        pids = []
+        for request in json.loads(line):
+            pid = os.fork()
+            if pid == 0:
+                _child(request, base_path)
+            pids.append(pid)
+        sys.stdout.write(json.dumps({"pids": pids}) + "\n")
         sys.stdout.flush()
-        _, status = os.waitpid(pid, 0)
-        sys.stdout.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+        codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+        sys.stdout.write(json.dumps({"codes": codes}) + "\n")
         sys.stdout.flush()
 
 

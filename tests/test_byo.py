@@ -173,6 +173,38 @@ def test_kernel_import_path_that_does_not_resolve_fails_the_job(importable):
         "'mykernels' has no attribute 'Nope'); expected a subclass of kernels.base.ConvKernel")
 
 
+def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_starts(tmp_path, monkeypatch):
+    """A user module is imported first in a probe process (harness.job.user_code); the probe
+    is handed to the processes the sweep starts (a job worker, a profiler's worker) through
+    ``PROBED_ENV``, so that they do not pay it again.  A module of that name found elsewhere
+    (another folder first on ``sys.path``) is probed afresh, and one that ends its process
+    there is still caught."""
+    import subprocess
+
+    from harness.job import user_code
+
+    for folder, source in (("a", "X = 1\n"), ("b", "import os\nos._exit(3)\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "probed_mod.py").write_text(source)
+    monkeypatch.setenv(user_code.PROBED_ENV, "{}")   # restored after the test
+    monkeypatch.syspath_prepend(str(tmp_path / "a"))
+    probes, run = [], subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: probes.append(cmd[-1]) or run(cmd, **kw))
+    user_code._import_ends_process.cache_clear()
+    try:
+        user_code._import_ends_process("probed_mod")   # the sweep's process
+        user_code._import_ends_process.cache_clear()    # a process it started: its environment, no cache
+        user_code._import_ends_process("probed_mod")
+        assert probes == ["probed_mod"]
+        monkeypatch.syspath_prepend(str(tmp_path / "b"))
+        user_code._import_ends_process.cache_clear()
+        with pytest.raises(ImportError, match="ended its process with exit status 3"):
+            user_code._import_ends_process("probed_mod")
+        assert probes == ["probed_mod", "probed_mod"]
+    finally:
+        user_code._import_ends_process.cache_clear()
+
+
 def test_swizzle_labels_of_import_paths():
     def choice(**swizzle):
         return swizzle_choice({"expr": None, "file": None, "label": None, **swizzle})

@@ -33,7 +33,9 @@ def test_renaming_a_verdict_word_is_one_line(tmp_path):
     args = ["-m", "kernel=igemm", "swizzle=identity,xcd", "shape=tiny", "shape.select=[t1]",
             "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16",
             f"tracking.uri={uri}", "experiment=rename", f"hydra.sweep.dir={tmp_path}/multirun"]
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
+    # The copy's simulator has no numba cache (numba keys it on the source's folder): its plain
+    # Python functions (NUMBA_DISABLE_JIT) predict the same hit rates without compiling them all.
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", "NUMBA_DISABLE_JIT": "1"}
     proc = run_cli(args, cwd=src, env=env, timeout=600)   # the copy's harness: its folder comes first
     assert proc.returncode == 0, proc.stderr[-3000:]
     old = Kind.NOT_TIMED.word

@@ -68,21 +68,54 @@ def locate(path: str, what: str, expected: str) -> object:
     return obj
 
 
+#: Environment variable: a JSON object ``{module: where its top-level package was found}`` of
+#: the modules this process (or the one that started it) probed without the probe's process
+#: ending; the processes it starts (an isolated job worker, a profiler's worker) inherit it and
+#: do not probe a module found at the same place again.
+PROBED_ENV = "SWIZZLEBENCH_PROBED_MODULES"
+
+
 @functools.lru_cache(maxsize=None)
 def _import_ends_process(module: str) -> None:
     """Import ``module`` first in a child process (same ``sys.path``): a module that ends its
     process at import (``os._exit``, a crash) would end the job's process with its run still
     RUNNING.  Raises ImportError saying so; an exception or ``sys.exit`` is left to the import
-    in this process, which reports it."""
+    in this process, which reports it.  Skipped where ``PROBED_ENV`` says that an ancestor
+    process probed the module found at the same place (each probe costs about a second of
+    CPU: the user's module imports torch)."""
+    import json
     import subprocess
     import sys
 
+    where = _found_at(module)
+    try:
+        probed = dict(json.loads(os.environ.get(PROBED_ENV) or "{}"))
+    except (ValueError, TypeError):   # not this process's writing: probe afresh
+        probed = {}
+    if where is not None and probed.get(module) == where:
+        return
     probe = "import importlib, sys\ntry:\n    importlib.import_module(sys.argv[1])\nexcept BaseException:\n    pass"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
     done = subprocess.run([sys.executable, "-c", probe, module], env=env, capture_output=True, timeout=600)
     if done.returncode != 0:
         raise ImportError(f"importing {module} ended its process with exit status {done.returncode} "
                           "(os._exit or a crash at import)")
+    if where is not None:
+        os.environ[PROBED_ENV] = json.dumps({**probed, module: where})
+
+
+def _found_at(module: str) -> str | None:
+    """The real path of the file or folder of ``module``'s top-level package on ``sys.path``,
+    found without running any of its code; None where the path finder does not find it
+    (a package installed through an import hook, say)."""
+    import sys
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec(module.partition(".")[0], sys.path)
+    if spec is None:
+        return None
+    places = [spec.origin] if spec.has_location and spec.origin else list(spec.submodule_search_locations or ())
+    return os.pathsep.join(os.path.realpath(place) for place in places) or None
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,7 +5,7 @@ multirun folder each, and never run a spec twice: each spec has one FINISHED run
 job the other sweep had already claimed (RUNNING, or FINISHED) is SKIPPED and reused.
 
 Once in the default run; ``python -m pytest -m slow`` repeats it 4 more times (each
-repetition is two CLI processes, about 25 s on 2 cores).  A ``cluster`` test starts the two
+repetition is two CLI processes, forks of the warm CLI server: tests.cli_fork).  A ``cluster`` test starts the two
 sweeps against an ``mlflow server`` over a real PostgreSQL."""
 from __future__ import annotations
 
@@ -18,19 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_fork import run_clis_together
 from tests.faults import CLI_TIMEOUT_S, FAST, cli_env
 
 SWEEP = ["-m", "swizzle=identity,xcd", "shape=tiny", "shape.select=[t1]", *FAST]
 
 
 def _two_sweeps_together(folder: Path, *extra: str) -> list[subprocess.CompletedProcess]:
-    procs = [subprocess.Popen([sys.executable, "-m", "harness", *SWEEP, *extra], cwd=folder, env=cli_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    done = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=CLI_TIMEOUT_S)
-        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    return done
+    """The same sweep twice, two processes started at once (forks of the warm CLI server)."""
+    return run_clis_together([[*SWEEP, *extra]] * 2, folder, cli_env(), CLI_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("repetition", [0, *[pytest.param(i, marks=pytest.mark.slow) for i in range(1, 5)]])

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.cli_fork import run_cli
@@ -35,9 +33,7 @@ def test_a_full_tmpdir_leaves_no_run_running_and_sync_completes_the_report(seede
     args = ["-m", "swizzle=identity,xcd", "shape=tiny", "shape.select=[t1]", *FAST,
             f"tracking.uri={seeded_store.uri}", f"experiment={EXPERIMENT}", f"tracking.spool_dir={spool}",
             f"hydra.sweep.dir={tmp_path}/sweep"]
-    # A process of its own (not a fork of the tests' warm server): its sitecustomize must load.
-    proc = subprocess.run([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=CLI_TIMEOUT_S)
+    proc = run_cli(args, tmp_path, env, CLI_TIMEOUT_S)   # a fork that imports the sitecustomize (tests.cli_fork)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     lines = proc.stdout.splitlines()

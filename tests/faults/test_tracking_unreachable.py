@@ -48,7 +48,8 @@ def story(seeded_store) -> Story:
     unreachable = f"http://127.0.0.1:{_closed_port()}"
 
     def offline_sweep(tag: str) -> CompletedProcess:
-        return harness(["-m", "swizzle=identity,xcd", "shape=tiny", *FAST, f"tracking.uri={unreachable}",
+        return harness(["-m", "swizzle=identity,xcd", "shape=tiny", "shape.select=[t1,t2]", *FAST,
+                        f"tracking.uri={unreachable}",
                         f"tracking.spool_dir={spool}", f"experiment={EXPERIMENT}",
                         f"hydra.sweep.dir={root}/offline-{tag}"], cwd=root)
 
@@ -68,26 +69,26 @@ def test_sweep_goes_on_and_each_job_says_where_its_results_are(story):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert story.offline_s < 90                                   # seconds of probing, not minutes of retries
     lines = [SPOOLED.match(ln) for ln in proc.stdout.splitlines() if ln.startswith("[spool] run ")]
-    assert len(lines) == 6 and all(lines), proc.stdout[-3000:]
+    assert len(lines) == 4 and all(lines), proc.stdout[-3000:]
     for match in lines:
         assert Path(match.group(3)).parent == story.spool and "Connection refused" in match.group(5)
         assert Path(match.group(6)) == story.spool
     job_records = sorted(p for p in story.spooled_paths if p.name.startswith("job-"))
     assert sorted(Path(m.group(3)) for m in lines) == job_records
-    assert len(story.spooled_paths) == 7                          # 6 jobs + the sweep
-    assert [ln.split()[5] for ln in job_lines(proc)] == ["FINISHED"] * 6
+    assert len(story.spooled_paths) == 5                          # 4 jobs + the sweep
+    assert [ln.split()[5] for ln in job_lines(proc)] == ["FINISHED"] * 4
     assert "the sweep's runs are kept on local disk under" in proc.stdout
     assert "Sweep report skipped" in proc.stdout
 
 
 def test_sync_logs_every_run_under_its_sweep(story, seeded_store):
     assert story.sync.returncode == 0, story.sync.stdout + story.sync.stderr[-2000:]
-    assert "7 record(s): 7 logged" in story.sync.stdout
+    assert "5 record(s): 5 logged" in story.sync.stdout
     jobs = [r for r in runs_of(seeded_store.uri, EXPERIMENT) if r.data.tags.get("job", "").endswith("/w8")]
     sweeps = runs_of(seeded_store.uri, EXPERIMENT, kind="sweep")
     first = next(s for s in sweeps if "offline-a" in s.data.tags["sweep_dir"])
     assert first.info.status == "FINISHED"
-    assert len(jobs) == 6
+    assert len(jobs) == 4
     for run in jobs:
         assert run.info.status == "FINISHED"
         assert run.data.tags["mlflow.parentRunId"] == first.info.run_id
@@ -99,8 +100,8 @@ def test_second_sync_finds_nothing_and_a_rerun_is_not_duplicated(story, seeded_s
     assert story.sync_again.returncode == 0 and "nothing to sync" in story.sync_again.stdout
     assert story.rerun.returncode == 0
     assert story.sync_rerun.returncode == 0, story.sync_rerun.stdout
-    assert "7 record(s): 1 logged, 0 already in the store, 6 not duplicated" in story.sync_rerun.stdout
+    assert "5 record(s): 1 logged, 0 already in the store, 4 not duplicated" in story.sync_rerun.stdout
     jobs = runs_of(seeded_store.uri, EXPERIMENT)
-    assert len(jobs) == 6                                         # still one run per spec
+    assert len(jobs) == 4                                         # still one run per spec
     assert not list(story.spool.glob("*.json"))
-    assert len(list((story.spool / "synced").glob("*.json"))) == 14
+    assert len(list((story.spool / "synced").glob("*.json"))) == 10

@@ -7,28 +7,29 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
+import threading
 import time
 
 from mlflow.tracking import MlflowClient
+
+from tests.cli_fork import run_cli
 
 #: Five small layers (a few programs each under the interpreter).
 FIVE = "shape.shapes=[" + ",".join(f"{{name:s{i},N:1,C:16,H:{8 + 2 * i},W:8,F:16,R:3,S:3,stride:1,padding:1}}"
                                    for i in range(5)) + "]"
 
 
-def _under_a_terminal(cmd: list[str], cwd, env: dict) -> tuple[int, str, list[tuple[float, int]]]:
-    """Run ``cmd`` with stdin, stdout and stderr on a new pseudo-terminal (as in a user's
-    terminal, but one that says no size); its exit status, everything it wrote there, and when
-    each part arrived: (wall time, length of the output so far)."""
+def _under_a_terminal(args: list[str], cwd, env: dict) -> tuple[int, str, list[tuple[float, int]]]:
+    """Run ``python -m harness ARGS`` (a fork of the warm CLI server: tests.cli_fork) with stdin,
+    stdout and stderr on a new pseudo-terminal (as in a user's terminal, but one that says no
+    size); its exit status, everything it wrote there, and when each part arrived: (wall time,
+    length of the output so far)."""
     import pty  # noqa: F401  (POSIX only: the module says so when imported elsewhere)
 
     master, slave = os.openpty()
-    arrivals = []
-    with subprocess.Popen(cmd, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave) as proc:
-        os.close(slave)
-        out = b""
+    arrivals, out = [], bytearray()
+
+    def read() -> None:
         while True:
             try:
                 chunk = os.read(master, 65536)
@@ -36,10 +37,17 @@ def _under_a_terminal(cmd: list[str], cwd, env: dict) -> tuple[int, str, list[tu
                 break
             if not chunk:
                 break
-            out += chunk
+            out.extend(chunk)
             arrivals.append((time.time(), len(out)))
-        status = proc.wait(timeout=600)
-    os.close(master)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        status = run_cli(args, cwd, env, timeout=600, tty=os.ttyname(slave)).returncode
+    finally:
+        os.close(slave)   # the run's own ends are closed: the reader sees EIO once it has read everything
+        reader.join(60)
+        os.close(master)
     return status, out.decode(errors="replace"), arrivals
 
 
@@ -50,10 +58,10 @@ def test_a_five_layer_sweep_on_a_terminal_prints_each_shape_as_it_finishes_with_
     shapes done / expected, the failures so far and the time left, and the job lines are still
     printed as each shape ends, above it."""
     uri = f"sqlite:///{tmp_path}/store.db"
-    cmd = [sys.executable, "-m", "harness", "-m", "kernel=igemm", "swizzle=identity,seed_xcd", "shape=tiny", FIVE,
-           "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16",
-           f"tracking.uri={uri}", "experiment=tty", f"hydra.sweep.dir={tmp_path}/multirun"]
-    status, out, arrivals = _under_a_terminal(cmd, tmp_path, {**os.environ, "TRITON_INTERPRET": "1"})
+    args = ["-m", "kernel=igemm", "swizzle=identity,seed_xcd", "shape=tiny", FIVE,
+            "kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16",
+            f"tracking.uri={uri}", "experiment=tty", f"hydra.sweep.dir={tmp_path}/multirun"]
+    status, out, arrivals = _under_a_terminal(args, tmp_path, {**os.environ, "TRITON_INTERPRET": "1"})
     assert status == 0, out[-3000:]
 
     # each shape as it finishes: when the first shape's line (all of it, as bytes) arrived
