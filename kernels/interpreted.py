@@ -60,7 +60,7 @@ def _patch_once_per_launch(interpreter) -> None:
 
     def patch_lang(fn):
         langs = _language_modules(fn, interpreter)
-        if _patched_in_launch is not None and langs <= _patched_in_launch:
+        if langs and _patched_in_launch is not None and langs <= _patched_in_launch:
             return interpreter._LangPatchScope()     # already patched in this launch: nothing to restore
         scope = original_patch(fn)
         if _patched_in_launch is not None:
