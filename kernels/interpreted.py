@@ -15,8 +15,8 @@ earlier in the same launch; a helper that sees another module (``tl.core`` from
 ``triton.language.standard``) still patches it, as before.  Outputs, and every error the
 interpreter raises, are unchanged: ``tests/kernels/test_interpreted.py`` checks both premises
 against the Triton installed.  Applied once per process, when the kernel families load
-(:mod:`kernels`); a no-op on a GPU (no interpreter) or a Triton whose interpreter lacks
-these hooks.
+(:mod:`kernels`) or a remap table is first computed (:mod:`swizzles.permutation`); a no-op on
+a GPU (no interpreter) or a Triton whose interpreter lacks these hooks.
 """
 from __future__ import annotations
 
