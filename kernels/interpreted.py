@@ -37,7 +37,7 @@ def lighten_interpreter() -> bool:
         return False
     from triton.runtime import interpreter
 
-    hooks = ("interpreter_builder", "_patch_lang", "GridExecutor", "InterpretedFunction", "tl")
+    hooks = ("interpreter_builder", "_patch_lang", "_LangPatchScope", "GridExecutor", "tl")
     if not all(hasattr(interpreter, name) for name in hooks):
         return False
     options = interpreter.interpreter_builder.options
