@@ -14,14 +14,17 @@ if TYPE_CHECKING:
 
 @functools.cache
 def _families() -> dict[str, ConvKernel]:
-    """Every kernel family by name (``KERNELS``)."""
+    """Every kernel family by name (``KERNELS``); under the Triton interpreter, lightened first
+    (:mod:`kernels.interpreted`)."""
     from kernels.direct import DirectConv
     from kernels.igemm import ImplicitGemmConv
     from kernels.igemm_best import BestImplicitGemmConv
     from kernels.igemm_fast import FastImplicitGemmConv
     from kernels.igemm_ws import IgemmWsConv
+    from kernels.interpreted import lighten_interpreter
     from kernels.patch import PatchConv
 
+    lighten_interpreter()
     return {k.name: k for k in (DirectConv(), PatchConv(), ImplicitGemmConv(), FastImplicitGemmConv(), IgemmWsConv(),
                                   BestImplicitGemmConv())}
 

@@ -32,6 +32,19 @@ FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", 
 
 
 @pytest.fixture(scope="session")
+def compiler(tmp_path_factory):
+    """A compile client (harness/compile/client.py) with a report cache of its own, one per
+    pytest process: its helper process (the interpreter's compiles run in one) starts once,
+    not once per module, and the compile tests share its reports, which are keyed on what
+    is compiled."""
+    from harness.compile.client import CompileClient
+
+    client = CompileClient(tmp_path_factory.mktemp("compile-cache"))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
 def postgres():
     """A throwaway PostgreSQL cluster (tests/services/postgres.py) for the ``cluster`` tests,
     one per pytest process, stopped at its end."""

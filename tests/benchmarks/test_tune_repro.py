@@ -78,7 +78,10 @@ def test_a_store_with_two_sweeps(tmp_path, capsys):
     hit), one layer missing from the second sweep; the counts come out per pair."""
     import mlflow
 
+    from harness.storage.new_store import seed_new_store
+
     store = tmp_path / "tune.db"
+    seed_new_store(f"sqlite:///{store}")   # as the harness starts a store: no migrations run here
     mlflow.set_tracking_uri(f"sqlite:///{store}")
     mlflow.set_experiment("tune")
     layers = [{"l01": (N64, "none"), "l02": (N64, f"{M128} +0.5 % [-1, +2] tied"), "l03": (N128, "none")},

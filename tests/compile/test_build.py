@@ -17,7 +17,6 @@ from omegaconf import OmegaConf
 
 from harness.hardware.arch import ARCHS, Resources, occupancy
 from harness.compile.build import CompileFailed
-from harness.compile.client import CompileClient
 from harness.job.spec import JobSpec
 from harness.tune.search import candidates
 from kernels.tuning import DeviceTraits
@@ -48,13 +47,6 @@ def spec_for(kernel: str, swizzle: str, shape: ConvShape = LAYER, tiles: dict | 
     return JobSpec(kernel=kernel, tiles=tuple({**conf["tiles"], **(tiles or {})}.items()), swizzle=swizzle,
                    num_xcds=8, group_size=8, shape=shape, shape_preset="test", num_warps=warps or conf["num_warps"],
                    num_stages=stages or conf["num_stages"], target="test", seed=0)
-
-
-@pytest.fixture(scope="module")
-def compiler(tmp_path_factory):
-    client = CompileClient(tmp_path_factory.mktemp("compile-cache"))
-    yield client
-    client.close()
 
 
 # -----------------------------------------------------------
@@ -325,21 +317,73 @@ HAND_COMPILE = textwrap.dedent("""
 """)
 
 
+#: Layers the design card's sweep runs through the CLI: the 7x7 stem (l01) and a 1x1 layer
+#: (l02, compiled by hand below).  Its other 21 layers are compiled in this process from the
+#: same job configs (:func:`_every_job_of_the_card`): each job's path through the CLI is the
+#: same whatever its layer (the 84 jobs more cost about 6 CPU-s of MLflow and Hydra work, and
+#: more wall time under load); what differs per layer is the compile, and every layer gets it.
+CARD_CLI_LAYERS = ["l01", "l02"]
+
+
+def _every_job_of_the_card(uri: str, runs) -> dict[str, list]:
+    """Every job of the design card's sweep (all 23 ResNet layers of each target x swizzle),
+    its spec built from the sweep's own job config (the ``config.yaml`` its runs logged) as the
+    CLI builds it, compiled through the report cache the CLI used: {target: [(spec, report)]}.
+    The specs of the layers the CLI ran must have the CLI runs' spec hashes."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.compile.client import client
+    from harness.job.shapes import expand_preset
+    from harness.job.spec_config import build_spec
+    from harness.schema import Config, typed_config
+
+    mlflow, out = MlflowClient(tracking_uri=uri), {}
+    by_job = {}
+    for run in runs:
+        by_job.setdefault((run.data.tags["target"], run.data.params["swizzle"]), []).append(run)
+    for (target, _), job_runs in sorted(by_job.items()):
+        logged = OmegaConf.load(mlflow.download_artifacts(job_runs[0].info.run_id, "config.yaml"))
+        job = typed_config(OmegaConf.merge(OmegaConf.structured(Config), logged))
+        preset = {**OmegaConf.to_container(logged.shape, resolve=True), "select": None}
+        specs = [build_spec(job, entry.shape, entry.preset, "none") for entry in expand_preset(preset)]
+        hashes = {s.shape.name: s.spec_hash for s in specs}
+        assert {r.data.params["shape.name"]: r.data.tags["spec_hash"] for r in job_runs} == {
+            name: hashes[name] for name in CARD_CLI_LAYERS}
+        out.setdefault(target, []).extend((spec, client().compile(spec, job.target.arch)) for spec in specs)
+    return out
+
+
 def test_design_card_sweep_compiles_every_job_for_gfx942_and_sm_90(tmp_path):
     """``python -m harness -m swizzle=xcd,grouped shape=resnet target=mi300x compile.only=true``
-    (and target=h100): every job FINISHED, compiled for the target's arch; one job's logged
-    VGPR count and waves per SIMD equal what a hand-written triton.compile reports."""
+    (and target=h100): every job compiled for the target's arch, the CLI's jobs FINISHED with
+    their reports logged (:data:`CARD_CLI_LAYERS`); one job's logged VGPR count and waves per
+    SIMD equal what a hand-written triton.compile reports."""
     uri = f"sqlite:///{tmp_path}/store.db"
-    proc = _harness(["-m", "kernel=igemm", "target=mi300x,h100", "swizzle=xcd,grouped", "shape=resnet", "compile.only=true",
-                     f"tracking.uri={uri}", "experiment=compile", f"hydra.sweep.dir={tmp_path}/m"], cwd=tmp_path)
+    select = f"shape.select=[{','.join(CARD_CLI_LAYERS)}]"
+    proc = _harness(["-m", "kernel=igemm", "target=mi300x,h100", "swizzle=xcd,grouped", "shape=resnet", select,
+                     "compile.only=true", f"tracking.uri={uri}", "experiment=compile", f"hydra.sweep.dir={tmp_path}/m"],
+                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = _every_job_of_the_card(uri, _runs(uri, "compile"))
     for target, arch in (("mi300x", "gfx942"), ("h100", "sm_90")):
         runs = [r for r in _runs(uri, "compile") if r.data.tags["target"] == target]
-        assert len(runs) == 46 and all(r.info.status == "FINISHED" for r in runs)
+        assert len(runs) == 2 * len(CARD_CLI_LAYERS) and all(r.info.status == "FINISHED" for r in runs)
         assert {r.data.params["compile.arch"] for r in runs} == {arch}
         assert all(r.data.metrics["compile.registers"] > 0 and r.data.metrics["compile.programs_per_cu"] >= 1
                    for r in runs)
         assert "time_ms_median" not in runs[0].data.metrics and "l2_hit_rate" not in runs[0].data.metrics
+        # every job of the card: 23 layers x 2 swizzles, each with its own report for the arch
+        reports = jobs[target]
+        assert len(reports) == 46 and len({spec.spec_hash for spec, _ in reports}) == 46
+        for spec, report in reports:
+            assert report.arch == arch and report.main.registers > 0, (spec.run_name, report)
+            assert report.main.occupancy["programs_per_cu"] >= 1, (spec.run_name, report)
+        # the CLI's jobs: the report of the same spec, as the CLI logged it
+        logged = {(r.data.params["swizzle"], r.data.params["shape.name"]): r.data.metrics for r in runs}
+        for spec, report in reports:
+            if (spec.swizzle, spec.shape.name) in logged:
+                assert report.as_metrics()["compile.registers"] == logged[spec.swizzle, spec.shape.name][
+                    "compile.registers"]
     run = next(r for r in _runs(uri, "compile") if r.data.tags["target"] == "mi300x"
                and r.data.tags.get("job") == "igemm/xcd/resnet-l02/w8")
     p, m = run.data.params, run.data.metrics

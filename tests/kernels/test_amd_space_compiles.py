@@ -13,7 +13,6 @@ from __future__ import annotations
 import pytest
 
 from harness.compile.build import CompileFailed
-from harness.compile.client import CompileClient
 from harness.job.spec import JobSpec
 from kernels import KERNELS
 from kernels.igemm_fast import AMD_OPTIONS
@@ -54,13 +53,6 @@ def test_the_sample_covers_every_code_path_of_each_layer():
         assert len(sample) < len(space)
     stem = heaviest_per_path(KERNELS["igemm_fast"].tune_space(LAYERS[3], TRAITS))
     assert {(c.tiles_dict["PACK_K"], c.tiles_dict["FOLD"]) for c in stem} == {(1, 0), (2, 0), (0, 1), (2, 1)}
-
-
-@pytest.fixture(scope="module")
-def compiler(tmp_path_factory):
-    client = CompileClient(tmp_path_factory.mktemp("amd-compile-cache"))
-    yield client
-    client.close()
 
 
 @pytest.mark.parametrize("shape", LAYERS, ids=lambda s: s.name)

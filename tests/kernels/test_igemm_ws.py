@@ -421,15 +421,6 @@ def test_simulated_split_add_reads_every_k_step_once():
 ON_TRITON_36 = tuple(int(v) for v in triton.__version__.split(".")[:2]) in GLUON_VERSIONS
 
 
-@pytest.fixture(scope="module")
-def compiler(tmp_path_factory):
-    from harness.compile.client import CompileClient
-
-    client = CompileClient(tmp_path_factory.mktemp("ws-compile-cache"))
-    yield client
-    client.close()
-
-
 @pytest.mark.skipif(not ON_TRITON_36, reason=f"igemm_ws is written against Triton 3.6's Gluon API; "
                                              f"Triton {triton.__version__} is installed")
 @pytest.mark.parametrize("index", range(len(CONFIGS)))
