@@ -335,7 +335,8 @@ def _every_job_of_the_card(uri: str, runs) -> dict[str, list]:
     from harness.compile.client import client
     from harness.job.shapes import expand_preset
     from harness.job.spec_config import build_spec
-    from harness.schema import Config, typed_config
+    from harness.preflight import typed_config
+    from harness.schema import Config
 
     mlflow, out = MlflowClient(tracking_uri=uri), {}
     by_job = {}
