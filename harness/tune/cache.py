@@ -10,6 +10,7 @@ the directory the sweep is launched from, :func:`resolve_cache_dir`).
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
@@ -30,13 +31,16 @@ from harness.cache_home import cache_root
 
 def kernel_source_hash(kernel) -> str:
     """SHA-256 (16 hex digits) of the source of the kernel's module and of every module of
-    the ``kernels`` package it imports from: any edit to what is compiled re-tunes."""
+    the ``kernels`` package its source imports from (read from its import statements, not
+    from its namespace at call time: Triton's interpreter adds its own names to a kernel's
+    module when it launches it): any edit to what is compiled re-tunes."""
     module = sys.modules[type(kernel).__module__]
+    source = inspect.getsource(module)
     names = {module.__name__}
-    for value in vars(module).values():
-        mod = getattr(value, "__module__", None) or getattr(value, "__name__", None)
-        if isinstance(mod, str) and mod.startswith("kernels.") and mod in sys.modules:
-            names.add(mod)
+    for node in ast.walk(ast.parse(source)):
+        imported = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                    else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+        names.update(name for name in imported if name.startswith("kernels.") and name in sys.modules)
     digest = hashlib.sha256()
     for name in sorted(names):
         digest.update(name.encode())
