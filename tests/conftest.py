@@ -25,8 +25,8 @@ PER_TEST = ("tests/compile/test_build.py", "tests/kernels/test_igemm_fast.py", "
 #: entry costs only its place.  ``tests/kernels/test_amd_space_compiles.py`` stays later: it
 #: compiles a sample of two of the candidate spaces, by then in Triton's cache.
 FIRST = ("tests/compile/test_build.py::test_igemm_fast_gfx942_candidate_space", "tests/test_byo.py",
-         "tests/faults/test_signals.py", "tests/hardware/test_scaleout.py", "tests/profilers/test_profiler_pipeline.py",
-         "tests/search/test_search.py", "tests/faults/test_crash_isolation.py",
+         "tests/hardware/test_scaleout.py", "tests/profilers/test_profiler_pipeline.py",
+         "tests/compile/test_build.py::test_design_card_sweep", "tests/faults/test_crash_isolation.py",
          "tests/profilers/test_sim_cli.py", "tests/storage/test_concurrency.py", "tests/faults/test_kill_and_resume.py",
          "tests/profilers/test_ncu_report_file.py", "tests/test_gpu_collection.py")
 
