@@ -13,6 +13,7 @@ left at zero for the next launch); then CUPTI kernel time after an L2 clear, med
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def main() -> None:
     ap.add_argument("--shapes", required=True, help="comma-separated layer names of the presets")
     ap.add_argument("--table", default="kernels/tuned/igemm_best_h200.json")
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--both", action="store_true", help="each candidate also with STREAM_K=0 (same tiles, persistent)")
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
@@ -58,10 +60,10 @@ def main() -> None:
         run, _ = best.bind(ops, shape, choice.config.tiles_dict, SwizzleBinding(SWIZZLES["identity"], 1, 8),
                            LaunchConfig(choice.config.num_warps, choice.config.num_stages))
         fns["table"] = run
-        for bm, bn, stages, warps, maxnreg in CANDIDATES:
+        for (bm, bn, stages, warps, maxnreg), sk in itertools.product(CANDIDATES, (1, 0) if args.both else (1,)):
             cfg = Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
-                               "TMA_STORE": 0, "MAXNREG": maxnreg, "SPLIT_ADD": 0, "STREAM_K": 1}, warps, stages)
-            name = f"sk {cfg.label}"
+                               "TMA_STORE": 0, "MAXNREG": maxnreg, "SPLIT_ADD": 0, "STREAM_K": sk}, warps, stages)
+            name = f"{'sk' if sk else 'persistent'} {cfg.label}"
             try:
                 oks = []
                 for order in ("identity", "grouped"):
@@ -84,6 +86,8 @@ def main() -> None:
         sk = {k: v for k, v in times.items() if k.startswith("sk")}
         top = min(sk, key=sk.get) if sk else None
         print(f"{shape.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in times.items()) + " us", flush=True)
+        for k, v in kernel_us({n: fns[n] for n in list(fns)[:4]}, 3, flush).items():
+            print(f"{shape.name} {k} kernels: {v}", flush=True)
         summary.append((shape.name, times["cudnn"], times["table"], top, sk.get(top, float("nan"))))
     print("layer: cudnn us, table us (cudnn/table), best stream-K us (cudnn/it) config", flush=True)
     for name, cudnn, tab, top, t in summary:
