@@ -192,152 +192,58 @@ def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
 # The load partition: one warp that only issues TMA copies.
 
 @gluon.jit
-def _stream_k_run(num_tiles, num_steps):
-    """STREAM_K: this program's run ``[pos, end)`` of the ``num_tiles * num_steps`` global K
-    iterations (launch-order tile by launch-order tile): program ``p`` of ``P`` takes
-    ``[p * T // P, (p + 1) * T // P)``."""
-    total = num_tiles * num_steps
-    return (gl.program_id(0) * total // gl.num_programs(0),
-            (gl.program_id(0) + 1) * total // gl.num_programs(0))
-
-
-@gluon.jit
-def _stream_k_owner(it, total):
-    """STREAM_K: the program whose run holds global K iteration ``it`` of ``total``: the
-    largest ``p`` with ``p * total // P <= it``."""
-    return ((it + 1) * gl.num_programs(0) - 1) // total
-
-
-@gluon.jit
-def _load_steps(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, it, n0, p0, q0, f0, k0, k1, num_cb, S,
-                padding, STRIDE: gl.constexpr, NUM_STAGES: gl.constexpr):
-    """Issue the TMA copies of K steps ``k0 .. k1`` of the tile at (n0, p0, q0, f0); ``it`` is
-    the ring position (K steps this program issued before), returned advanced."""
-    BLOCK_K: gl.constexpr = x0.block_type.shape[3]
-    nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
-    for step in range(k0, k1):
-        dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
-        slot = it % NUM_STAGES
-        # A fresh mbarrier counts as having completed the phase before its first, so the
-        # first lap over the ring (phase 0) waits for parity 1 and passes at once.
-        mbarrier.wait(empty.index(slot), ((it // NUM_STAGES) & 1) ^ 1)
-        bar = ready.index(slot)
-        # The transaction count is the whole boxes' bytes, zero-filled elements included.
-        mbarrier.expect(bar, nbytes)
-        # The A box from the step's phase grid (stride 2: one copy per grid, all but one
-        # predicated off).
-        at = [n0, p0 + dh, q0 + dw, cb * BLOCK_K]
-        if STRIDE == 1:
-            tma.async_copy_global_to_shared(x0, at, bar, a_bufs.index(slot))
-        else:
-            grid = ph * 2 + pw
-            tma.async_copy_global_to_shared(x0, at, bar, a_bufs.index(slot), pred=grid == 0)
-            tma.async_copy_global_to_shared(x1, at, bar, a_bufs.index(slot), pred=grid == 1)
-            tma.async_copy_global_to_shared(x2, at, bar, a_bufs.index(slot), pred=grid == 2)
-            tma.async_copy_global_to_shared(x3, at, bar, a_bufs.index(slot), pred=grid == 3)
-        tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
-        it += 1
-    return it
-
-
-@gluon.jit
 def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
-                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr,
-                    STREAM_K: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = x0.block_type.shape[0]
     BOX_H: gl.constexpr = x0.block_type.shape[1]
     BOX_W: gl.constexpr = x0.block_type.shape[2]
+    BLOCK_K: gl.constexpr = x0.block_type.shape[3]
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
+    nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
-    if STREAM_K:
-        pos, end = _stream_k_run(num_pid_m * num_pid_n, num_steps)
-        while pos < end:
-            t = pos // num_steps
-            k0 = pos - t * num_steps
-            k1 = gl.minimum(num_steps, k0 + end - pos)
-            tile = SWIZZLE(t, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
-            n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-            it = _load_steps(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, it, n0, p0, q0, f0, k0, k1,
-                             num_cb, S, padding, STRIDE, NUM_STAGES)
-            pos += k1 - k0
-    else:
-        for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-            tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
-                                             GROUP_SIZE, SPLIT_K, SPLIT_ADD)
-            n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-            it = _load_steps(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, it, n0, p0, q0, f0, k0, k1,
-                             num_cb, S, padding, STRIDE, NUM_STAGES)
+    for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
+                                         GROUP_SIZE, SPLIT_K, SPLIT_ADD)
+        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
+        for step in range(k0, k1):
+            dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
+            slot = it % NUM_STAGES
+            # A fresh mbarrier counts as having completed the phase before its first, so the
+            # first lap over the ring (phase 0) waits for parity 1 and passes at once.
+            mbarrier.wait(empty.index(slot), ((it // NUM_STAGES) & 1) ^ 1)
+            bar = ready.index(slot)
+            # The transaction count is the whole boxes' bytes, zero-filled elements included.
+            mbarrier.expect(bar, nbytes)
+            # The A box from the step's phase grid (stride 2: one copy per grid, all but one
+            # predicated off).
+            at = [n0, p0 + dh, q0 + dw, cb * BLOCK_K]
+            if STRIDE == 1:
+                tma.async_copy_global_to_shared(x0, at, bar, a_bufs.index(slot))
+            else:
+                grid = ph * 2 + pw
+                tma.async_copy_global_to_shared(x0, at, bar, a_bufs.index(slot), pred=grid == 0)
+                tma.async_copy_global_to_shared(x1, at, bar, a_bufs.index(slot), pred=grid == 1)
+                tma.async_copy_global_to_shared(x2, at, bar, a_bufs.index(slot), pred=grid == 2)
+                tma.async_copy_global_to_shared(x3, at, bar, a_bufs.index(slot), pred=grid == 3)
+            tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
+            it += 1
 
 
 # -----------------------------------------------------------
 # The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
 
 @gluon.jit
-def _mma_steps(a_bufs, b_bufs, ready, empty, it, k0, k1, ACC_LAYOUT: gl.constexpr, NUM_STAGES: gl.constexpr):
-    """The fp32 product of K steps ``k0 .. k1`` (at least one) from the ring, ``it`` its
-    position (returned advanced): each step's wgmma issued asynchronously, at most one in
-    flight, and each slot freed once the wgmma after it has been issued."""
-    BLOCK_K: gl.constexpr = a_bufs.type.shape[4]
-    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
-    BLOCK_M: gl.constexpr = a_bufs.type.shape[1] * a_bufs.type.shape[2] * a_bufs.type.shape[3]
-    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, ACC_LAYOUT)
-    prev = 0
-    for step in range(k0, k1):
-        slot = it % NUM_STAGES
-        mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
-        a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
-        b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
-        acc = warpgroup_mma(a, b, acc, is_async=True)
-        # At most one wgmma in flight: the previous step's has finished reading its slot.
-        acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
-        mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
-        prev = slot
-        it += 1
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-    mbarrier.arrive(empty.index(prev), count=1)
-    return acc, it
-
-
-@gluon.jit
-def _stream_k_epilogue(acc, y_ptr, ws_ptr, count_ptr, t, tile, num_tiles, num_steps, n0, p0, q0, f0, P, Q, F, N,
-                       BOX_H: gl.constexpr, BOX_W: gl.constexpr):
-    """STREAM_K: tile ``tile`` (launch order ``t``) gets this program's partial ``acc``.  The
-    tile's contributors are the owners of its first through last K iteration; alone, the
-    program stores the tile.  Otherwise it stores the partial in workspace slice (program -
-    first owner), ``N * P * Q * F`` fp32 apart, and counts itself in (after every thread's
-    stores, a release at GPU scope); the last to arrive adds the slices in slot order
-    (deterministic), reading L2 (``.cg``), stores the sum and resets the count to zero for the
-    next launch.  Nobody waits for anybody."""
-    total = num_tiles * num_steps
-    owner = _stream_k_owner(t * num_steps, total)
-    contributors = _stream_k_owner(t * num_steps + num_steps - 1, total) - owner + 1
-    offs, ok, part = _direct_offsets(acc, n0, p0, q0, f0, P, Q, F, N, BOX_H, BOX_W)
-    if contributors == 1:
-        gl.store(y_ptr + offs, part.to(y_ptr.dtype.element_ty), mask=ok)
-    else:
-        slice_elems = N * P * Q * F
-        gl.store(ws_ptr + (gl.program_id(0) - owner) * slice_elems + offs, part, mask=ok)
-        gl.thread_barrier()
-        arrived = gl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
-        if arrived == contributors - 1:
-            part = gl.load(ws_ptr + offs, mask=ok, other=0.0, cache_modifier=".cg")
-            for s in range(1, contributors):
-                part += gl.load(ws_ptr + s * slice_elems + offs, mask=ok, other=0.0, cache_modifier=".cg")
-            gl.store(y_ptr + offs, part.to(y_ptr.dtype.element_ty), mask=ok)
-            gl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
-
-
-@gluon.jit
-def _mma_partition(y_desc, y_ptr, flag_ptr, ws_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   SPLIT_ADD: gl.constexpr, STREAM_K: gl.constexpr):
+                   SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[4]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     num_warps: gl.constexpr = gl.num_warps()          # this partition's: the launch's num_warps
@@ -348,56 +254,57 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, ws_ptr, a_bufs, b_bufs, ready, empty
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
                                                          instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
     it = 0
-    if STREAM_K:
-        pos, end = _stream_k_run(num_pid_m * num_pid_n, num_steps)
-        while pos < end:
-            t = pos // num_steps
-            k0 = pos - t * num_steps
-            k1 = gl.minimum(num_steps, k0 + end - pos)
-            tile = SWIZZLE(t, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
-            n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-            acc, it = _mma_steps(a_bufs, b_bufs, ready, empty, it, k0, k1, acc_layout, NUM_STAGES)
-            _stream_k_epilogue(acc, y_ptr, ws_ptr, flag_ptr, t, tile, num_pid_m * num_pid_n, num_steps, n0, p0, q0,
-                               f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
-            pos += k1 - k0
-    else:
-        for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-            tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
-                                             GROUP_SIZE, SPLIT_K, SPLIT_ADD)
-            n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-            acc, it = _mma_steps(a_bufs, b_bufs, ready, empty, it, k0, k1, acc_layout, NUM_STAGES)
+    for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
+                                         GROUP_SIZE, SPLIT_K, SPLIT_ADD)
+        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+        prev = 0
+        for step in range(k0, k1):
+            slot = it % NUM_STAGES
+            mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
+            a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
+            b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            # At most one wgmma in flight: the previous step's has finished reading its slot.
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+            mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
+            prev = slot
+            it += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        mbarrier.arrive(empty.index(prev), count=1)
 
-            out = acc.to(y_desc.dtype)
-            if SPLIT_ADD:
-                # Split-K without a second launch (module docstring, "Small grids"): split 0 stores
-                # its partial as the output, the last split adds its own to it in L2.
-                ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
-                if split == 0:
-                    gl.store(ptrs, out, mask=ok)
-                    gl.thread_barrier()          # every thread's stores before the one release below
-                    gl.atomic_xchg(flag_ptr + tile, 1, sem="release", scope="gpu")
-                else:
-                    # Take the flag (1 -> 0, which also leaves it ready for the next launch); the
-                    # acquire orders split 0's stores before these additions.
-                    seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
-                    while seen != 1:
-                        seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
-                    gl.atomic_add(ptrs, out, mask=ok, sem="relaxed", scope="gpu")
-            elif TMA_STORE:
-                # The output, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of the
-                # workspace, added up by a second kernel).  The previous tile's store must have left
-                # c_smem before it is overwritten; waiting here, not after issuing, lets that store
-                # overlap this tile's main loop.
-                tma.store_wait(pendings=0)
-                c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
-                fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
-                if SPLIT_K == 1:
-                    tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
-                else:
-                    tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
-            else:
-                ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
+        out = acc.to(y_desc.dtype)
+        if SPLIT_ADD:
+            # Split-K without a second launch (module docstring, "Small grids"): split 0 stores
+            # its partial as the output, the last split adds its own to it in L2.
+            ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
+            if split == 0:
                 gl.store(ptrs, out, mask=ok)
+                gl.thread_barrier()          # every thread's stores before the one release below
+                gl.atomic_xchg(flag_ptr + tile, 1, sem="release", scope="gpu")
+            else:
+                # Take the flag (1 -> 0, which also leaves it ready for the next launch); the
+                # acquire orders split 0's stores before these additions.
+                seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
+                while seen != 1:
+                    seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
+                gl.atomic_add(ptrs, out, mask=ok, sem="relaxed", scope="gpu")
+        elif TMA_STORE:
+            # The output, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of the
+            # workspace, added up by a second kernel).  The previous tile's store must have left
+            # c_smem before it is overwritten; waiting here, not after issuing, lets that store
+            # overlap this tile's main loop.
+            tma.store_wait(pendings=0)
+            c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
+            fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
+            if SPLIT_K == 1:
+                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
+            else:
+                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
+        else:
+            ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
+            gl.store(ptrs, out, mask=ok)
     if TMA_STORE:
         tma.store_wait(pendings=0)
 
@@ -407,13 +314,6 @@ def _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, N, BOX_H: gl.constexpr, BOX_W: 
     """The output tile ``out`` (the pixel box at (n0, p0, q0) by BLOCK_N filters from f0) for
     plain stores or atomics from registers: in a layout of 16 bytes per thread along the
     filters, with its NHWC addresses and the mask of the pixels inside the images."""
-    offs, ok, out = _direct_offsets(out, n0, p0, q0, f0, P, Q, F, N, BOX_H, BOX_W)
-    return y_ptr + offs, ok, out
-
-
-@gluon.jit
-def _direct_offsets(out, n0, p0, q0, f0, P, Q, F, N, BOX_H: gl.constexpr, BOX_W: gl.constexpr):
-    """:func:`_direct`'s tile, mask and element offsets into an NHWC tensor of F channels."""
     BLOCK_M: gl.constexpr = out.shape[0]
     BLOCK_N: gl.constexpr = out.shape[1]
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_N, BLOCK_N // 8], [gl.num_warps(), 1], [1, 0])
@@ -425,18 +325,18 @@ def _direct_offsets(out, n0, p0, q0, f0, P, Q, F, N, BOX_H: gl.constexpr, BOX_W:
     q = q0 + rows % BOX_W
     ok = (p < P) & (q < Q) & (n < N)
     offs = ((n * P + p) * Q + q).to(gl.int64) * F
-    return offs[:, None] + cols[None, :], ok[:, None] & (cols < F)[None, :], out
+    return y_ptr + offs[:, None] + cols[None, :], ok[:, None] & (cols < F)[None, :], out
 
 
 # -----------------------------------------------------------
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr, ws_ptr,
+def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                    SPLIT_ADD: gl.constexpr, STREAM_K: gl.constexpr):
+                    SPLIT_ADD: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -454,12 +354,12 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr, ws_ptr,
     else:
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
-        (_mma_partition, (y_desc, y_ptr, flag_ptr, ws_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m,
-                          num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, STREAM_K)),
+        (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
+                          rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD)),
         (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
                            rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                           NUM_STAGES, SPLIT_K, SPLIT_ADD, STREAM_K)),
+                           NUM_STAGES, SPLIT_K, SPLIT_ADD)),
     ], [1], [24])
 
 
@@ -688,20 +588,6 @@ def split_len(num_steps: int, split_k: int, split_add: int = 0) -> int:
     return (num_steps - split_add) // 2 if split_add else triton.cdiv(num_steps, split_k)
 
 
-def stream_k_slices(num_tiles: int, num_steps: int, programs: int) -> int:
-    """STREAM_K: the most programs that share one tile (1: none does).  Program ``p`` runs
-    global K iterations ``[p * T // P, (p + 1) * T // P)`` of ``T = num_tiles * num_steps``; tile
-    ``t``'s contributors are the owners of its first through last (the kernel's
-    :func:`_stream_k_owner`)."""
-    total = num_tiles * num_steps
-    first = np.arange(num_tiles, dtype=np.int64) * num_steps
-
-    def owner(it: np.ndarray) -> np.ndarray:
-        return ((it + 1) * programs - 1) // total
-
-    return int((owner(first + num_steps - 1) - owner(first)).max()) + 1
-
-
 def _splits_fit(num_steps: int, split_k: int, split_add: int = 0) -> bool:
     """Every one of ``split_k`` slices of ``num_steps`` K steps gets at least one step (a
     split with none would release a ring slot it never filled)."""
@@ -720,9 +606,8 @@ class IgemmWsConv(ConvKernel):
 
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD",
-                  "STREAM_K")
-    tile_defaults = {"SPLIT_ADD": 0, "STREAM_K": 0}
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD")
+    tile_defaults = {"SPLIT_ADD": 0}      # 0: split-K's sum launch, as before the tile existed
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
@@ -739,7 +624,7 @@ class IgemmWsConv(ConvKernel):
                  "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
-                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)"), "STREAM_K": ((0, 1), "0 or 1")}
+                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
@@ -748,11 +633,6 @@ class IgemmWsConv(ConvKernel):
             raise ValueError(f"kernel {self.name!r}: SPLIT_ADD={given['SPLIT_ADD']} needs SPLIT_K=2 and TMA_STORE=0 "
                              f"(got SPLIT_K={given['SPLIT_K']}, TMA_STORE={given['TMA_STORE']}): the two splits "
                              "store and add from registers")
-        if given["STREAM_K"] and (given["PERSISTENT"], given["SPLIT_K"], given["TMA_STORE"]) != (1, 1, 0):
-            raise ValueError(f"kernel {self.name!r}: STREAM_K=1 needs PERSISTENT=1, SPLIT_K=1 and TMA_STORE=0 (got "
-                             f"PERSISTENT={given['PERSISTENT']}, SPLIT_K={given['SPLIT_K']}, "
-                             f"TMA_STORE={given['TMA_STORE']}): stream-K is its own split of K over one program "
-                             "per SM, storing from registers")
         if given["SPLIT_K"] > 1 and not given["SPLIT_ADD"] and not given["TMA_STORE"]:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
                              "(the fp32 partials leave through a TMA box) or SPLIT_ADD > 0")
@@ -835,10 +715,7 @@ class IgemmWsConv(ConvKernel):
         SPLIT_ADD the tiles' flags, int32 zeros that the kernel leaves at zero) and the output."""
         out = self.empty_output(shape, ops.x.device)
         split = tiles["SPLIT_K"]
-        if tiles["STREAM_K"]:
-            ws = torch.zeros(self.stream_k_elems(shape, tiles, ops.x.device), dtype=torch.float32,
-                             device=ops.x.device)
-        elif tiles["SPLIT_ADD"]:
+        if tiles["SPLIT_ADD"]:
             ws = torch.zeros(self.tile_grid(shape, tiles).num_pids, dtype=torch.int32, device=ops.x.device)
         elif split > 1:
             ws = torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
@@ -859,27 +736,9 @@ class IgemmWsConv(ConvKernel):
     def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
         """One per work item, or (PERSISTENT) at most :func:`occupancy` per SM (132 on an
         ahead-of-time compile: the grid is a launch argument, not part of the build)."""
-        work = self.tile_grid(shape, tiles).num_pids * (self.num_steps(shape, tiles) if tiles["STREAM_K"]
-                                                        else tiles["SPLIT_K"])
+        work = self.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
         sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
         return launched_programs(work, bool(tiles["PERSISTENT"]), sms * occupancy(tiles))
-
-    def num_steps(self, shape: ConvShape, tiles: Mapping[str, int]) -> int:
-        """K steps of one tile: taps x channel blocks of BLOCK_K."""
-        return shape.R * shape.S * triton.cdiv(shape.C, tiles["BLOCK_K"])
-
-    def stream_k_elems(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
-        """STREAM_K's workspace, fp32 elements: one ``N * P * Q * F`` slice per program that can
-        share a tile (:func:`stream_k_slices`), then one int32 arrival count per tile.  Raises a
-        one-line ValueError where the kernel's int32 offsets would overflow."""
-        tiles_n, steps = self.tile_grid(shape, tiles).num_pids, self.num_steps(shape, tiles)
-        programs = self.num_programs(shape, tiles, device)
-        slices = stream_k_slices(tiles_n, steps, programs)
-        numel = shape.N * shape.P * shape.Q * shape.F
-        if tiles_n * steps * programs >= 2**31 or slices * numel >= 2**31:
-            raise ValueError(f"kernel {self.name!r}: STREAM_K=1 on {tiles_n} tiles x {steps} K steps x {programs} "
-                             f"programs ({slices} workspace slices of {numel}) exceeds int32 offsets; use STREAM_K=0")
-        return slices * numel + tiles_n
 
     def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, y: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
@@ -912,18 +771,13 @@ class IgemmWsConv(ConvKernel):
         options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
         add = tiles["SPLIT_ADD"]        # ws: the tiles' flags (SPLIT_ADD), the fp32 partials, or out
         num_steps = shape.R * shape.S * num_cb
-        if tiles["STREAM_K"]:   # y, the tiles' arrival counts (the workspace's tail), the partials
-            counts = ws.view(torch.int32)[ws.numel() - grid.num_pids:]
-            pointers = (out, counts, ws)
-        else:                   # y, the tiles' flags (SPLIT_ADD) or a placeholder, unused
-            pointers = (out, ws, ws)
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
-            *self.descriptors(x, w_packed, out if add or tiles["STREAM_K"] else ws, shape, tiles), *pointers,
+            *self.descriptors(x, w_packed, out if add else ws, shape, tiles), out, ws,
             grid.num_pid_m, grid.num_pid_n, rows, cols, num_steps, split_len(num_steps, split, add), num_cb,
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            STREAM_K=bool(tiles["STREAM_K"]), num_warps=launch.num_warps, **options)
+            num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)
@@ -1005,10 +859,6 @@ class IgemmWsConv(ConvKernel):
         pass.  A persistent grid is modelled with one program per SM also where ``MAXNREG``
         sizes it for two."""
         tiles = self.check_tiles(tiles)
-        if tiles["STREAM_K"]:
-            raise NotImplementedError(f"kernel {self.name!r}: STREAM_K=1 has no address model (a program's run of K "
-                                      "iterations crosses tile boundaries, which the simulator's schedule does not "
-                                      "walk); use profiler=none, or a GPU profiler")
         eb = elem_bytes or element_bytes(shape)
         loads = self.load_plan(shape, tiles, eb)
         split, add = tiles["SPLIT_K"], tiles["SPLIT_ADD"]
