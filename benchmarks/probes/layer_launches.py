@@ -34,17 +34,25 @@ def main() -> None:
     ap.add_argument("--shape", required=True, help="the layer's name in the preset, e.g. c24")
     ap.add_argument("--table", default="kernels/tuned/igemm_best_h200.json")
     ap.add_argument("--launches", type=int, default=3)
+    ap.add_argument("--config", default=None,
+                    help="launch this igemm_ws config instead of the table's: TILE=V,...;num_warps;num_stages")
     args = ap.parse_args()
     (shape,) = [s for s in preset_shapes([args.preset]) if s.name.split("/")[1] == args.shape]
-    choice = TunedTable.load(Path(args.table)).lookup(shape)
-    tiles, kernel = choice.config.tiles_dict, KERNELS["igemm_best"]
     ops = make_operands(shape, False, 0, "cuda", "channels_last")
-    launch = LaunchConfig(choice.config.num_warps, choice.config.num_stages)
+    if args.config:
+        tiles_text, warps, stages = args.config.split(";")
+        tiles = {k: int(v) for k, v in (kv.split("=") for kv in tiles_text.split(","))}
+        kernel, launch, label = KERNELS["igemm_ws"], LaunchConfig(int(warps), int(stages)), args.config
+    else:
+        choice = TunedTable.load(Path(args.table)).lookup(shape)
+        tiles, kernel = choice.config.tiles_dict, KERNELS["igemm_best"]
+        launch = LaunchConfig(choice.config.num_warps, choice.config.num_stages)
+        label = f"{choice.config.label} ({choice.source})"
     run, out = kernel.bind(ops, shape, tiles, SwizzleBinding(SWIZZLES["identity"], 1, 8), launch)
     run()
     torch.cuda.synchronize()
     verdict = compare(kernel.output_as_nchw(out), reference(ops, shape), shape.dtype)
-    print(f"{shape.name}: {kernel.name} {choice.config.label} ({choice.source}): verified {verdict.ok}", flush=True)
+    print(f"{shape.name}: {kernel.name} {label}: verified {verdict.ok}", flush=True)
     for _ in range(args.launches):
         run()
     torch.cuda.synchronize()
