@@ -7,9 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+# Python's own bytecode cache (``__pycache__``, git-ignored) for the test run and every process
+# it starts, even where the environment turns it off (``PYTHONDONTWRITEBYTECODE=1``, as on this
+# project's CI machines): otherwise each of the ~150 processes the suite starts compiles the
+# harness's modules from source again, and each test worker re-runs pytest's assertion rewrite
+# of every test module (about 8 CPU-s per worker).  Set before the first test module is imported.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-from harness.hardware.device import GPU, select_execution_mode
+import pytest  # noqa: E402
+
+from harness.hardware.device import GPU, select_execution_mode  # noqa: E402
 
 # Must run before anything imports triton: turns the interpreter on when there is no GPU.
 MODE = select_execution_mode()
