@@ -174,15 +174,18 @@ def _tile_origin(tile, num_pid_n, rects_h, rects_w,
 
 
 @gluon.jit
-def _tap_offsets(r, s, padding, stride: gl.constexpr):
-    """Filter tap (r, s) -> where its A box lies (module docstring, "Strided layers"): (row
-    offset, row phase, column offset, column phase), the tap's offset ``r - padding = stride *
-    row offset + row phase`` with ``0 <= phase < stride`` (likewise for ``s``).  ``t = r +
-    (stride - 1) * padding`` is that offset plus ``stride * padding``, never negative, so ``//``
-    and ``%`` (by the constant stride) floor as the split needs."""
+def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
+    """K step -> where its A box lies (module docstring, "Strided layers"): (row offset, row
+    phase, column offset, column phase, channel block), the tap's offset
+    ``r - padding = stride * row offset + row phase`` with ``0 <= phase < stride`` (likewise
+    for ``s``).  ``t = r + (stride - 1) * padding`` is that offset plus ``stride * padding``,
+    never negative, so ``//`` and ``%`` floor as the split needs."""
+    tap = step // num_cb
+    r = tap // S
     t_r = r + (stride - 1) * padding
-    t_s = s + (stride - 1) * padding
-    return t_r // stride - padding, t_r % stride, t_s // stride - padding, t_s % stride
+    t_s = tap - r * S + (stride - 1) * padding
+    return (t_r // stride - padding, t_r % stride, t_s // stride - padding, t_s % stride,
+            step - tap * num_cb)
 
 
 # -----------------------------------------------------------
@@ -204,15 +207,8 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-        # The step's (filter row r, filter column s, channel block cb), divided out once per
-        # work item and then counted up step by step: this one warp issues every copy, and two
-        # integer divisions per step (by num_cb, then by S) would sit on its path to the next.
-        tap = k0 // num_cb
-        r = tap // S
-        s = tap - r * S
-        cb = k0 - tap * num_cb
         for step in range(k0, k1):
-            dh, ph, dw, pw = _tap_offsets(r, s, padding, STRIDE)
+            dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
             slot = it % NUM_STAGES
             # A fresh mbarrier counts as having completed the phase before its first, so the
             # first lap over the ring (phase 0) waits for parity 1 and passes at once.
@@ -233,13 +229,6 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
                 tma.async_copy_global_to_shared(x3, at, bar, a_bufs.index(slot), pred=grid == 3)
             tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
             it += 1
-            cb += 1
-            if cb == num_cb:
-                cb = 0
-                s += 1
-                if s == S:
-                    s = 0
-                    r += 1
 
 
 # -----------------------------------------------------------
@@ -448,7 +437,7 @@ def phase_grids(x: torch.Tensor, stride: int) -> list[torch.Tensor]:
 
 
 def step_phases(shape: ConvShape, block_k: int) -> tuple[np.ndarray, ...]:
-    """``(dh, ph, dw, pw, c0)`` of every K step in order (the kernel's walk in :func:`_load_partition`):
+    """``(dh, ph, dw, pw, c0)`` of every K step in order (the kernel's :func:`_step_tap`):
     the tap's offsets split into whole strides and phases, and the step's first channel."""
     r, s, c0 = step_taps(shape, block_k)
     u, pad = shape.stride, shape.padding
@@ -467,7 +456,7 @@ def phase_problems(shape: ConvShape) -> list[str]:
 
 
 def step_taps(shape: ConvShape, block_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(r, s, c0)`` of every K step in order (the kernel's walk in :func:`_load_partition`, before the
+    """``(r, s, c0)`` of every K step in order (the kernel's :func:`_step_tap`, before the
     padding offset): tap-major, then channel blocks of BLOCK_K."""
     num_cb = triton.cdiv(shape.C, block_k)
     steps = np.arange(shape.R * shape.S * num_cb, dtype=np.int64)
