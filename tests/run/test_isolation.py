@@ -145,3 +145,17 @@ def test_a_worker_dies_with_its_sweep_even_by_kill_9():
             pytest.fail(f"worker {worker} outlived its killed parent by 10 s")
     finally:
         proc.kill()
+
+
+def test_the_workers_entry_module_imports_no_torch():
+    """A spawned worker imports harness.run.isolation to find its entry point: without torch and
+    Triton (the pipeline is imported in ``_serve``), it is in its own session and bound to its
+    parent before the seconds of those imports, and a stand-in worker starts in a fraction of one."""
+    import subprocess
+
+    probe = ("import sys\nimport harness.run.isolation\n"
+             "print(sorted(m for m in ('torch', 'triton', 'harness.run.steps') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout
