@@ -286,12 +286,12 @@ def _child(request: dict, base_path: list[str]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        opened: dict[str, int] = {}   # a file named for stdout and stderr both is opened once
+        opened: dict[tuple[str, int], int] = {}   # a file named for stdout and stderr both is opened once
         for fd, path, flags in ((0, request["stdin"], os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
                                 (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
-            if path not in opened:
-                opened[path] = os.open(path, flags)
-            os.dup2(opened[path], fd)
+            if (path, flags) not in opened:
+                opened[path, flags] = os.open(path, flags)
+            os.dup2(opened[path, flags], fd)
         import io
         import random
         import runpy
