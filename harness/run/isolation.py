@@ -187,7 +187,7 @@ class IsolatedRunner:
         # limit, so that start-up time never counts against a job's isolation.timeout_s.
         if not self._conn.poll(STARTUP_TIMEOUT_S):
             _, tail = self._stop()
-            return f"sent no ready within {STARTUP_TIMEOUT_S:.0f} s", tail
+            return f"sent no ready within {STARTUP_TIMEOUT_S:g} s", tail
         try:
             self._conn.recv()
         except (EOFError, ConnectionError):

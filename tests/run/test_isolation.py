@@ -64,11 +64,11 @@ def test_a_worker_that_fails_its_first_start_runs_the_job_on_the_second(tmp_path
 
 
 def test_a_worker_that_never_says_ready_is_retried_then_fails(tmp_path, monkeypatch):
-    monkeypatch.setattr(isolation, "STARTUP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(isolation, "STARTUP_TIMEOUT_S", 0.5)
     starts = tmp_path / "starts"
     result = _run_once(functools.partial(_never_ready, str(starts)))
     assert result.status == FAILED
-    assert ("failed to start twice (attempt 1 sent no ready within 1 s, attempt 2 sent no ready within 1 s)"
+    assert ("failed to start twice (attempt 1 sent no ready within 0.5 s, attempt 2 sent no ready within 0.5 s)"
             in result.reason), result.reason
 
 
