@@ -244,10 +244,7 @@ def check_memory(job: Config, entries: list[ShapeEntry], device: DeviceInfo) -> 
     from harness.job.footprint import job_memory
     from harness.profilers.sim.budget import GIB, SimulationTooLarge
 
-    budget = job.profiler.sim_memory_gib
-    if not budget > 0:
-        raise UserError(f"profiler.sim_memory_gib={budget!r} is invalid; the simulated L2's memory budget is a "
-                        "positive number of GiB")
+    budget = job.profiler.sim_memory_gib   # positive (harness.schema.ProfilerConfig)
     host = available_memory()
     on_gpu = device.mode == GPU
     gpu, gpu_kind = device_memory() if on_gpu else (None, "")

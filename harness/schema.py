@@ -133,6 +133,11 @@ class ProfilerConfig:
     simulate: bool = False
     sim_memory_gib: float = DEFAULT_SIM_MEMORY_GIB
 
+    def __post_init__(self) -> None:   # before the kernels' imports (torch): a refusal in about a second
+        if not self.sim_memory_gib > 0:
+            raise UserError(f"profiler.sim_memory_gib={self.sim_memory_gib!r} is invalid; the simulated L2's memory "
+                            "budget is a positive number of GiB")
+
 
 def _num_warps_values() -> str:
     """What ``launch.num_warps`` takes (harness.job.launch_limits), for a refusal's line."""

@@ -10,7 +10,8 @@ sets it), writes its stdout and stderr to files, runs the ``harness`` package as
 (what ``python -m harness`` runs), and exits with its status after the interpreter's exit
 handlers.  :func:`run_script` runs a script file the same way (``python benchmarks/x.py``:
 the script's folder first on its ``sys.path``); :func:`run_clis_together` forks several runs at
-once (concurrent sweeps).  The server imports only third-party
+once (concurrent sweeps); :func:`start_cli` forks one in a session of its own and returns at
+once, for a test that signals its process group mid-run.  The server imports only third-party
 modules, none of the project's, so every run executes the checkout's code afresh.
 
 A run's ``PYTHONPATH`` comes after its working directory on its ``sys.path``, as in a real
@@ -18,7 +19,7 @@ process, and a ``sitecustomize`` module found there is imported first, as Python
 does; ``tempfile`` takes its folder from the run's ``TMPDIR``, numba its settings from the run's
 ``NUMBA_*`` variables.  A run whose ``TRITON_INTERPRET`` differs from the server's (read when triton is
 imported), or whose ``PYTHONPATH`` holds a preloaded library, starts a real process instead, as
-do tests that measure a process or signal it (they call ``subprocess`` themselves).
+do tests that measure a process (they call ``subprocess`` themselves).
 
     python -m tests.cli_fork    # the server: one JSON list of runs per line on stdin
 """
@@ -61,6 +62,7 @@ class _Call:
     env: dict[str, str]
     stdin: str
     tty: str | None = None
+    log: str | None = None        # one file for its stdout and stderr (start_cli)
 
 
 class _Server:
@@ -82,27 +84,44 @@ class _Server:
     def run(self, calls: list[_Call], timeout: float | None, text: bool) -> list[subprocess.CompletedProcess]:
         """Fork one child per call, all at once; their results in order (all killed at ``timeout``)."""
         with tempfile.TemporaryDirectory(prefix="cli-fork-") as tmp:
-            requests = []
-            for i, call in enumerate(calls):
-                out, err, given = (Path(call.tty or Path(tmp) / f"{name}{i}") for name in ("stdout", "stderr", "stdin"))
-                if not call.tty:
-                    given.write_text(call.stdin)
-                request = ({"module": call.cmd[2], "argv": call.cmd[3:]} if call.cmd[1] == "-m"  # python -m MODULE ARGS
-                           else {"script": call.cmd[1], "argv": call.cmd[2:]})                     # python SCRIPT ARGS
-                request.update(cwd=str(Path(call.cwd).resolve()), env=call.env, stdin=str(given), stdout=str(out),
-                               stderr=str(err))
-                requests.append(request)
-            self.proc.stdin.write((json.dumps(requests) + "\n").encode())
-            pids = self._answer()["pids"]
-            ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-            if not ready:
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-            codes = self._answer()["codes"]
-            done = [subprocess.CompletedProcess(call.cmd, code, *(_read(Path(request[stream]), text) if not call.tty
-                                                                  else "" for stream in ("stdout", "stderr")))
-                    for call, code, request in zip(calls, codes, requests)]
+            requests = self.start(calls, Path(tmp))
+            return self.finish(calls, requests, timeout, text)
+
+    def start(self, calls: list[_Call], tmp: Path, session: bool = False) -> list[dict]:
+        """Fork one child per call (with ``session``: each the leader of a session of its own);
+        their requests, each with its child's ``pid``."""
+        requests = []
+        for i, call in enumerate(calls):
+            out, err = (Path(call.tty or call.log or tmp / f"{name}{i}") for name in ("stdout", "stderr"))
+            given = Path(call.tty or tmp / f"stdin{i}")
+            if not call.tty:
+                given.write_text(call.stdin)
+            request = ({"module": call.cmd[2], "argv": call.cmd[3:]} if call.cmd[1] == "-m"  # python -m MODULE ARGS
+                       else {"script": call.cmd[1], "argv": call.cmd[2:]})                     # python SCRIPT ARGS
+            request.update(cwd=str(Path(call.cwd).resolve()), env=call.env, stdin=str(given), stdout=str(out),
+                           stderr=str(err), session=session)
+            requests.append(request)
+        self.proc.stdin.write((json.dumps(requests) + "\n").encode())
+        for request, pid in zip(requests, self._answer()["pids"]):
+            request["pid"] = pid
+        return requests
+
+    def ended(self, timeout: float | None) -> bool:
+        """Whether the children of the last ``start`` have all ended (waits up to ``timeout``)."""
+        return bool(select.select([self.proc.stdout], [], [], timeout)[0])
+
+    def finish(self, calls: list[_Call], requests: list[dict], timeout: float | None,
+               text: bool) -> list[subprocess.CompletedProcess]:
+        """Wait for the children of the last ``start`` (all killed at ``timeout``); their results in order."""
+        ready = self.ended(timeout)
+        if not ready:
+            for request in requests:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(request["pid"], signal.SIGKILL)
+        codes = self._answer()["codes"]
+        done = [subprocess.CompletedProcess(call.cmd, code, *(_read(Path(request[stream]), text) if not call.tty
+                                                              else "" for stream in ("stdout", "stderr")))
+                for call, code, request in zip(calls, codes, requests)]
         if not ready:
             raise subprocess.TimeoutExpired(calls[0].cmd, timeout, done[0].stdout, done[0].stderr)
         return done
@@ -154,6 +173,51 @@ def run_clis_together(argss: list[list[str]], cwd: str | os.PathLike, env: dict[
     return _run([_Call([sys.executable, "-m", module, *args], cwd, env, "") for args in argss], timeout, True)
 
 
+class StartedCli:
+    """A run of :func:`start_cli` as a fork of the warm server, used as its ``subprocess.Popen``
+    would be: ``pid`` (the leader of a session of its own), ``poll()``, ``wait(timeout)``,
+    ``returncode``.  The server serves no other run until this one is waited for."""
+
+    def __init__(self, server: _Server, call: _Call, tmp: tempfile.TemporaryDirectory) -> None:
+        self._server, self._call, self._tmp = server, call, tmp
+        self._request, = server.start([call], Path(tmp.name), session=True)
+        self.pid: int = self._request["pid"]
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._server.ended(0):
+            self.wait()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                self.returncode = self._server.finish([self._call], [self._request], timeout, True)[0].returncode
+            finally:
+                self._tmp.cleanup()
+                self._server.lock.release()
+        return self.returncode
+
+
+def start_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], log: str | os.PathLike,
+              module: str = "harness") -> StartedCli | subprocess.Popen:
+    """``subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env, stdout=<log>,
+    stderr=subprocess.STDOUT, start_new_session=True)`` started as a fork of the warm server
+    (a real process where :func:`run_cli` would start one): for tests that signal a run's
+    process group mid-run; wait for it (``wait``) before the next run."""
+    call = _Call([sys.executable, "-m", module, *args], cwd, env, "", log=str(log))
+    server = _server()
+    if not (server.fits(env) and server.lock.acquire(blocking=False)):
+        with open(log, "w") as out:
+            return subprocess.Popen(call.cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return StartedCli(server, call, tempfile.TemporaryDirectory(prefix="cli-fork-"))
+    except BaseException:
+        server.lock.release()
+        raise
+
+
 def run_script(script: str | os.PathLike, args: list[str], cwd: str | os.PathLike = ".",
                env: dict[str, str] | None = None, timeout: float | None = None, text: bool = True,
                input: str = "") -> subprocess.CompletedProcess:
@@ -164,11 +228,16 @@ def run_script(script: str | os.PathLike, args: list[str], cwd: str | os.PathLik
     return _run([call], timeout, text)[0]
 
 
-def _run(calls: list[_Call], timeout: float | None, text: bool) -> list[subprocess.CompletedProcess]:
+def _server() -> _Server:
+    """This process's server, started on first use."""
     if not _SERVER:
         _SERVER.append(_Server())
         atexit.register(_SERVER[0].close)
-    server = _SERVER[0]
+    return _SERVER[0]
+
+
+def _run(calls: list[_Call], timeout: float | None, text: bool) -> list[subprocess.CompletedProcess]:
+    server = _server()
     if not (all(server.fits(call.env) for call in calls) and server.lock.acquire(blocking=False)):
         return _processes(calls, timeout, text)
     try:
@@ -212,12 +281,17 @@ def _child(request: dict, base_path: list[str]) -> None:
     ``PYTHONPATH`` and ``base_path``; never returns."""
     code = 1
     try:
+        if request.get("session"):
+            os.setsid()
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        opened: dict[tuple[str, int], int] = {}   # a file named for stdout and stderr both is opened once
         for fd, path, flags in ((0, request["stdin"], os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
                                 (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
-            os.dup2(os.open(path, flags), fd)
+            if (path, flags) not in opened:
+                opened[path, flags] = os.open(path, flags)
+            os.dup2(opened[path, flags], fd)
         import io
         import random
         import runpy

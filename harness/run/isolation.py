@@ -16,6 +16,12 @@ The worker runs in a session of its own, SIGINT blocked: a terminal's Ctrl-C rea
 sweep alone, which kills the worker with every process it started (harness.hardware.processes).  Closed while a
 job runs (the sweep interrupted: harness.run.interrupt), the runner kills it at once.
 
+This module imports neither torch nor Triton (the pipeline, ``harness.run.steps``, is imported
+where a job runs: ``_serve``, ``InProcessRunner.run``): a spawned worker imports it to find its
+entry point, so it is in its own session and bound to its parent (``_in_own_session``) within
+a fraction of a second of its start, and only then spends seconds importing the pipeline; a
+stand-in worker (tests) imports nothing of it.
+
 ``InProcessRunner`` runs jobs in the calling process (the CPU default: no GPU context
 to lose, and the interpreter's start-up is not paid again).
 
@@ -40,16 +46,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from typing import TYPE_CHECKING
+
 from harness.hardware.device import DeviceInfo, describe_device, select_execution_mode
 from harness.hardware.environment import temporary_environment
-from harness.run.options import JobOptions
-from harness.run.steps import run_job
 from harness.hardware.pinning import VISIBLE_DEVICES_TAG, DevicePin, visible_devices
 from harness.hardware.processes import kill_group
 from harness.job.result import FAILED, JobResult
 from harness.job.spec import JobSpec
 from harness.storage.field_names import Tag
-from harness.storage.run_fields import spec_params
+
+if TYPE_CHECKING:
+    from harness.run.options import JobOptions
 
 
 @dataclass
@@ -57,6 +65,8 @@ class InProcessRunner:
     device: DeviceInfo
 
     def run(self, spec: JobSpec, options: JobOptions) -> JobResult:
+        from harness.run.steps import run_job
+
         return run_job(spec, self.device, options)
 
     def close(self) -> None:
@@ -177,7 +187,7 @@ class IsolatedRunner:
         # limit, so that start-up time never counts against a job's isolation.timeout_s.
         if not self._conn.poll(STARTUP_TIMEOUT_S):
             _, tail = self._stop()
-            return f"sent no ready within {STARTUP_TIMEOUT_S:.0f} s", tail
+            return f"sent no ready within {STARTUP_TIMEOUT_S:g} s", tail
         try:
             self._conn.recv()
         except (EOFError, ConnectionError):
@@ -344,6 +354,8 @@ def _die_with_parent(parent: int) -> None:
 def _serve(conn: Connection) -> None:
     """The child's loop: receive (spec, options), send back a JobResult (tagged with the
     GPU visibility this process really has)."""
+    from harness.run.steps import run_job   # the pipeline: torch, Triton (see the module's docstring)
+
     device = describe_device(select_execution_mode())
     visible = visible_devices(os.environ)
     conn.send("ready")
@@ -359,6 +371,8 @@ def _serve(conn: Connection) -> None:
 
 
 def _failed(spec: JobSpec, reason: str, kind: str) -> JobResult:
+    from harness.storage.run_fields import spec_params
+
     result = JobResult(run_name=spec.run_name, params=spec_params(spec))
     result.tags.update({Tag.SPEC_HASH: spec.spec_hash, Tag.ISOLATION: kind})
     return result.fail(reason, gate="isolation")

@@ -13,13 +13,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
 
 import pytest
 
+from tests.cli_fork import start_cli
 from tests.faults import FAST, RunState, cli_env, harness, reason, runs_of
 from tests.faults.test_signals import alive, descendants
 
@@ -34,7 +34,7 @@ class Story:
     resumed: subprocess.CompletedProcess
 
 
-def _wait_for_hung_run(uri: str, proc: subprocess.Popen) -> None:
+def _wait_for_hung_run(uri: str, proc) -> None:
     deadline = time.monotonic() + KILL_DEADLINE_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the sweep ended before it could be killed"
@@ -52,24 +52,23 @@ def story(seeded_store) -> Story:
     sweep = ["-m", "swizzle=identity,xcd,grouped", "shape=tiny", "shape.select=[t1,t2]", *FAST,
              "isolation.mode=process", "isolation.timeout_s=600", f"tracking.uri={uri}", f"experiment={EXPERIMENT}",
              f"hydra.sweep.dir={root}/{EXPERIMENT}"]
-    with open(root / "killed-sweep.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "harness", *sweep, "fault.kind=hang", "fault.shape=t2",
-                                 "fault.swizzle=xcd"], cwd=root, env=cli_env(), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            _wait_for_hung_run(uri, proc)
-        finally:
-            worker = descendants(proc.pid)           # the job's worker runs in a session of its own
-            os.killpg(proc.pid, signal.SIGKILL)      # the sweep
-            proc.wait(30)
-            deadline = time.monotonic() + 10         # the kernel ends the hung worker with its sweep
-            while alive(worker) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            left = alive(worker)
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            assert not left, f"the job's worker {left} outlived its kill -9'd sweep"
+    # a fork of the warm CLI server, the leader of a session of its own (tests.cli_fork.start_cli)
+    proc = start_cli([*sweep, "fault.kind=hang", "fault.shape=t2", "fault.swizzle=xcd"], root, cli_env(),
+                     root / "killed-sweep.log")
+    try:
+        _wait_for_hung_run(uri, proc)
+    finally:
+        worker = descendants(proc.pid)           # the job's worker runs in a session of its own
+        os.killpg(proc.pid, signal.SIGKILL)      # the sweep
+        proc.wait(30)
+        deadline = time.monotonic() + 10         # the kernel ends the hung worker with its sweep
+        while alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = alive(worker)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not left, f"the job's worker {left} outlived its kill -9'd sweep"
     client = MlflowClient(tracking_uri=uri)
     before = {r.info.run_id: RunState.of(r, client) for r in runs_of(uri, EXPERIMENT)}
     resumed = harness(sweep, cwd=root)

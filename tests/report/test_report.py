@@ -31,6 +31,7 @@ from mlflow.tracking import MlflowClient
 
 from harness import report
 from harness.report import FASTER, NOISE, NOT_TIMED, SLOWER, build_report
+from harness.storage.new_store import seed_new_store
 
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_SHAPE = HOSTILE + " $\\frac{"        # also an unbalanced mathtext for the figures
@@ -95,12 +96,19 @@ def _timed(median: float, p20: float, p80: float, l2: float | None = None, l2_st
     return m
 
 
+def store_client(uri: str) -> MlflowClient:
+    """A client of the new SQLite store at ``uri``, made as the harness makes one (a copy of
+    the migrated empty store, harness.storage.new_store: no migrations run here)."""
+    seed_new_store(uri)
+    return MlflowClient(tracking_uri=uri)
+
+
 def new_store(root: Path, experiment: str) -> tuple[str, MlflowClient, str]:
     """A new SQLite store with local artifacts under ``root`` holding ``experiment``:
     its URI, a client and the experiment's id."""
     root.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
+    client = store_client(uri)
     return uri, client, client.create_experiment(experiment, artifact_location=(root / "artifacts").as_uri())
 
 
@@ -278,7 +286,7 @@ def test_explicit_older_sweep(built, tmp_path):
 def test_no_sweep_falls_back_to_the_experiment_view(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
+    client = store_client(uri)
     exp_id = client.create_experiment("loose", artifact_location=(tmp_path / "art").as_uri())
     for swizzle in ("identity", "xcd"):
         run = client.create_run(exp_id, run_name=swizzle, tags={"swizzlebench.kind": "job", "device": "cpu"})
@@ -368,7 +376,7 @@ def test_callback_logs_report_failure_without_raising(tmp_path, monkeypatch, cap
 
 def test_same_tile_order_as_identity_is_never_a_speedup(tmp_path):
     """xcd with num_xcds=1 launches identity's order: a 'faster' time there is noise (seen on an H200)."""
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
+    client = store_client(f"sqlite:///{tmp_path}/s.db")
     exp = client.create_experiment("same")
     sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
     for i, (swizzle, t, h) in enumerate([("identity", 0.0332, "aaaa"), ("xcd", 0.0199, "aaaa"),
@@ -393,7 +401,7 @@ def test_same_order_cells_read_the_same_in_the_job_line_and_the_report(tmp_path)
     from harness.storage.run_fields import run_tags
     from harness.measure.stats import PairedEstimate
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
+    client = store_client(f"sqlite:///{tmp_path}/s.db")
     exp = client.create_experiment("same-paired")
     sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
     lines = {}
@@ -437,7 +445,7 @@ def test_cells_name_their_config_and_flag_near_tie_choices(tmp_path):
     flagged in its row and counted in a note; the labels are text, escaped."""
     from tests.report.pages import cell_rows, section
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    client = store_client(f"sqlite:///{tmp_path}/t.db")
     exp = client.create_experiment("tuned")
     sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
     hostile_config = f"M128 N64 K64 {HOSTILE} w4 s3"
@@ -483,7 +491,7 @@ def test_cells_say_what_bounds_them_when_the_target_has_a_roofline(tmp_path):
     and table.csv; a report of runs without the tag has no such column."""
     from tests.report.pages import cell_rows, section
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    client = store_client(f"sqlite:///{tmp_path}/t.db")
     exp = client.create_experiment("roof")
     sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
     for t, (swizzle, ms, bound) in enumerate((("identity", 1.0, "compute-bound, at 64 % of peak"),
@@ -510,7 +518,7 @@ ROOFLINE_TITLE = "Roofline: each cell from its baseline (open circle) to its swi
 def _roofline_store(tmp_path: Path, with_readings: bool, logged_ceilings: bool = True) -> Path:
     """A sweep of two paired cells (xcd faster, grouped slower, vs identity) on one layer,
     with or without roofline readings; returns its report page."""
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    client = store_client(f"sqlite:///{tmp_path}/t.db")
     exp = client.create_experiment("roof")
     sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
     for t, (swizzle, ms, verdict, bound) in enumerate((("xcd", 0.8, "faster", "memory-bound, at 62 % of its roofline"),
@@ -581,7 +589,7 @@ def test_a_same_order_cells_l2_difference_is_not_called_the_orders(tmp_path):
     from harness.job.result import FINISHED, Comparison, JobResult
     from harness.storage.run_fields import run_tags
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/s.db")
+    client = store_client(f"sqlite:///{tmp_path}/s.db")
     exp = client.create_experiment("same-l2")
     sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
     lines = {}
@@ -609,7 +617,7 @@ def test_kernel_vs_vendor_spans_a_kernel_whose_config_follows_the_shape(tmp_path
     """tune=table / tune=fastest launch one config per shape: "Kernel vs vendor" is one row per
     kernel and swizzle over all its shapes (geomean of time / best vendor time), not one row
     per config; a launch knob swept on one shape still splits the rows."""
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/t.db")
+    client = store_client(f"sqlite:///{tmp_path}/t.db")
     exp = client.create_experiment("table")
     sweep = client.create_run(exp, run_name="sweep", tags={"swizzlebench.kind": "sweep"}).info.run_id
     t = 1_000

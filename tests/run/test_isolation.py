@@ -1,78 +1,25 @@
 """``IsolatedRunner`` when its worker process fails: a start that fails is retried once, and
 the FAILED reason carries the exit code and the tail of the worker's stderr (captured from
 spawn's bootstrap on), for start failures and for crashes during a job.  The stand-in
-workers below replace ``_serve`` through ``IsolatedRunner(worker=...)``; each runs in a
-spawned child, so they are module-level and take their files as arguments."""
+workers replace ``_serve`` through ``IsolatedRunner(worker=...)``; each runs in a
+spawned child, so they are module-level (tests/run/isolation_workers.py, which imports no
+more than they need) and take their files as arguments."""
 from __future__ import annotations
 
 import functools
 import os
 import sys
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
 
 import harness.run.isolation as isolation
-from harness.run.isolation import IsolatedRunner, _serve
+from harness.run.isolation import IsolatedRunner
 from harness.run.steps import JobOptions
 from harness.job.result import FAILED, FINISHED, JobResult
+from tests.run.isolation_workers import (BOOM, _aborts_in_job, _exits_255, _fails_first_start, _FailsToUnpickle,
+                                         _never_ready, _terminated_with_the_job, _unreachable)
 from tests.run.test_steps import SHAPES, TILES, _spec
-
-BOOM = "boom: cannot import foo"
-
-
-def _count_start(starts: str) -> int:
-    """Note one start of a stand-in worker in the file ``starts``; returns which start it is."""
-    with open(starts, "a") as f:
-        f.write("start\n")
-    return len(Path(starts).read_text().splitlines())
-
-
-def _exits_255(starts: str, conn: Connection) -> None:
-    """Stand-in worker: an import error before "ready"."""
-    _count_start(starts)
-    print(BOOM, file=sys.stderr)
-    sys.exit(255)
-
-
-def _fails_first_start(starts: str, conn: Connection) -> None:
-    """Stand-in worker: the first start fails, the second serves jobs (with a warning)."""
-    if _count_start(starts) == 1:
-        print("boom: first start only", file=sys.stderr)
-        sys.exit(255)
-    print("warning: second start, serving", file=sys.stderr)
-    _serve(conn)
-
-
-def _never_ready(starts: str, conn: Connection) -> None:
-    """Stand-in worker: hangs during start-up."""
-    _count_start(starts)
-    os.read(conn.fileno(), 1)  # blocks until the parent kills it
-
-
-def _aborts_in_job(conn: Connection) -> None:
-    """Stand-in worker: starts, then dies of SIGABRT on its first job after a last word."""
-    conn.send("ready")
-    conn.recv()
-    print("dying: bad kernel", file=sys.stderr, flush=True)
-    os.abort()
-
-
-class _FailsToUnpickle:
-    """An argument whose unpickling raises, so that the child dies inside spawn's bootstrap,
-    before any worker code runs."""
-
-    def __reduce__(self):
-        return _raise_import_error, (BOOM,)
-
-
-def _raise_import_error(message: str) -> None:
-    raise ImportError(message)
-
-
-def _unreachable(arg: object, conn: Connection) -> None:
-    raise AssertionError("the child was expected to die while unpickling its arguments")
 
 
 def _run_once(worker, options: JobOptions | None = None) -> JobResult:
@@ -117,11 +64,11 @@ def test_a_worker_that_fails_its_first_start_runs_the_job_on_the_second(tmp_path
 
 
 def test_a_worker_that_never_says_ready_is_retried_then_fails(tmp_path, monkeypatch):
-    monkeypatch.setattr(isolation, "STARTUP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(isolation, "STARTUP_TIMEOUT_S", 0.5)
     starts = tmp_path / "starts"
     result = _run_once(functools.partial(_never_ready, str(starts)))
     assert result.status == FAILED
-    assert ("failed to start twice (attempt 1 sent no ready within 1 s, attempt 2 sent no ready within 1 s)"
+    assert ("failed to start twice (attempt 1 sent no ready within 0.5 s, attempt 2 sent no ready within 0.5 s)"
             in result.reason), result.reason
 
 
@@ -152,18 +99,6 @@ def test_exit_text(code, text):
     assert isolation._exit_text(code) == text
 
 
-def _terminated_with_the_job(conn: Connection) -> None:
-    """Stand-in worker: on its first job, a job-wide SIGTERM as SLURM's scancel sends it, to
-    every process of the job one after another: this worker first, its parent 0.3 s later."""
-    import signal
-    import subprocess
-
-    conn.send("ready")
-    conn.recv()
-    subprocess.Popen(["sh", "-c", f"sleep 0.3; kill -TERM {os.getppid()}"], start_new_session=True)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
 def test_a_worker_killed_by_a_job_wide_sigterm_stops_the_job_not_a_crash():
     """The worker dies first; the job's own SIGTERM, within the grace, stops the job
     (harness.run.interrupt) rather than a FAILED 'crash' result being returned."""
@@ -181,15 +116,6 @@ def test_a_worker_killed_by_a_job_wide_sigterm_stops_the_job_not_a_crash():
     assert stops[0].reason("mid-job").startswith("killed: SIGTERM received mid-job (a test); re-run"), stops[0]
 
 
-def _hangs(conn: Connection) -> None:
-    """Stand-in worker: ready, then hangs as a job can (not reading its pipe: the parent's
-    end closing would not wake it)."""
-    import time
-
-    conn.send("ready")
-    time.sleep(600)
-
-
 def test_a_worker_dies_with_its_sweep_even_by_kill_9():
     """The worker has a session of its own (out of reach of its sweep's process group), so
     the kernel ends it when the sweep's process dies however it dies: after ``kill -9`` of
@@ -201,7 +127,7 @@ def test_a_worker_dies_with_its_sweep_even_by_kill_9():
     from tests.faults.test_signals import alive
 
     parent = ("import sys, time\nfrom harness.run.isolation import IsolatedRunner\n"
-              "from tests.run.test_isolation import _hangs\n"
+              "from tests.run.isolation_workers import _hangs\n"
               "runner = IsolatedRunner(timeout_s=60, worker=_hangs)\n"
               "assert runner._start() is None\nprint(runner._proc.pid, flush=True)\ntime.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", parent], cwd=Path(__file__).resolve().parents[2],
@@ -219,3 +145,17 @@ def test_a_worker_dies_with_its_sweep_even_by_kill_9():
             pytest.fail(f"worker {worker} outlived its killed parent by 10 s")
     finally:
         proc.kill()
+
+
+def test_the_workers_entry_module_imports_no_torch():
+    """A spawned worker imports harness.run.isolation to find its entry point: without torch and
+    Triton (the pipeline is imported in ``_serve``), it is in its own session and bound to its
+    parent before the seconds of those imports, and a stand-in worker starts in a fraction of one."""
+    import subprocess
+
+    probe = ("import sys\nimport harness.run.isolation\n"
+             "print(sorted(m for m in ('torch', 'triton', 'harness.run.steps') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout
