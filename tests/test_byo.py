@@ -98,11 +98,13 @@ def test_user_kernel_and_swizzle_multirun_finish(user_dir):
 
 def test_user_code_imports_in_isolated_and_profiler_workers(user_dir):
     """isolation.mode=process (a spawned worker) and the profiler's worker process (the
-    stand-in ncu runs it in another directory) both import the user's modules."""
+    stand-in ncu runs it in another directory) both import the user's modules.  Without the
+    compile stage, whose helper process is a third importer and not this test's subject (the
+    documented multirun above compiles the user's kernel)."""
     env = {"PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}"}
     runs = _runs(user_dir, ["kernel=mykernel", "swizzle=custom", "swizzle.fn=myremaps:snake", "shape=tiny",
                             "shape.select=[t1]", *SMALL_TILES, "isolation.mode=process", "profiler=ncu",
-                            "profiler.repeats=1"], "workers", env=env)
+                            "profiler.repeats=1", "compile.enabled=false"], "workers", env=env)
     run = runs["mykernel/myremaps:snake/tiny-t1/w4"]
     assert run.info.status == "FINISHED", run.data.tags.get("status_reason")
     assert run.data.params["grid.num_pids"] == "4" and "l2_hit_rate" in run.data.metrics
@@ -178,8 +180,11 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
     is handed to the processes the sweep starts (a job worker, a profiler's worker) through
     ``PROBED_ENV``, so that they do not pay it again.  A module of that name found elsewhere
     (another folder first on ``sys.path``) is probed afresh, and one that ends its process
-    there is still caught."""
+    there is still caught; one this process has imported already is not probed (importing it
+    again runs none of its code)."""
     import subprocess
+    import sys
+    import types
 
     from harness.job import user_code
 
@@ -200,6 +205,10 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
         user_code._import_ends_process.cache_clear()
         with pytest.raises(ImportError, match="ended its process with exit status 3"):
             user_code._import_ends_process("probed_mod")
+        assert probes == ["probed_mod", "probed_mod"]
+        user_code._import_ends_process.cache_clear()
+        monkeypatch.setitem(sys.modules, "probed_mod", types.ModuleType("probed_mod"))   # b's, imported here
+        user_code._import_ends_process("probed_mod")
         assert probes == ["probed_mod", "probed_mod"]
     finally:
         user_code._import_ends_process.cache_clear()

@@ -82,11 +82,14 @@ def _import_ends_process(module: str) -> None:
     RUNNING.  Raises ImportError saying so; an exception or ``sys.exit`` is left to the import
     in this process, which reports it.  Skipped where ``PROBED_ENV`` says that an ancestor
     process probed the module found at the same place (each probe costs about a second of
-    CPU: the user's module imports torch)."""
+    CPU: the user's module imports torch), and for a module this process has imported
+    already (importing it again runs none of its code)."""
     import json
     import subprocess
     import sys
 
+    if module in sys.modules:
+        return
     where = _found_at(module)
     try:
         probed = dict(json.loads(os.environ.get(PROBED_ENV) or "{}"))
