@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,7 +184,6 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
     (another folder first on ``sys.path``) is probed afresh, and one that ends its process
     there is still caught; one this process has imported already is not probed (importing it
     again runs none of its code)."""
-    import subprocess
     import sys
     import types
 
@@ -194,8 +194,8 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
         (tmp_path / folder / "probed_mod.py").write_text(source)
     monkeypatch.setenv(user_code.PROBED_ENV, "{}")   # restored after the test
     monkeypatch.syspath_prepend(str(tmp_path / "a"))
-    probes, run = [], subprocess.run
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: probes.append(cmd[-1]) or run(cmd, **kw))
+    probes, probe = [], user_code._probe
+    monkeypatch.setattr(user_code, "_probe", lambda module: probes.append(module) or probe(module))
     user_code._import_ends_process.cache_clear()
     try:
         user_code._import_ends_process("probed_mod")   # the sweep's process
@@ -213,6 +213,25 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
         assert probes == ["probed_mod", "probed_mod"]
     finally:
         user_code._import_ends_process.cache_clear()
+
+
+@pytest.mark.parametrize("how", ["_probe_forked", "_probe_fresh"])
+def test_a_probe_reports_how_its_import_ended(tmp_path, monkeypatch, capfd, how):
+    """Either probe (a fork of this process, or a fresh interpreter where this process runs
+    other threads) gives the import's exit status: 0 when the module imports or raises
+    (left to this process's import to report), its own status when it ends its process;
+    what the module prints does not reach this process's output."""
+    from harness.job import user_code
+
+    modules = {"fine_mod": "print('imported')\n", "raising_mod": "import sys\nsys.exit(2)\n",
+               "exiting_mod": "import os\nos._exit(3)\n"}
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = getattr(user_code, how)
+    assert [probe(name) for name in modules] == [0, 0, 3]
+    assert "imported" not in "".join(capfd.readouterr())
+    assert not set(modules) & set(sys.modules)   # imported in the child only
 
 
 def test_swizzle_labels_of_import_paths():
