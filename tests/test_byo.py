@@ -184,7 +184,6 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
     (another folder first on ``sys.path``) is probed afresh, and one that ends its process
     there is still caught; one this process has imported already is not probed (importing it
     again runs none of its code)."""
-    import sys
     import types
 
     from harness.job import user_code
