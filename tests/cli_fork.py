@@ -63,6 +63,7 @@ class _Call:
     stdin: str
     tty: str | None = None
     log: str | None = None        # one file for its stdout and stderr (start_cli)
+    err_log: str | None = None    # its stderr's own file, where not log (start_cli)
 
 
 class _Server:
@@ -92,7 +93,8 @@ class _Server:
         their requests, each with its child's ``pid``."""
         requests = []
         for i, call in enumerate(calls):
-            out, err = (Path(call.tty or call.log or tmp / f"{name}{i}") for name in ("stdout", "stderr"))
+            out, err = (Path(call.tty or own or call.log or tmp / f"{name}{i}")
+                        for name, own in (("stdout", None), ("stderr", call.err_log)))
             given = Path(call.tty or tmp / f"stdin{i}")
             if not call.tty:
                 given.write_text(call.stdin)
@@ -200,23 +202,26 @@ class StartedCli:
 
 
 def start_cli(args: list[str], cwd: str | os.PathLike, env: dict[str, str], log: str | os.PathLike,
-              module: str = "harness") -> StartedCli | subprocess.Popen:
+              module: str = "harness", err_log: str | os.PathLike | None = None) -> StartedCli | subprocess.Popen:
     """``subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env, stdout=<log>,
-    stderr=subprocess.STDOUT, start_new_session=True)`` started as a fork of the warm server
-    (a real process where :func:`run_cli` would start one): for tests that signal a run's
-    process group mid-run; wait for it (``wait``) before the next run."""
-    call = _Call([sys.executable, "-m", module, *args], cwd, env, "", log=str(log))
+    stderr=subprocess.STDOUT, start_new_session=True)`` (with ``err_log``: ``stderr=<err_log>``)
+    started as a fork of the warm server (a real process where :func:`run_cli` would start
+    one): for tests that signal a run's process group mid-run; wait for it (``wait``) before
+    the next run.  Its files are there, empty, when it returns."""
+    call = _Call([sys.executable, "-m", module, *args], cwd, env, "", log=str(log),
+                 err_log=None if err_log is None else str(err_log))
+    for path in {log, err_log or log}:
+        Path(path).write_bytes(b"")
     server = _server()
     if not (server.fits(env) and server.lock.acquire(blocking=False)):
-        with open(log, "w") as out:
+        with open(log, "w") as out, open(err_log or os.devnull, "w") as err:
             return subprocess.Popen(call.cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT if err_log is None else err, start_new_session=True)
     try:
         return StartedCli(server, call, tempfile.TemporaryDirectory(prefix="cli-fork-"))
     except BaseException:
         server.lock.release()
         raise
-
 
 def run_script(script: str | os.PathLike, args: list[str], cwd: str | os.PathLike = ".",
                env: dict[str, str] | None = None, timeout: float | None = None, text: bool = True,

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,11 +99,13 @@ def test_user_kernel_and_swizzle_multirun_finish(user_dir):
 
 def test_user_code_imports_in_isolated_and_profiler_workers(user_dir):
     """isolation.mode=process (a spawned worker) and the profiler's worker process (the
-    stand-in ncu runs it in another directory) both import the user's modules."""
+    stand-in ncu runs it in another directory) both import the user's modules.  Without the
+    compile stage, whose helper process is a third importer and not this test's subject (the
+    documented multirun above compiles the user's kernel)."""
     env = {"PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}"}
     runs = _runs(user_dir, ["kernel=mykernel", "swizzle=custom", "swizzle.fn=myremaps:snake", "shape=tiny",
                             "shape.select=[t1]", *SMALL_TILES, "isolation.mode=process", "profiler=ncu",
-                            "profiler.repeats=1"], "workers", env=env)
+                            "profiler.repeats=1", "compile.enabled=false"], "workers", env=env)
     run = runs["mykernel/myremaps:snake/tiny-t1/w4"]
     assert run.info.status == "FINISHED", run.data.tags.get("status_reason")
     assert run.data.params["grid.num_pids"] == "4" and "l2_hit_rate" in run.data.metrics
@@ -110,10 +113,11 @@ def test_user_code_imports_in_isolated_and_profiler_workers(user_dir):
 
 def test_bad_user_code_fails_its_job_with_a_clear_reason(user_dir):
     """A bad import path fails at plan, a remap that is no permutation at the permutation
-    gate, and profiler=sim says that the kernel has no address model."""
+    gate, and profiler=sim says that the kernel has no address model.  Without the compile
+    stage (its helper process), which none of these reasons comes from."""
     runs = _runs(user_dir, ["-m", "kernel=mykernel", "swizzle=custom",
                             "swizzle.fn=myremaps:nope,badremaps:collide,myremaps:snake", "shape=tiny",
-                            "shape.select=[t1]", *SMALL_TILES, "profiler=sim"], "bad")
+                            "shape.select=[t1]", *SMALL_TILES, "profiler=sim", "compile.enabled=false"], "bad")
     assert len(runs) == 3 and all(r.info.status == "FAILED" for r in runs.values())
     reason = {name.split("/")[1]: r.data.tags["status_reason"] for name, r in runs.items()}
     gate = {name.split("/")[1]: r.data.tags["failed_gate"] for name, r in runs.items()}
@@ -178,8 +182,9 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
     is handed to the processes the sweep starts (a job worker, a profiler's worker) through
     ``PROBED_ENV``, so that they do not pay it again.  A module of that name found elsewhere
     (another folder first on ``sys.path``) is probed afresh, and one that ends its process
-    there is still caught."""
-    import subprocess
+    there is still caught; one this process has imported already is not probed (importing it
+    again runs none of its code)."""
+    import types
 
     from harness.job import user_code
 
@@ -188,8 +193,8 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
         (tmp_path / folder / "probed_mod.py").write_text(source)
     monkeypatch.setenv(user_code.PROBED_ENV, "{}")   # restored after the test
     monkeypatch.syspath_prepend(str(tmp_path / "a"))
-    probes, run = [], subprocess.run
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: probes.append(cmd[-1]) or run(cmd, **kw))
+    probes, probe = [], user_code._probe
+    monkeypatch.setattr(user_code, "_probe", lambda module: probes.append(module) or probe(module))
     user_code._import_ends_process.cache_clear()
     try:
         user_code._import_ends_process("probed_mod")   # the sweep's process
@@ -201,8 +206,31 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
         with pytest.raises(ImportError, match="ended its process with exit status 3"):
             user_code._import_ends_process("probed_mod")
         assert probes == ["probed_mod", "probed_mod"]
+        user_code._import_ends_process.cache_clear()
+        monkeypatch.setitem(sys.modules, "probed_mod", types.ModuleType("probed_mod"))   # b's, imported here
+        user_code._import_ends_process("probed_mod")
+        assert probes == ["probed_mod", "probed_mod"]
     finally:
         user_code._import_ends_process.cache_clear()
+
+
+@pytest.mark.parametrize("how", ["_probe_forked", "_probe_fresh"])
+def test_a_probe_reports_how_its_import_ended(tmp_path, monkeypatch, capfd, how):
+    """Either probe (a fork of this process, or a fresh interpreter where this process runs
+    other threads) gives the import's exit status: 0 when the module imports or raises
+    (left to this process's import to report), its own status when it ends its process;
+    what the module prints does not reach this process's output."""
+    from harness.job import user_code
+
+    modules = {"fine_mod": "print('imported')\n", "raising_mod": "import sys\nsys.exit(2)\n",
+               "exiting_mod": "import os\nos._exit(3)\n"}
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = getattr(user_code, how)
+    assert [probe(name) for name in modules] == [0, 0, 3]
+    assert "imported" not in "".join(capfd.readouterr())
+    assert not set(modules) & set(sys.modules)   # imported in the child only
 
 
 def test_swizzle_labels_of_import_paths():

@@ -75,18 +75,23 @@ def locate(path: str, what: str, expected: str) -> object:
 PROBED_ENV = "SWIZZLEBENCH_PROBED_MODULES"
 
 
+#: How long, in s, a probe may import a module before it counts as a hang (TimeoutExpired).
+PROBE_TIMEOUT_S = 600
+
+
 @functools.lru_cache(maxsize=None)
 def _import_ends_process(module: str) -> None:
     """Import ``module`` first in a child process (same ``sys.path``): a module that ends its
     process at import (``os._exit``, a crash) would end the job's process with its run still
     RUNNING.  Raises ImportError saying so; an exception or ``sys.exit`` is left to the import
     in this process, which reports it.  Skipped where ``PROBED_ENV`` says that an ancestor
-    process probed the module found at the same place (each probe costs about a second of
-    CPU: the user's module imports torch)."""
+    process probed the module found at the same place, and for a module this process has
+    imported already (importing it again runs none of its code)."""
     import json
-    import subprocess
     import sys
 
+    if module in sys.modules:
+        return
     where = _found_at(module)
     try:
         probed = dict(json.loads(os.environ.get(PROBED_ENV) or "{}"))
@@ -94,14 +99,70 @@ def _import_ends_process(module: str) -> None:
         probed = {}
     if where is not None and probed.get(module) == where:
         return
-    probe = "import importlib, sys\ntry:\n    importlib.import_module(sys.argv[1])\nexcept BaseException:\n    pass"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-    done = subprocess.run([sys.executable, "-c", probe, module], env=env, capture_output=True, timeout=600)
-    if done.returncode != 0:
-        raise ImportError(f"importing {module} ended its process with exit status {done.returncode} "
+    status = _probe(module)
+    if status != 0:
+        raise ImportError(f"importing {module} ended its process with exit status {status} "
                           "(os._exit or a crash at import)")
     if where is not None:
         os.environ[PROBED_ENV] = json.dumps({**probed, module: where})
+
+
+def _probe(module: str) -> int:
+    """The exit status of a child process that imports ``module`` (0 when the import
+    returns or raises): a fork of this process where it runs no other thread, else a fresh
+    interpreter."""
+    import threading
+
+    return _probe_forked(module) if hasattr(os, "fork") and threading.active_count() == 1 else _probe_fresh(module)
+
+
+def _probe_fresh(module: str) -> int:
+    """:func:`_probe` in a new interpreter with this process's ``sys.path``: it imports all
+    that the module imports (about a second of CPU when that is torch)."""
+    import subprocess
+    import sys
+
+    probe = "import importlib, sys\ntry:\n    importlib.import_module(sys.argv[1])\nexcept BaseException:\n    pass"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
+    return subprocess.run([sys.executable, "-c", probe, module], env=env, capture_output=True,
+                          timeout=PROBE_TIMEOUT_S).returncode
+
+
+def _probe_forked(module: str) -> int:
+    """:func:`_probe` in a fork of this (single-threaded) process: what it has imported
+    already (torch, triton) is not imported again.  The child's output goes to /dev/null and it
+    leaves by ``os._exit`` (none of this process's exit handlers or buffered output); torch,
+    if imported, runs it on one thread (OpenMP's thread pool does not survive a fork)."""
+    import importlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+            if "torch" in sys.modules:
+                sys.modules["torch"].set_num_threads(1)
+            importlib.import_module(module)
+        except BaseException:
+            pass
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise subprocess.TimeoutExpired(f"import {module}", PROBE_TIMEOUT_S)
+        time.sleep(0.01)
 
 
 def _found_at(module: str) -> str | None:

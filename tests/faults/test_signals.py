@@ -11,16 +11,17 @@ GPU (marked ``gpu``) the sweep is also stopped while ncu profiles; no process of
 may then be left on the GPU (``nvidia-smi``)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.cli_fork import StartedCli, start_cli
 from tests.faults import FAST, cli_env, reason, runs_of
 
 EXPERIMENT = "signals"
@@ -60,30 +61,35 @@ def alive(pids: set[int]) -> set[int]:
 
 
 def start_sweep(root: Path, uri: str, *extra: str, profiler: str = "none",
-                env: dict[str, str] | None = None) -> subprocess.Popen:
+                env: dict[str, str] | None = None) -> StartedCli | subprocess.Popen:
     """The sweep in a session of its own (so a test can signal its process group, as a
-    terminal's Ctrl-C does); output to ``root/sweep.out`` and ``sweep.err``."""
+    terminal's Ctrl-C does), a fork of the warm CLI server (tests.cli_fork.start_cli; a real
+    process where its environment does not fit the server); output to ``root/sweep.out`` and
+    ``sweep.err``."""
     fast = [arg for arg in FAST if not arg.startswith("profiler=")] + [f"profiler={profiler}"]
     args = ["-m", "swizzle=identity,xcd", "shape=tiny", "shape.select=[t1]", *fast, f"tracking.uri={uri}",
             f"experiment={EXPERIMENT}", f"hydra.sweep.dir={root}/sweep", "fault.kind=hang", "fault.swizzle=xcd",
             *extra]
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=root, env=env or cli_env(),
-                            stdout=open(root / "sweep.out", "w"), stderr=open(root / "sweep.err", "w"),
-                            start_new_session=True)
+    return start_cli(args, root, env or cli_env(), root / "sweep.out", err_log=root / "sweep.err")
 
 
-def wait_until(proc: subprocess.Popen, ready, what: str) -> set[int]:
+def wait_until(proc: StartedCli | subprocess.Popen, ready, what: str) -> set[int]:
     """Poll until ``ready()``; returns every process seen under the sweep meanwhile."""
     seen: set[int] = set()
     deadline = time.monotonic() + START_LIMIT_S
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the sweep ended before {what}"
-        seen |= descendants(proc.pid)
-        if ready():
-            return seen | descendants(proc.pid)
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"no {what} after {START_LIMIT_S} s")
+    try:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"the sweep ended before {what}"
+            seen |= descendants(proc.pid)
+            if ready():
+                return seen | descendants(proc.pid)
+            time.sleep(0.2)
+        pytest.fail(f"no {what} after {START_LIMIT_S} s")
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
 
 
 def hung_run_running(root: Path, uri: str) -> bool:
@@ -102,7 +108,7 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def worker_hangs(proc: subprocess.Popen) -> bool:
+def worker_hangs(proc: StartedCli | subprocess.Popen) -> bool:
     """Whether the job's worker process (multiprocessing's spawn) sits in its hang: started
     (its imports took CPU time) and using none over half a second."""
     workers = [p for p in descendants(proc.pid) if "spawn_main" in _cmdline(p)]
@@ -111,13 +117,13 @@ def worker_hangs(proc: subprocess.Popen) -> bool:
     return any(ticks > 0 and cpu_ticks(p) == ticks for p, ticks in before.items())
 
 
-def stop(proc: subprocess.Popen, signum: int, group: bool) -> tuple[int, float]:
+def stop(proc: StartedCli | subprocess.Popen, signum: int, group: bool) -> tuple[int, float]:
     """Send ``signum`` to the sweep (its process group when ``group``); (exit status, seconds to exit)."""
     start = time.monotonic()
     if group:
         os.killpg(proc.pid, signum)
     else:
-        proc.send_signal(signum)
+        os.kill(proc.pid, signum)
     try:
         code = proc.wait(60)
     finally:

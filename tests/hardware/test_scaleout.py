@@ -61,10 +61,11 @@ def _assert_one_sweep(sweep, jobs, expected: set[str] = EXPECTED_RUNS) -> None:
 def test_joblib_launcher_logs_every_job_once_under_one_sweep_run(tmp_path):
     """The one-node recipe: two joblib (loky) workers, each job pinned to a GPU.  ``devices``
     makes the jobs spawn isolated workers from inside loky workers, which only works because
-    IsolatedRunner hides loky's start method from its child (harness.run.isolation)."""
+    IsolatedRunner hides loky's start method from its child (harness.run.isolation).  No L2
+    profiler: the simulated L2 runs in the loky worker itself and starts no process."""
     uri = f"sqlite:///{tmp_path}/store.db"
     proc = _sweep(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SWEEP, "shape.select=[t1]", "devices=[0,1]",
-                   f"tracking.uri={uri}", "experiment=joblib"], tmp_path)
+                   "profiler=none", f"tracking.uri={uri}", "experiment=joblib"], tmp_path)
     assert "Joblib.Parallel(n_jobs=2" in proc.stderr + proc.stdout
     sweep, jobs = _runs(uri, "joblib")
     _assert_one_sweep(sweep, jobs, {"igemm/identity/tiny-t1/w8", "igemm/xcd/tiny-t1/w8"})   # one shape each
