@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,6 @@ def test_a_module_probed_by_the_sweep_is_not_probed_again_by_the_processes_it_st
     (another folder first on ``sys.path``) is probed afresh, and one that ends its process
     there is still caught; one this process has imported already is not probed (importing it
     again runs none of its code)."""
-    import types
 
     from harness.job import user_code
 
@@ -231,6 +231,24 @@ def test_a_probe_reports_how_its_import_ended(tmp_path, monkeypatch, capfd, how)
     assert [probe(name) for name in modules] == [0, 0, 3]
     assert "imported" not in "".join(capfd.readouterr())
     assert not set(modules) & set(sys.modules)   # imported in the child only
+
+
+def test_a_process_that_started_cuda_probes_in_a_fresh_interpreter(monkeypatch):
+    """A forked child cannot use its parent's CUDA context: once this process has started
+    CUDA, the probe is a fresh interpreter (a module that uses the GPU at import must not fail
+    there when it would not in the job); before, a fork."""
+    from harness.job import user_code
+
+    chosen = []
+    monkeypatch.setattr(user_code, "_probe_forked", lambda module: chosen.append("fork") or 0)
+    monkeypatch.setattr(user_code, "_probe_fresh", lambda module: chosen.append("fresh") or 0)
+    monkeypatch.setattr("threading.active_count", lambda: 1)
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: False))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    user_code._probe("any_mod")
+    fake_torch.cuda.is_initialized = lambda: True
+    user_code._probe("any_mod")
+    assert chosen == ["fork", "fresh"]
 
 
 def test_swizzle_labels_of_import_paths():

@@ -109,11 +109,16 @@ def _import_ends_process(module: str) -> None:
 
 def _probe(module: str) -> int:
     """The exit status of a child process that imports ``module`` (0 when the import
-    returns or raises): a fork of this process where it runs no other thread, else a fresh
-    interpreter."""
+    returns or raises): a fork of this process where it runs no other thread and has not
+    started CUDA (a forked child cannot use a CUDA context its parent made, so a module that
+    uses the GPU at import would fail there and not in the job), else a fresh interpreter."""
+    import sys
     import threading
 
-    return _probe_forked(module) if hasattr(os, "fork") and threading.active_count() == 1 else _probe_fresh(module)
+    torch = sys.modules.get("torch")
+    cuda_started = torch is not None and torch.cuda.is_initialized()
+    forkable = hasattr(os, "fork") and threading.active_count() == 1 and not cuda_started
+    return _probe_forked(module) if forkable else _probe_fresh(module)
 
 
 def _probe_fresh(module: str) -> int:
