@@ -45,7 +45,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-
 from typing import TYPE_CHECKING
 
 from harness.hardware.device import DeviceInfo, describe_device, select_execution_mode
