@@ -16,6 +16,7 @@ from tests.cli_fork import run_cli
 from tests.mlflow_server import running_mlflow_server
 from tests.report.test_browser import CHROMIUM, assert_cells_fit, chromium
 from tests.storage.test_mlflow_server import _column_ids
+from harness.job.verdict import Kind
 
 SMALL_TILES = ["kernel.tiles.BLOCK_M=16", "kernel.tiles.BLOCK_N=16", "kernel.tiles.BLOCK_K=16"]
 
@@ -215,7 +216,7 @@ def test_job_lines_name_their_baseline_and_stay_short(sweep):
                for ln in finished), finished
     # the verdict words are explained once, in the sweep's header
     legend = [ln for ln in proc.stdout.splitlines() if "Job lines compare each swizzle with its baseline" in ln]
-    assert len(legend) == 1 and "0.5 pts (compare.min_l2_delta)" in legend[0] and "'no difference detected'" in legend[0]
+    assert len(legend) == 1 and "0.5 pts (compare.min_l2_delta)" in legend[0] and f"'{Kind.NO_DIFFERENCE.word}'" in legend[0]
 
 
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} not installed (apt-get install -y chromium)")

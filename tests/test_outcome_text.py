@@ -73,7 +73,8 @@ def test_the_scan_sees_what_it_forbids(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text('def f(tags, timing, r):\n    """Says faster."""\n'
                    '    a = timing.startswith("not measured")\n    b = tags.get("verdict") == "x"\n'
-                   '    c = r.tags["l2_verdict"] in ("y",)\n    return "no difference detected (CI", "slower"\n')
+                   '    c = r.tags["l2_verdict"] in ("y",)\n'
+                   f'    return "{Kind.NO_DIFFERENCE.word} (CI", "{Kind.SLOWER.word}"\n')
     bad_rel = bad.relative_to(tmp_path)
     import tests.test_outcome_text as me
     root, me.ROOT = me.ROOT, tmp_path

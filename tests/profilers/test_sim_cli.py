@@ -8,6 +8,7 @@ the simulation (and the logged ``tile.*`` params), not the interpreted check."""
 import pytest
 from mlflow.tracking import MlflowClient
 
+from harness.job.verdict import Kind
 from tests.test_cli import _harness
 
 
@@ -154,7 +155,6 @@ def _ordered_job(tmp_path, target: str):
 def test_a_prediction_without_a_band_claims_no_effect(tmp_path):
     # mi300x has no validated band: the predicted change is said as such, with no interval
     # (absent, not zero-width) and no higher / lower, in MLflow, the job line and the report
-    from harness.job.verdict import Kind
     from harness.measure.stats import unvalidated_l2_verdict
     from harness.storage.run_fields import verdict_text
 
@@ -190,7 +190,7 @@ def test_a_prediction_with_a_band_keeps_its_interval(tmp_path):
     band = prediction_error(target, "igemm", tags["sim_layer_class"]).delta
     assert band and m["l2_delta_ci_lo"] == pytest.approx(m["l2_delta_pts"] - band)
     assert m["l2_delta_ci_hi"] == pytest.approx(m["l2_delta_pts"] + band)
-    assert tags["l2_verdict"].split(" (")[0] in ("higher", "lower", "no difference detected")
+    assert tags["l2_verdict"].split(" (")[0] in (Kind.HIGHER.word, Kind.LOWER.word, Kind.NO_DIFFERENCE.word)
     assert f"L2 {m['l2_delta_pts']:+.2f} ± {band:.1f} pts " in line, line
 
 

@@ -36,6 +36,7 @@ from harness.report.views import load_runs
 from harness.job.result import FINISHED, JobResult
 from harness.storage.tracking import INVOCATION_TAG, Tracker
 from tests.report.test_report import HOSTILE, HOSTILE_SHAPE, T0_MS, _job, job_params
+from harness.job.verdict import Kind
 
 EXPERIMENT = "paired"
 CPU_EXPERIMENT = "cpu-paired"
@@ -126,7 +127,7 @@ def make_paired_store(root: Path) -> PairedStore:
     paired_job(client, exp, a, t + 2_000, "seed_xcd", "l03", (0.77, 0.75, 0.79), SLOWER,
                l2=(-5.0, -6.0, -4.0, "lower"))
     grouped_a = paired_job(client, exp, a, t + 3_000, "grouped", "l03", (1.002, 0.994, 1.010),
-                           no_difference(0.994, 1.010), l2=(0.1, -0.2, 0.4, "no difference detected (CI [-0.20, +0.40] pts)"))
+                           no_difference(0.994, 1.010), l2=(0.1, -0.2, 0.4, f"{Kind.NO_DIFFERENCE.word} (CI [-0.20, +0.40] pts)"))
     paired_job(client, exp, a, t + 4_000, "xcd_grouped", "l03", (1.001, 0.995, 1.007), no_difference(0.995, 1.007),
                same_order=True)
     paired_job(client, exp, a, t + 5_000, "xcd", "l12", (1.003, 0.990, 1.020), no_difference(0.990, 1.020))
@@ -318,7 +319,7 @@ def test_cpu_only_says_not_timed_in_every_summary(tmp_path):
         paired_job(client, exp, sweep, T0_MS + 10 * i + 1, "xcd", shape, None, CPU_VERDICT,
                    l2=(3.0, 3.0, 3.0, "higher"), **cpu)
         paired_job(client, exp, sweep, T0_MS + 10 * i + 2, "grouped", shape, None, CPU_VERDICT,
-                   l2=(0.0, 0.0, 0.0, "no difference detected (exact: +0.00 pts)"), **cpu)
+                   l2=(0.0, 0.0, 0.0, f"{Kind.NO_DIFFERENCE.word} (exact: +0.00 pts)"), **cpu)
     page = build_report(uri, CPU_EXPERIMENT, sweep, tmp_path / "out")
     table = _table(page)
     assert set(table.loc[table["swizzle"] != "identity", "verdict"]) == {NOT_TIMED}

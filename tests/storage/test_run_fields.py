@@ -70,15 +70,15 @@ def test_store_run_names_put_the_swizzle_first():
 _STORED_VERDICTS = {
     "faster": (TIME, Kind.FASTER, nan, nan, nan, False, ""),
     "slower": (TIME, Kind.SLOWER, nan, nan, nan, False, ""),
-    "no difference detected (CI [0.9950, 1.0100])": (TIME, Kind.NO_DIFFERENCE, nan, 0.995, 1.01, False, ""),
-    "no difference detected (CI [-inf, inf])": (TIME, Kind.NO_DIFFERENCE, nan, -inf, inf, False, ""),
+    f"{Kind.NO_DIFFERENCE.word} (CI [0.9950, 1.0100])": (TIME, Kind.NO_DIFFERENCE, nan, 0.995, 1.01, False, ""),
+    f"{Kind.NO_DIFFERENCE.word} (CI [-inf, inf])": (TIME, Kind.NO_DIFFERENCE, nan, -inf, inf, False, ""),
     "same tile order; code cost x0.983 [0.978, 0.988] (slower)": (TIME, Kind.SLOWER, 0.983, 0.978, 0.988, True, ""),
     "not timed (no GPU: correctness checked under the Triton interpreter)":
         (TIME, Kind.NOT_TIMED, nan, nan, nan, False, "no GPU: correctness checked under the Triton interpreter"),
     "no comparison: baseline identity failed the permutation gate: x":
         (TIME, Kind.NO_COMPARISON, nan, nan, nan, False, "baseline identity failed the permutation gate: x"),
     "higher": (L2, Kind.HIGHER, nan, nan, nan, False, ""),
-    "no difference detected (CI [-0.40, +0.60] pts)": (L2, Kind.NO_DIFFERENCE, nan, -0.4, 0.6, False, ""),
+    f"{Kind.NO_DIFFERENCE.word} (CI [-0.40, +0.60] pts)": (L2, Kind.NO_DIFFERENCE, nan, -0.4, 0.6, False, ""),
     "predicted, not validated (+3.70 pts)": (L2, Kind.PREDICTED, 3.7, nan, nan, False, ""),
     "same tile order: the swizzle's code, not its order (lower)": (L2, Kind.LOWER, nan, nan, nan, True, ""),
     "same tile order: the swizzle's code, not its order (predicted, not validated)":
