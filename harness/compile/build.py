@@ -284,12 +284,22 @@ def _check_launcher(name: str, compiled, arch: str) -> None:
 
 def compiler_error(exc: BaseException, stderr: str) -> str:
     """The first meaningful line of a compiler failure: Triton's own message for an error in
-    the kernel's source (with its line), else the first ``error:`` line the compiler printed,
+    the kernel's source (with its line; the innermost, where the error is in a jit function the
+    kernel calls), else the first ``error:`` line the compiler printed,
     else the exception's first line."""
+    # An error inside a jit function the kernel calls arrives as a chain of CompilationErrors
+    # (``__cause__``), each but the last with no message of its own: report the innermost, and
+    # name the function its line is in.
+    nested = False
+    while (type(exc).__name__ == "CompilationError" and not getattr(exc, "error_message", None)
+           and type(exc.__cause__).__name__ == "CompilationError"):
+        exc, nested = exc.__cause__, True
     message = getattr(exc, "error_message", None)   # triton.compiler.errors.CompilationError
     if message:
         where = getattr(getattr(exc, "node", None), "lineno", None)
-        return str(message).strip().splitlines()[0] + (f" (kernel source line {where})" if where else "")
+        called = re.search(r"def (\w+)", str(getattr(exc, "src", "") or "")) if nested else None
+        place = f"line {where} of {called.group(1)}" if called else f"kernel source line {where}"
+        return str(message).strip().splitlines()[0] + (f" ({place})" if where else "")
     for line in stderr.splitlines():
         if "error:" in line:
             return line.strip()[:300]

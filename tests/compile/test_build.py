@@ -470,3 +470,39 @@ def test_the_simulated_l2_counts_the_compiled_kernels_spills_as_stores(tmp_path)
                              SimTarget.from_target(target, int(m["compile.programs_per_cu"])))
     assert per_item > 0
     assert m["sim.l2_write_lookups"] == plain.write_hits + plain.write_misses + per_item * 1   # one tile
+
+
+def test_an_error_in_a_called_jit_function_is_named_by_its_own_message_and_line(tmp_path):
+    """Triton reports an error inside a jit function the kernel calls as a chain of
+    CompilationErrors whose outer one says only where the call is ("at 2:16:"): the refusal's
+    line is the innermost error, with its line in the called function.  Compiled for sm_90 in
+    a process without the interpreter (this one runs under it)."""
+    script = tmp_path / "nested.py"
+    script.write_text(textwrap.dedent("""\
+        import triton
+        import triton.language as tl
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        from harness.compile.build import compiler_error
+
+        @triton.jit
+        def _inner(x):
+            return x.no_such_attribute
+
+        @triton.jit
+        def _outer(p):
+            tl.store(p, _inner(tl.load(p)))
+
+        try:
+            triton.compile(ASTSource(_outer, signature={"p": "*fp32"}), target=GPUTarget("cuda", 90, 32))
+        except Exception as exc:
+            print(str(exc).splitlines()[0])
+            print(compiler_error(exc, ""))
+        """))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    first, line = proc.stdout.splitlines()[-2:]
+    assert first.startswith("at "), proc.stdout       # what the exception's first line alone says
+    assert line == "AttributeError(\"'tensor' object has no attribute 'no_such_attribute'\") (line 2 of _inner)", line
