@@ -559,8 +559,9 @@ CONFIGS = (
     _cfg(128, 128, 6, 8, persistent=1),
     _cfg(128, 128, 6, 8),
     # 32-filter blocks for small or odd F (24, 96: a 64-wide block pads 40 of 64 columns, or
-    # leaves a half block), with 32-channel steps: the wgmma is 32 wide, the ring's slots
-    # small enough for all nine taps of a 3x3 in flight, and two to four programs per SM.
+    # leaves a half block), all but the last with 32-channel steps: the wgmma is 32 wide, the
+    # ring's slots small enough for all nine taps of a 3x3 in flight, and two to four programs
+    # per SM.
     _cfg(128, 32, 9, 4, bk=32),
     _cfg(128, 32, 4, 4, bk=32),
     _cfg(128, 32, 8, 8, persistent=1, maxnreg=80, bk=32),
