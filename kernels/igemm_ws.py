@@ -65,12 +65,7 @@ grid, the input itself, so one kernel runs both.
   issue an asynchronous wgmma into fp32 registers, wait until at most one wgmma is in flight
   (the previous step's is then done) and free *that* step's slot, so the tensor core always
   has the next step queued behind the current one.  After the last step it writes the tile
-  through shared memory and a TMA store (``TMA_STORE=1``), or from registers.  With
-  ``TMA_STORE=2`` shared memory holds two output tiles, used in turn: a tile's store may still
-  be in flight while the next tile is written beside it, where with one buffer the next
-  epilogue waits for it.  That matters where the epilogue is most of a tile's time: pointwise
-  layers with one to four K steps and wide filter blocks (ResNet's l02, l04, l08), whose
-  output is several times their input.
+  through shared memory and a TMA store (``TMA_STORE=1``), or from registers.
 
 ``num_stages`` is the ring's depth.  The producer never waits on the consumer except for a
 free slot, so with a persistent grid (``PERSISTENT=1``: one program per SM, two with
@@ -259,7 +254,6 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
                                                          instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
     it = 0
-    done = 0        # tiles this program has stored: with two output buffers, tile t uses buffer t % 2
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
@@ -298,19 +292,16 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
                 gl.atomic_add(ptrs, out, mask=ok, sem="relaxed", scope="gpu")
         elif TMA_STORE:
             # The output, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of the
-            # workspace, added up by a second kernel).  The store that last read this buffer
-            # (TMA_STORE tiles ago) must have left it before it is overwritten; waiting here,
-            # not after issuing, lets that store overlap this tile's main loop, and with two
-            # buffers the previous tile's store stays in flight.
-            tma.store_wait(pendings=TMA_STORE - 1)
-            buf = c_smem.index(done % TMA_STORE)
-            buf.reshape([BLOCK_M, BLOCK_N]).store(out)
+            # workspace, added up by a second kernel).  The previous tile's store must have left
+            # c_smem before it is overwritten; waiting here, not after issuing, lets that store
+            # overlap this tile's main loop.
+            tma.store_wait(pendings=0)
+            c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
             fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
             if SPLIT_K == 1:
-                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], buf)
+                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
             else:
-                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], buf)
-            done += 1
+                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
         else:
             ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
             gl.store(ptrs, out, mask=ok)
@@ -358,10 +349,10 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
-    if TMA_STORE:       # TMA_STORE output tiles (1 or 2), written in turn
-        c_smem = gl.allocate_shared_memory(y_desc.dtype, [TMA_STORE] + y_desc.block_type.shape, y_desc.layout)
+    if TMA_STORE:
+        c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
     else:
-        c_smem = a_bufs      # unused: a placeholder of the right kind
+        c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
         (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
                           rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
@@ -486,12 +477,12 @@ CONVERT_SCRATCH_BYTES = 32 * 1024
 
 def smem_bytes(tiles: Mapping[str, int], num_stages: int, eb: int = 2) -> int:
     """Shared memory of one program: the ring (A box and weight tile per slot) and the output:
-    with ``TMA_STORE`` the tiles (1 or 2) the TMA store reads (fp32 partials with split-K), else the
+    with ``TMA_STORE`` the tile the TMA store reads (fp32 partials with split-K), else the
     compiler's scratch for the epilogue's layout conversion (:func:`_direct`), at most
     :data:`CONVERT_SCRATCH_BYTES`; barriers not counted."""
     bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
     if tiles["TMA_STORE"]:
-        out = tiles["TMA_STORE"] * bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb)
+        out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb)
     else:
         out = min(bm * bn * eb, CONVERT_SCRATCH_BYTES)
     return num_stages * (bm + bn) * bk * eb + out
@@ -576,13 +567,6 @@ CONFIGS = (
     _cfg(128, 32, 8, 8, persistent=1, maxnreg=80, bk=32),
     _cfg(64, 32, 9, 4, bk=32),
     _cfg(128, 32, 6, 4),
-    # Two output tiles in shared memory (TMA_STORE=2) on a persistent grid, for the pointwise
-    # layers whose epilogue is most of a tile's time; the ring gives up a slot or two for it.
-    _cfg(128, 256, 2, 8, persistent=1, tma_store=2),
-    _cfg(128, 128, 5, 8, persistent=1, tma_store=2),
-    _cfg(128, 128, 3, 8, persistent=1, tma_store=2),
-    _cfg(128, 64, 6, 8, persistent=1, tma_store=2),
-    _cfg(128, 64, 6, 4, persistent=1, tma_store=2),
 )
 
 
@@ -633,13 +617,13 @@ class IgemmWsConv(ConvKernel):
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
         16 to 256 (a wgmma's N), BLOCK_K 32 or 64 (64- or 128-byte rows: the box's swizzle is
-        the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1, TMA_STORE also 2 (two output tiles); MAXNREG 0 or a multiple of 8 from 24 to 256;
+        the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
         SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
                  "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"),
                  "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
-                 "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1, 2), "0, 1 or 2 (output tiles in shared memory)"),
+                 "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
                  "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
         for key, value in given.items():
