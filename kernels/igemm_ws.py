@@ -588,6 +588,13 @@ CONFIGS = (
     _cfg(128, 256, 3, 8, persistent=1, swap=1),
     _cfg(64, 128, 8, 4, swap=1),
     _cfg(128, 64, 4, 8, maxnreg=80, swap=1),
+    # One warpgroup on 64-row tiles (the small grids of 7 x 7 and 14 x 14 pointwise layers):
+    # deep rings, or shallow ones that let two programs share an SM.
+    _cfg(64, 128, 8, 4),
+    _cfg(64, 128, 4, 4, maxnreg=128),
+    _cfg(64, 256, 4, 4),
+    _cfg(64, 64, 6, 4, maxnreg=128),
+    _cfg(64, 256, 4, 4, swap=1),
 )
 
 
