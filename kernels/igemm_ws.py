@@ -239,7 +239,7 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   SPLIT_ADD: gl.constexpr, SWAP_AB: gl.constexpr):
+                   SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -250,29 +250,22 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
     # The wgmma accumulator layout: warpgroups stacked along M (each owns 64 or more rows),
     # and where BLOCK_M = 64 leaves a second warpgroup nothing to stack on, side by side
     # along N (each owns BLOCK_N // 2 columns).
-    # With SWAP_AB the wgmma computes the tile's transpose, filters by pixels: the weight tile
-    # is its A operand and the pixel box its B (module docstring, "Swapped operands").
-    ACC_M: gl.constexpr = BLOCK_N if SWAP_AB else BLOCK_M
-    ACC_N: gl.constexpr = BLOCK_M if SWAP_AB else BLOCK_N
-    WARPS_M: gl.constexpr = num_warps if ACC_M >= 16 * num_warps else ACC_M // 16
+    WARPS_M: gl.constexpr = num_warps if BLOCK_M >= 16 * num_warps else BLOCK_M // 16
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
-                                                         instr_shape=[16, ACC_N // (num_warps // WARPS_M), 16])
+                                                         instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
     it = 0
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-        acc = gl.zeros([ACC_M, ACC_N], gl.float32, acc_layout)
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
         prev = 0
         for step in range(k0, k1):
             slot = it % NUM_STAGES
             mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
             a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
-            b = b_bufs.index(slot)                                  # [BLOCK_N, BLOCK_K]
-            if SWAP_AB:
-                acc = warpgroup_mma(b, a.permute((1, 0)), acc, is_async=True)
-            else:
-                acc = warpgroup_mma(a, b.permute((1, 0)), acc, is_async=True)      # B K-major
+            b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
+            acc = warpgroup_mma(a, b, acc, is_async=True)
             # At most one wgmma in flight: the previous step's has finished reading its slot.
             acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
             mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
@@ -282,8 +275,6 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
         mbarrier.arrive(empty.index(prev), count=1)
 
         out = acc.to(y_desc.dtype)
-        if SWAP_AB:
-            out = gl.permute(out, (1, 0))       # [BLOCK_M, BLOCK_N], in the transposed MMA layout
         if SPLIT_ADD:
             # Split-K without a second launch (module docstring, "Small grids"): split 0 stores
             # its partial as the output, the last split adds its own to it in L2.
@@ -345,7 +336,7 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                    SPLIT_ADD: gl.constexpr, SWAP_AB: gl.constexpr):
+                    SPLIT_ADD: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -365,7 +356,7 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
     gl.warp_specialize([
         (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
                           rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, SWAP_AB)),
+                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD)),
         (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
                            rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE,
                            NUM_STAGES, SPLIT_K, SPLIT_ADD)),
@@ -508,10 +499,9 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # since (the kernel notes of docs/benchmarks.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1, split_add: int = 0, bk: int = 64, swap: int = 0) -> Config:
+         split_k: int = 1, split_add: int = 0, bk: int = 64) -> Config:
     return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split_k, "PERSISTENT": persistent,
-                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add, "SWAP_AB": swap},
-                       warps, stages)
+                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add}, warps, stages)
 
 
 #: Every config tried, in the probe's order (the bracketed indices below name them).
@@ -577,24 +567,17 @@ CONFIGS = (
     _cfg(128, 32, 8, 8, persistent=1, maxnreg=80, bk=32),
     _cfg(64, 32, 9, 4, bk=32),
     _cfg(128, 32, 6, 4),
-    # Swapped operands (SWAP_AB): the weight tile is wgmma's A, so a 128-pixel by 64-filter
-    # tile is one m64n128 instruction per 16 channels, not two m64n64, and reads 6 KB of shared
-    # memory per 64 cycles of tensor work, not 8.
-    _cfg(128, 64, 8, 4, swap=1),
-    _cfg(128, 64, 8, 8, swap=1),
-    _cfg(128, 64, 6, 4, persistent=1, swap=1),
-    _cfg(128, 128, 6, 8, persistent=1, swap=1),
-    _cfg(128, 128, 6, 8, swap=1),
-    _cfg(128, 256, 3, 8, persistent=1, swap=1),
-    _cfg(64, 128, 8, 4, swap=1),
-    _cfg(128, 64, 4, 8, maxnreg=80, swap=1),
     # One warpgroup on 64-row tiles (the small grids of 7 x 7 and 14 x 14 pointwise layers):
     # deep rings, or shallow ones that let two programs share an SM.
     _cfg(64, 128, 8, 4),
     _cfg(64, 128, 4, 4, maxnreg=128),
     _cfg(64, 256, 4, 4),
     _cfg(64, 64, 6, 4, maxnreg=128),
-    _cfg(64, 256, 4, 4, swap=1),
+    # Wide tiles in two K slices that add in the kernel: half the L2 traffic per FLOP of a
+    # 128 x 64 tile, on as many SMs, for the long-K pointwise layers of small grids.
+    _cfg(128, 256, 4, 8, tma_store=0, split_k=2, split_add=2),
+    _cfg(128, 256, 4, 8, tma_store=0, split_k=2, split_add=4),
+    _cfg(64, 256, 6, 4, tma_store=0, split_k=2, split_add=2),
 )
 
 
@@ -635,10 +618,8 @@ class IgemmWsConv(ConvKernel):
 
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD",
-                  "SWAP_AB")
-    # 0: split-K's sum launch, the pixel box as wgmma's A, as before these tiles existed
-    tile_defaults = {"SPLIT_ADD": 0, "SWAP_AB": 0}
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD")
+    tile_defaults = {"SPLIT_ADD": 0}      # 0: split-K's sum launch, as before the tile existed
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
@@ -655,8 +636,7 @@ class IgemmWsConv(ConvKernel):
                  "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
-                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)"),
-                 "SWAP_AB": ((0, 1), "0 or 1")}
+                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
@@ -665,9 +645,6 @@ class IgemmWsConv(ConvKernel):
             raise ValueError(f"kernel {self.name!r}: SPLIT_ADD={given['SPLIT_ADD']} needs SPLIT_K=2 and TMA_STORE=0 "
                              f"(got SPLIT_K={given['SPLIT_K']}, TMA_STORE={given['TMA_STORE']}): the two splits "
                              "store and add from registers")
-        if given["SWAP_AB"] and given["BLOCK_N"] < 64:
-            raise ValueError(f"kernel {self.name!r}: SWAP_AB=1 needs BLOCK_N >= 64 (got {given['BLOCK_N']}): the "
-                             "filters are then the wgmma's M, 64 rows per warpgroup")
         if given["SPLIT_K"] > 1 and not given["SPLIT_ADD"] and not given["TMA_STORE"]:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
                              "(the fp32 partials leave through a TMA box) or SPLIT_ADD > 0")
@@ -812,7 +789,6 @@ class IgemmWsConv(ConvKernel):
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            SWAP_AB=bool(tiles["SWAP_AB"]),
             num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
