@@ -577,7 +577,7 @@ CONFIGS = (
     # 128 x 64 tile, on as many SMs, for the long-K pointwise layers of small grids.
     _cfg(128, 256, 4, 8, tma_store=0, split_k=2, split_add=2),
     _cfg(128, 256, 4, 8, tma_store=0, split_k=2, split_add=4),
-    _cfg(64, 256, 6, 4, tma_store=0, split_k=2, split_add=2),
+    _cfg(64, 256, 5, 4, tma_store=0, split_k=2, split_add=2),
 )
 
 
