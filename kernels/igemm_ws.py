@@ -573,11 +573,6 @@ CONFIGS = (
     _cfg(64, 128, 4, 4, maxnreg=128),
     _cfg(64, 256, 4, 4),
     _cfg(64, 64, 6, 4, maxnreg=128),
-    # Wide tiles in two K slices that add in the kernel: half the L2 traffic per FLOP of a
-    # 128 x 64 tile, on as many SMs, for the long-K pointwise layers of small grids.
-    _cfg(128, 256, 4, 8, tma_store=0, split_k=2, split_add=2),
-    _cfg(128, 256, 4, 8, tma_store=0, split_k=2, split_add=4),
-    _cfg(64, 256, 5, 4, tma_store=0, split_k=2, split_add=2),
 )
 
 
