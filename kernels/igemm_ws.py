@@ -573,12 +573,6 @@ CONFIGS = (
     _cfg(64, 128, 4, 4, maxnreg=128),
     _cfg(64, 256, 4, 4),
     _cfg(64, 64, 6, 4, maxnreg=128),
-    # 256-row tiles of 32 filters and channels (c24: half the K steps per pixel of a 128-row
-    # tile, each box 16 KB), the output from registers or through shared memory.
-    _cfg(256, 32, 6, 8, bk=32),
-    _cfg(256, 32, 6, 8, persistent=1, bk=32),
-    _cfg(256, 32, 6, 8, bk=32, tma_store=0),
-    _cfg(128, 32, 8, 8, persistent=1, maxnreg=80, bk=32, tma_store=0),
 )
 
 
@@ -627,12 +621,12 @@ class IgemmWsConv(ConvKernel):
         return igemm_ws_space(shape, traits)
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
-        """BLOCK_M 64, 128 or 256 (a wgmma warpgroup takes 64 rows at a time), BLOCK_N a power of two from
+        """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
         16 to 256 (a wgmma's N), BLOCK_K 32 or 64 (64- or 128-byte rows: the box's swizzle is
         the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
         SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel."""
         given = self.tile_entries(tiles)
-        rules = {"BLOCK_M": ((64, 128, 256), "64, 128 or 256"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
+        rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
                  "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"),
                  "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
