@@ -195,28 +195,21 @@ def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
 def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
-                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr,
-                    PARTS: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = x0.block_type.shape[0]
     BOX_H: gl.constexpr = x0.block_type.shape[1]
     BOX_W: gl.constexpr = x0.block_type.shape[2]
     BLOCK_K: gl.constexpr = x0.block_type.shape[3]
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
     nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
-    # K steps issued so far into each ring (the ring positions); this program's t-th work item
-    # goes to ring t % PARTS, the one its MMA partition reads (module docstring, "Ping-pong").
-    it0 = 0
-    it1 = 0
-    t = 0
+    it = 0          # K steps issued by this program so far, over all its tiles: the ring position
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
-        ring = t % PARTS
-        it = it0 + (it1 - it0) * ring
         for step in range(k0, k1):
             dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
-            slot = ring * NUM_STAGES + it % NUM_STAGES
+            slot = it % NUM_STAGES
             # A fresh mbarrier counts as having completed the phase before its first, so the
             # first lap over the ring (phase 0) waits for parity 1 and passes at once.
             mbarrier.wait(empty.index(slot), ((it // NUM_STAGES) & 1) ^ 1)
@@ -236,9 +229,6 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
                 tma.async_copy_global_to_shared(x3, at, bar, a_bufs.index(slot), pred=grid == 3)
             tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
             it += 1
-        it0 += (it - it0) * (1 - ring)
-        it1 += (it - it1) * ring
-        t += 1
 
 
 # -----------------------------------------------------------
@@ -249,7 +239,7 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   SPLIT_ADD: gl.constexpr, PART: gl.constexpr, PARTS: gl.constexpr):
+                   SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -263,17 +253,15 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
     WARPS_M: gl.constexpr = num_warps if BLOCK_M >= 16 * num_warps else BLOCK_M // 16
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
                                                          instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
-    it = 0          # K steps this partition has read from its ring
-    # This partition's work items: every PARTS-th of the program's, from the PART-th.
-    for work in range(gl.program_id(0) + PART * gl.num_programs(0), num_pid_m * num_pid_n * SPLIT_K,
-                      PARTS * gl.num_programs(0)):
+    it = 0
+    for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
         prev = 0
         for step in range(k0, k1):
-            slot = PART * NUM_STAGES + it % NUM_STAGES
+            slot = it % NUM_STAGES
             mbarrier.wait(ready.index(slot), (it // NUM_STAGES) & 1)
             a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
             b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
@@ -308,13 +296,12 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
             # c_smem before it is overwritten; waiting here, not after issuing, lets that store
             # overlap this tile's main loop.
             tma.store_wait(pendings=0)
-            out_smem = c_smem.index(PART)       # each partition its own output tile
-            out_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
+            c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
             fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
             if SPLIT_K == 1:
-                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], out_smem)
+                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
             else:
-                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], out_smem)
+                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
         else:
             ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
             gl.store(ptrs, out, mask=ok)
@@ -349,48 +336,31 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                    SPLIT_ADD: gl.constexpr, PINGPONG: gl.constexpr):
+                    SPLIT_ADD: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
     # copies landed; armed by expect, completed by the copies' bytes) and an *empty* barrier
     # (the wgmma reading it finished; one arrive by the MMA partition).
-    # With PINGPONG, two rings of NUM_STAGES slots, one per MMA partition, one after the other.
-    PARTS: gl.constexpr = 2 if PINGPONG else 1
-    a_bufs = gl.allocate_shared_memory(dtype, [PARTS * NUM_STAGES] + x_desc.block_type.shape, x_desc.layout)
-    b_bufs = gl.allocate_shared_memory(dtype, [PARTS * NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [PARTS * NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [PARTS * NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(PARTS * NUM_STAGES):
+    a_bufs = gl.allocate_shared_memory(dtype, [NUM_STAGES] + x_desc.block_type.shape, x_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w_desc.block_type.shape, w_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NUM_STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
-    if TMA_STORE:       # an output tile per MMA partition
-        c_smem = gl.allocate_shared_memory(y_desc.dtype, [PARTS] + y_desc.block_type.shape, y_desc.layout)
+    if TMA_STORE:
+        c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
     else:
-        c_smem = a_bufs      # unused: a placeholder of the right kind
-    # (Triton passes no function, such as the swizzle, inside a tuple variable, so each
-    # partition's arguments are written out where the partition is named.)
-    if PINGPONG:
-        gl.warp_specialize([
-            (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
-                              rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                              NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, 0, PARTS)),
-            (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
-                              rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                              NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, 1, PARTS)),
-            (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
-                               rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS,
-                               GROUP_SIZE, NUM_STAGES, SPLIT_K, SPLIT_ADD, PARTS)),
-        ], [gl.num_warps(), 1], [PINGPONG_REGS, 24])
-    else:
-        gl.warp_specialize([
-            (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
-                              rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                              NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, 0, PARTS)),
-            (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
-                               rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS,
-                               GROUP_SIZE, NUM_STAGES, SPLIT_K, SPLIT_ADD, PARTS)),
-        ], [1], [24])
+        c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
+    gl.warp_specialize([
+        (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
+                          rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD)),
+        (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
+                           rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                           NUM_STAGES, SPLIT_K, SPLIT_ADD)),
+    ], [1], [24])
 
 
 # -----------------------------------------------------------
@@ -400,9 +370,6 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
 #: compiles it for sm_90a and ran it on an H100; 3.9.0 does not compile it
 #: (``tma.async_copy_shared_to_global`` was removed for ``tma.async_store``).
 GLUON_VERSIONS = ((3, 6),)
-#: Registers per thread of the second MMA partition with PINGPONG (setmaxnreg; the first gets
-#: the launch's): a 128 x 128 fp32 accumulator is 128 per thread of a warpgroup.
-PINGPONG_REGS = gl.constexpr(232)
 #: Layer dtypes the kernel runs (TMA boxes of 2-byte elements, wgmma with fp32 accumulators).
 DTYPES = {"float16": gl.float16, "bfloat16": gl.bfloat16}
 
@@ -518,7 +485,7 @@ def smem_bytes(tiles: Mapping[str, int], num_stages: int, eb: int = 2) -> int:
         out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb)
     else:
         out = min(bm * bn * eb, CONVERT_SCRATCH_BYTES)
-    return (1 + tiles.get("PINGPONG", 0)) * (num_stages * (bm + bn) * bk * eb + out)
+    return num_stages * (bm + bn) * bk * eb + out
 
 
 def occupancy(tiles: Mapping[str, int]) -> int:
@@ -532,10 +499,9 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # since (the kernel notes of docs/benchmarks.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1, split_add: int = 0, bk: int = 64, pingpong: int = 0) -> Config:
+         split_k: int = 1, split_add: int = 0, bk: int = 64) -> Config:
     return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split_k, "PERSISTENT": persistent,
-                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add, "PINGPONG": pingpong},
-                       warps, stages)
+                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add}, warps, stages)
 
 
 #: Every config tried, in the probe's order (the bracketed indices below name them).
@@ -607,13 +573,6 @@ CONFIGS = (
     _cfg(64, 128, 4, 4, maxnreg=128),
     _cfg(64, 256, 4, 4),
     _cfg(64, 64, 6, 4, maxnreg=128),
-    # Ping-pong (PINGPONG): two MMA warpgroups take turns over a persistent program's tiles,
-    # each with its own ring and output tile, so one's epilogue runs beside the other's wgmma.
-    _cfg(128, 128, 2, 4, persistent=1, pingpong=1),
-    _cfg(128, 64, 4, 4, persistent=1, pingpong=1),
-    _cfg(128, 64, 3, 4, persistent=1, pingpong=1),
-    _cfg(64, 256, 2, 4, persistent=1, pingpong=1),
-    _cfg(64, 128, 4, 4, persistent=1, pingpong=1),
 )
 
 
@@ -654,10 +613,8 @@ class IgemmWsConv(ConvKernel):
 
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD",
-                  "PINGPONG")
-    # 0: split-K's sum launch and one MMA partition, as before these tiles existed
-    tile_defaults = {"SPLIT_ADD": 0, "PINGPONG": 0}
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD")
+    tile_defaults = {"SPLIT_ADD": 0}      # 0: split-K's sum launch, as before the tile existed
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
@@ -674,8 +631,7 @@ class IgemmWsConv(ConvKernel):
                  "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
-                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)"),
-                 "PINGPONG": ((0, 1), "0 or 1")}
+                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
@@ -684,11 +640,6 @@ class IgemmWsConv(ConvKernel):
             raise ValueError(f"kernel {self.name!r}: SPLIT_ADD={given['SPLIT_ADD']} needs SPLIT_K=2 and TMA_STORE=0 "
                              f"(got SPLIT_K={given['SPLIT_K']}, TMA_STORE={given['TMA_STORE']}): the two splits "
                              "store and add from registers")
-        if given["PINGPONG"] and (not given["PERSISTENT"] or given["SPLIT_K"] > 1 or given["MAXNREG"]):
-            raise ValueError(f"kernel {self.name!r}: PINGPONG=1 needs PERSISTENT=1, SPLIT_K=1 and MAXNREG=0 (got "
-                             f"PERSISTENT={given['PERSISTENT']}, SPLIT_K={given['SPLIT_K']}, "
-                             f"MAXNREG={given['MAXNREG']}): the two MMA partitions take turns over one "
-                             "program's tiles")
         if given["SPLIT_K"] > 1 and not given["SPLIT_ADD"] and not given["TMA_STORE"]:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
                              "(the fp32 partials leave through a TMA box) or SPLIT_ADD > 0")
@@ -833,7 +784,6 @@ class IgemmWsConv(ConvKernel):
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            PINGPONG=bool(tiles["PINGPONG"]),
             num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
