@@ -65,6 +65,14 @@ WS_VARIANTS = {
     "rows64_stores": ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
                        "TMA_STORE": 0, "MAXNREG": 0}, 8, 4,
                       ConvShape("one", N=5, C=200, H=9, W=11, F=264, R=1, S=1, stride=1, padding=0)),
+    # 64-row tiles of one warpgroup (l22's table config), deep ring, a 1x1 layer with F off
+    # BLOCK_N; and two programs per SM (registers capped), a 3x3 layer past the image's edges
+    "rows64_one_warpgroup": ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
+                              "TMA_STORE": 1, "MAXNREG": 0}, 4, 8,
+                             ConvShape("pw", N=8, C=520, H=7, W=7, F=200, R=1, S=1, stride=1, padding=0)),
+    "rows64_two_per_sm": ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
+                           "TMA_STORE": 1, "MAXNREG": 128}, 4, 6,
+                          ConvShape("pad64", N=3, C=72, H=13, W=11, F=96, R=3, S=3, stride=1, padding=1)),
     # stride 2 through the phase grids: two channel blocks per phase, boxes past the edge
     "stride2": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
                  "TMA_STORE": 1, "MAXNREG": 0}, 8, 4,
@@ -97,7 +105,8 @@ WS_VARIANTS = {
                                   dtype="bfloat16")),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
-            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "stride2", "stride2_1x1",
+            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "rows64_one_warpgroup",
+                                           "rows64_two_per_sm", "stride2", "stride2_1x1",
                                            "stride2_odd", "stride2_odd_pad", "split_add_persistent",
                                            "split_add_waves", "bk32_stride2")
                for name in ("identity", "xcd_grouped")])
