@@ -76,7 +76,8 @@ during the previous tile's epilogue.
 rows, 52 programs at BLOCK_N = 128 on a GPU of 132 SMs.  Three ways to fill the GPU are in
 the space (:func:`igemm_ws_space`): BLOCK_N = 64 (cuDNN's tile) with registers capped
 (``MAXNREG``, Triton's ``maxnreg``) so that two programs fit on an SM; 64-row tiles, where the
-two wgmma warpgroups sit side by side along N; and split-K, each work item reducing a slice
+two wgmma warpgroups sit side by side along N, or one warpgroup owns the tile (l22: 100
+programs of 64 x 128 beat 104 of 128 x 64); and split-K, each work item reducing a slice
 of the K steps into an fp32 workspace (a 5-D TMA box ``[1, BOX_N, BOX_H, BOX_W, BLOCK_N]``),
 summed in split order by igemm_fast's ``split_k_sum_kernel``.  That second launch is a
 launch and a pass over the partials on top of a small layer's short conv, so two
