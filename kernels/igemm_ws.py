@@ -275,39 +275,53 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
         acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
 
-        out = acc.to(y_desc.dtype)
-        if SPLIT_ADD:
-            # Split-K without a second launch (module docstring, "Small grids"): split 0 stores
-            # its partial as the output, the last split adds its own to it in L2.
-            ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
-            if split == 0:
-                gl.store(ptrs, out, mask=ok)
-                gl.thread_barrier()          # every thread's stores before the one release below
-                gl.atomic_xchg(flag_ptr + tile, 1, sem="release", scope="gpu")
-            else:
-                # Take the flag (1 -> 0, which also leaves it ready for the next launch); the
-                # acquire orders split 0's stores before these additions.
-                seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
-                while seen != 1:
-                    seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
-                gl.atomic_add(ptrs, out, mask=ok, sem="relaxed", scope="gpu")
-        elif TMA_STORE:
-            # The output, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of the
-            # workspace, added up by a second kernel).  The previous tile's store must have left
-            # c_smem before it is overwritten; waiting here, not after issuing, lets that store
-            # overlap this tile's main loop.
-            tma.store_wait(pendings=0)
-            c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
-            fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
-            if SPLIT_K == 1:
-                tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
-            else:
-                tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
-        else:
-            ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
-            gl.store(ptrs, out, mask=ok)
+        _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F, BOX_H, BOX_W,
+                    TMA_STORE, SPLIT_K, SPLIT_ADD)
     if TMA_STORE:
         tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F,
+                BOX_H: gl.constexpr, BOX_W: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
+                SPLIT_ADD: gl.constexpr):
+    """The epilogue: a finished tile's fp32 sums ``acc`` (split ``split`` of launch-order tile
+    ``tile``, whose pixel box starts at (n0, p0, q0) and filter block at f0) to the output, by
+    one of three paths: added in L2 by the last split (SPLIT_ADD), a TMA store from shared
+    memory, or plain stores from registers."""
+    BLOCK_M: gl.constexpr = acc.shape[0]
+    BLOCK_N: gl.constexpr = acc.shape[1]
+    out = acc.to(y_desc.dtype)
+    if SPLIT_ADD:
+        # Split-K without a second launch (module docstring, "Small grids"): split 0 stores
+        # its partial as the output, the last split adds its own to it in L2.
+        ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
+        if split == 0:
+            gl.store(ptrs, out, mask=ok)
+            gl.thread_barrier()          # every thread's stores before the one release below
+            gl.atomic_xchg(flag_ptr + tile, 1, sem="release", scope="gpu")
+        else:
+            # Take the flag (1 -> 0, which also leaves it ready for the next launch); the
+            # acquire orders split 0's stores before these additions.
+            seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
+            while seen != 1:
+                seen = gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu")
+            gl.atomic_add(ptrs, out, mask=ok, sem="relaxed", scope="gpu")
+    elif TMA_STORE:
+        # The output, or with SPLIT_K > 1 this split's fp32 partial sums (a slice of the
+        # workspace, added up by a second kernel).  The previous tile's store must have left
+        # c_smem before it is overwritten; waiting here, not after issuing, lets that store
+        # overlap this tile's main loop.
+        tma.store_wait(pendings=0)
+        c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
+        fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
+        if SPLIT_K == 1:
+            tma.async_copy_shared_to_global(y_desc, [n0, p0, q0, f0], c_smem)
+        else:
+            tma.async_copy_shared_to_global(y_desc, [split, n0, p0, q0, f0], c_smem)
+    else:
+        ptrs, ok, out = _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, y_desc.shape[0], BOX_H, BOX_W)
+        gl.store(ptrs, out, mask=ok)
 
 
 @gluon.jit
