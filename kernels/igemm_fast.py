@@ -174,6 +174,38 @@ def _a_tile_box(x_desc, step, n_img, p0, q0, C, S, padding, BLOCK_M: tl.constexp
     return box.reshape(BLOCK_M, BLOCK_K)
 
 
+@triton.jit
+def _store_tile(acc, y_ptr, ws_ptr, count_ptr, y_desc, offs_m, mask_m, offs_f, pid_m, pid_n, tile, split, M, F,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr, TMA_STORE: tl.constexpr,
+                SPLIT_SUM: tl.constexpr):
+    """The epilogue: a finished tile's fp32 sums ``acc`` (rows ``offs_m`` of the output matrix,
+    ``mask_m`` those inside it; columns ``offs_f``) to the output, the row-major M x F matrix
+    (NHWC); split ``split`` of a split-K tile writes fp32 partials to its own slice of the
+    workspace instead, and with SPLIT_SUM the last split to arrive adds them."""
+    mask = mask_m[:, None] & (offs_f < F)[None, :]
+    if TMA_STORE:
+        y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
+    elif SPLIT_K == 1:
+        tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
+        tl.store(ws_tile + split * M * F, acc, mask=mask)
+        if SPLIT_SUM:
+            # Count this split in (after every thread's partial is stored: the barrier,
+            # then a release at GPU scope); the last of the SPLIT_K to arrive adds all
+            # partials in split order, bypassing L1 (.cg), and resets the counter for
+            # the next launch.
+            tl.debug_barrier()
+            arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for s in range(SPLIT_K):
+                    total += tl.load(ws_tile + s * M * F, mask=mask, other=0.0, cache_modifier=".cg")
+                tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], total.to(y_ptr.dtype.element_ty),
+                         mask=mask)
+                tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
+
+
 @triton.jit(do_not_specialize=["N", "H", "W", "P", "Q", "R", "S", "stride", "padding", "num_programs"])
 def igemm_fast_kernel(
     x_ptr, w_ptr, y_ptr, ws_ptr, count_ptr, x_desc, w_desc, y_desc,
@@ -271,31 +303,8 @@ def igemm_fast_kernel(
                 b = tl.load(w_ptr + offs_f[:, None] * K_PAD + (step * BLOCK_K + offs_k)[None, :])
             acc = mma(a, tl.trans(b), acc, DOT_IN_FP32)
 
-        # ---------------------------------------------------------
-        # The output is the row-major M x F matrix (NHWC); a split writes fp32 partials
-        # to its own slice of the workspace instead.
-        mask = mask_m[:, None] & (offs_f < F)[None, :]
-        if TMA_STORE:
-            y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(y_ptr.dtype.element_ty))
-        elif SPLIT_K == 1:
-            tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
-        else:
-            ws_tile = ws_ptr + offs_m[:, None] * F + offs_f[None, :]
-            tl.store(ws_tile + split * M * F, acc, mask=mask)
-            if SPLIT_SUM:
-                # Count this split in (after every thread's partial is stored: the barrier,
-                # then a release at GPU scope); the last of the SPLIT_K to arrive adds all
-                # partials in split order, bypassing L1 (.cg), and resets the counter for
-                # the next launch.
-                tl.debug_barrier()
-                arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
-                if arrived == SPLIT_K - 1:
-                    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                    for s in range(SPLIT_K):
-                        total += tl.load(ws_tile + s * M * F, mask=mask, other=0.0, cache_modifier=".cg")
-                    tl.store(y_ptr + offs_m[:, None] * F + offs_f[None, :], total.to(y_ptr.dtype.element_ty),
-                             mask=mask)
-                    tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
+        _store_tile(acc, y_ptr, ws_ptr, count_ptr, y_desc, offs_m, mask_m, offs_f, pid_m, pid_n, tile, split, M, F,
+                    BLOCK_M, BLOCK_N, SPLIT_K, TMA_STORE, SPLIT_SUM)
 
 
 @triton.jit
