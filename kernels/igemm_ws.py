@@ -285,8 +285,9 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
 def _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F,
                 BOX_H: gl.constexpr, BOX_W: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
                 SPLIT_ADD: gl.constexpr):
-    """The epilogue: a finished tile's fp32 sums ``acc`` (split ``split`` of launch-order tile
-    ``tile``, whose pixel box starts at (n0, p0, q0) and filter block at f0) to the output, by
+    """The epilogue: a finished tile's fp32 sums ``acc`` (split ``split`` of tile ``tile``, the
+    swizzled index its SPLIT_ADD flag is kept under, whose pixel box starts at (n0, p0, q0) and
+    filter block at f0) to the output, by
     one of three paths: added in L2 by the last split (SPLIT_ADD), a TMA store from shared
     memory, or plain stores from registers."""
     BLOCK_M: gl.constexpr = acc.shape[0]
