@@ -141,54 +141,21 @@ from kernels.tuning import Config, DeviceTraits
 # steps, so both call these.
 
 @gluon.jit
-def _stream_range(pid, num_programs, total):
-    """Stream-K: program ``pid``'s K steps ``[first, end)`` of the launch's ``total``, counted
-    over launch-order tiles one after another (tile ``t``'s steps are ``t * num_steps ...``):
-    ``total // num_programs`` each, one more for the first ``total % num_programs``."""
-    per = total // num_programs
-    extra = total % num_programs
-    first = pid * per + gl.minimum(pid, extra)
-    return first, first + per + (pid < extra).to(gl.int32)
-
-
-@gluon.jit
-def _work_loop(num_tiles, num_steps, SPLIT_K: gl.constexpr, STREAM_K: gl.constexpr):
-    """The work items this program walks, ``range(lo, hi, stride)``, and (stream-K) its K
-    steps ``[s0, s1)`` of the launch: split-K or whole tiles, items ``pid, pid + grid, ...``;
-    stream-K, the launch-order tiles its steps touch, one after another."""
-    if STREAM_K:
-        s0, s1 = _stream_range(gl.program_id(0), gl.num_programs(0), num_tiles * num_steps)
-        lo, hi, stride = s0 // num_steps, gl.cdiv(s1, num_steps), 1
-    else:
-        s0, s1 = 0, 0
-        lo, hi, stride = gl.program_id(0), num_tiles * SPLIT_K, gl.num_programs(0)
-    return lo, hi, stride, s0, s1
-
-
-@gluon.jit
-def _work_item(work, s0, s1, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE: gl.constexpr,
-               NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr,
-               STREAM_K: gl.constexpr):
-    """Work item -> (tile, split, first K step, end K step).  Split-K: item ``split *
-    num_tiles + t`` reduces slice ``split`` of the K steps of launch-order tile ``t``, which
-    the swizzle maps to the tile computed: ``split_len`` steps, the last split the rest
-    (:func:`split_len`).  Stream-K: item ``t`` is launch-order tile ``t``'s steps that lie in
-    the program's ``[s0, s1)`` (split 0)."""
+def _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr,
+               GROUP_SIZE: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr):
+    """Work item -> (tile, split, first K step, end K step).  Item ``split * num_tiles + t``
+    reduces slice ``split`` of the K steps of launch-order tile ``t``, which the swizzle maps
+    to the tile computed: ``split_len`` steps, the last split the rest (:func:`split_len`)."""
     num_tiles = num_pid_m * num_pid_n
-    if STREAM_K:
-        split = 0
-        first = gl.maximum(s0 - work * num_steps, 0)
-        end = gl.minimum(s1 - work * num_steps, num_steps)
-    else:
-        split = work // num_tiles
-        if SPLIT_ADD:       # two splits, the second the longer: it ends at num_steps
-            first = split * split_len
-            end = first + split_len + split * (num_steps - 2 * split_len)
-        else:               # split_len is this, which the compiler folds where SPLIT_K is 1
-            per_split = gl.cdiv(num_steps, SPLIT_K)
-            first = split * per_split
-            end = gl.minimum(first + per_split, num_steps)
+    split = work // num_tiles
     tile = SWIZZLE(work - split * num_tiles, num_pid_m, num_pid_n, NUM_XCDS, GROUP_SIZE)
+    if SPLIT_ADD:       # two splits, the second the longer: it ends at num_steps
+        first = split * split_len
+        end = first + split_len + split * (num_steps - 2 * split_len)
+    else:               # split_len is this, which the compiler folds where SPLIT_K is 1
+        per_split = gl.cdiv(num_steps, SPLIT_K)
+        first = split * per_split
+        end = gl.minimum(first + per_split, num_steps)
     return tile, split, first, end
 
 
@@ -229,8 +196,7 @@ def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
 def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
-                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr,
-                    STREAM_K: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = x0.block_type.shape[0]
     BOX_H: gl.constexpr = x0.block_type.shape[1]
     BOX_W: gl.constexpr = x0.block_type.shape[2]
@@ -238,10 +204,9 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
     nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
-    lo, hi, stride, s0, s1 = _work_loop(num_pid_m * num_pid_n, num_steps, SPLIT_K, STREAM_K)
-    for work in range(lo, hi, stride):
-        tile, split, k0, k1 = _work_item(work, s0, s1, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE,
-                                         NUM_XCDS, GROUP_SIZE, SPLIT_K, SPLIT_ADD, STREAM_K)
+    for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
+                                         GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         for step in range(k0, k1):
             dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
@@ -271,11 +236,11 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
 # The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
 
 @gluon.jit
-def _mma_partition(y_desc, y_ptr, ws_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem,
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   SPLIT_ADD: gl.constexpr, STREAM_K: gl.constexpr):
+                   SPLIT_ADD: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -290,10 +255,9 @@ def _mma_partition(y_desc, y_ptr, ws_ptr, flag_ptr, a_bufs, b_bufs, ready, empty
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
                                                          instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
     it = 0
-    lo, hi, stride, s0, s1 = _work_loop(num_pid_m * num_pid_n, num_steps, SPLIT_K, STREAM_K)
-    for work in range(lo, hi, stride):
-        tile, split, k0, k1 = _work_item(work, s0, s1, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE,
-                                         NUM_XCDS, GROUP_SIZE, SPLIT_K, SPLIT_ADD, STREAM_K)
+    for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
+                                         GROUP_SIZE, SPLIT_K, SPLIT_ADD)
         n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
         prev = 0
@@ -311,63 +275,10 @@ def _mma_partition(y_desc, y_ptr, ws_ptr, flag_ptr, a_bufs, b_bufs, ready, empty
         acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
 
-        if not STREAM_K:
-            _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F, BOX_H, BOX_W,
-                        TMA_STORE, SPLIT_K, SPLIT_ADD)
-        elif k0 > 0:
-            # Stream-K, not the tile's first steps: park the sums for the program that ran those.
-            _stream_park(acc, ws_ptr, flag_ptr)
-        else:
-            if k1 < num_steps:
-                # The tile's first steps, not all: the programs after this one ran the rest.
-                acc = _stream_gather(acc, ws_ptr, flag_ptr, (work + 1) * num_steps, s1,
-                                     num_pid_m * num_pid_n * num_steps)
-            _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F, BOX_H, BOX_W,
-                        TMA_STORE, SPLIT_K, SPLIT_ADD)
+        _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F, BOX_H, BOX_W,
+                    TMA_STORE, SPLIT_K, SPLIT_ADD)
     if TMA_STORE:
         tma.store_wait(pendings=0)
-
-
-@gluon.jit
-def _park_offsets(acc):
-    """Element offsets of the fp32 tile ``acc`` in a program's workspace slot, in ``acc``'s own
-    register layout: each thread stores and loads the elements it holds, no shuffle."""
-    BLOCK_M: gl.constexpr = acc.shape[0]
-    BLOCK_N: gl.constexpr = acc.shape[1]
-    layout: gl.constexpr = acc.type.layout
-    rows = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
-    return rows[:, None] * BLOCK_N + cols[None, :]
-
-
-@gluon.jit
-def _stream_park(acc, ws_ptr, flag_ptr):
-    """Stream-K, a chunk that does not start its tile: its fp32 sums to this program's
-    workspace slot, then the slot's flag (a release at GPU scope, after every thread's
-    stores).  A program parks at most once, its first chunk (module docstring, "Stream-K")."""
-    pid = gl.program_id(0)
-    gl.store(ws_ptr + pid * (acc.shape[0] * acc.shape[1]) + _park_offsets(acc), acc)
-    gl.thread_barrier()
-    gl.atomic_xchg(flag_ptr + pid, 1, sem="release", scope="gpu")
-
-
-@gluon.jit
-def _stream_gather(acc, ws_ptr, flag_ptr, tile_end, s1, total):
-    """Stream-K, the chunk that starts its tile and ends before ``tile_end`` (the launch step
-    after the tile's last): the programs ``pid + 1, pid + 2, ...`` whose ranges start before
-    ``tile_end`` ran the rest and parked it.  Take each one's flag (1 -> 0: an acquire, and the
-    flag ready for the next launch) and add its slot to ``acc``."""
-    offs = _park_offsets(acc)
-    q = gl.program_id(0) + 1
-    start = s1                        # program q's first step: where this program's range ends
-    while start < tile_end:
-        seen = gl.atomic_cas(flag_ptr + q, 1, 0, sem="acquire", scope="gpu")
-        while seen != 1:
-            seen = gl.atomic_cas(flag_ptr + q, 1, 0, sem="acquire", scope="gpu")
-        acc += gl.load(ws_ptr + q * (acc.shape[0] * acc.shape[1]) + offs, cache_modifier=".cg")
-        q += 1
-        start = _stream_range(q, gl.num_programs(0), total)[0]
-    return acc
 
 
 @gluon.jit
@@ -437,11 +348,11 @@ def _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, N, BOX_H: gl.constexpr, BOX_W: 
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, ws_ptr, flag_ptr,
+def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                    SPLIT_ADD: gl.constexpr, STREAM_K: gl.constexpr):
+                    SPLIT_ADD: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -459,12 +370,12 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, ws_ptr, flag_ptr,
     else:
         c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
     gl.warp_specialize([
-        (_mma_partition, (y_desc, y_ptr, ws_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m,
-                          num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS,
-                          GROUP_SIZE, NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, STREAM_K)),
+        (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
+                          rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
+                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD)),
         (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
                            rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                           NUM_STAGES, SPLIT_K, SPLIT_ADD, STREAM_K)),
+                           NUM_STAGES, SPLIT_K, SPLIT_ADD)),
     ], [1], [24])
 
 
@@ -604,10 +515,9 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # since (the kernel notes of docs/benchmarks.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1, split_add: int = 0, bk: int = 64, stream_k: int = 0) -> Config:
+         split_k: int = 1, split_add: int = 0, bk: int = 64) -> Config:
     return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split_k, "PERSISTENT": persistent,
-                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add, "STREAM_K": stream_k},
-                       warps, stages)
+                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add}, warps, stages)
 
 
 #: Every config tried, in the probe's order (the bracketed indices below name them).
@@ -679,14 +589,6 @@ CONFIGS = (
     _cfg(64, 128, 4, 4, maxnreg=128),
     _cfg(64, 256, 4, 4),
     _cfg(64, 64, 6, 4, maxnreg=128),
-    # Stream-K (module docstring): one program per SM (two with MAXNREG) over all tiles' K
-    # steps, for the grids a whole number of waves of tiles does not fill.
-    _cfg(128, 128, 4, 8, persistent=1, stream_k=1),
-    _cfg(128, 128, 5, 8, persistent=1, stream_k=1),
-    _cfg(128, 256, 3, 8, persistent=1, stream_k=1),
-    _cfg(128, 64, 6, 8, persistent=1, stream_k=1),
-    _cfg(128, 64, 4, 8, persistent=1, maxnreg=80, stream_k=1),
-    _cfg(64, 128, 8, 4, persistent=1, stream_k=1),
 )
 
 
@@ -727,9 +629,8 @@ class IgemmWsConv(ConvKernel):
 
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD",
-                  "STREAM_K")
-    tile_defaults = {"SPLIT_ADD": 0, "STREAM_K": 0}      # off, as before the tiles existed
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD")
+    tile_defaults = {"SPLIT_ADD": 0}      # 0: split-K's sum launch, as before the tile existed
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
@@ -739,15 +640,14 @@ class IgemmWsConv(ConvKernel):
         """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
         16 to 256 (a wgmma's N), BLOCK_K 32 or 64 (64- or 128-byte rows: the box's swizzle is
         the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
-        SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel;
-        STREAM_K 0 or 1, on a persistent grid without split-K."""
+        SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
                  "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"),
                  "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
-                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)"), "STREAM_K": ((0, 1), "0 or 1")}
+                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
@@ -756,10 +656,6 @@ class IgemmWsConv(ConvKernel):
             raise ValueError(f"kernel {self.name!r}: SPLIT_ADD={given['SPLIT_ADD']} needs SPLIT_K=2 and TMA_STORE=0 "
                              f"(got SPLIT_K={given['SPLIT_K']}, TMA_STORE={given['TMA_STORE']}): the two splits "
                              "store and add from registers")
-        if given["STREAM_K"] and (given["SPLIT_K"] != 1 or not given["PERSISTENT"]):
-            raise ValueError(f"kernel {self.name!r}: STREAM_K=1 needs SPLIT_K=1 and PERSISTENT=1 (got SPLIT_K="
-                             f"{given['SPLIT_K']}, PERSISTENT={given['PERSISTENT']}): its programs divide the K "
-                             "steps of all tiles between them, one program per SM")
         if given["SPLIT_K"] > 1 and not given["SPLIT_ADD"] and not given["TMA_STORE"]:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
                              "(the fp32 partials leave through a TMA box) or SPLIT_ADD > 0")
@@ -837,24 +733,18 @@ class IgemmWsConv(ConvKernel):
         return out.permute(0, 3, 1, 2)
 
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
-        """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the fp32
-        partial sums and the int32 flags the kernel keeps between its programs, and the output.
-        Partials: split-K's workspace ``[SPLIT_K, N, P, Q, F]``, or (STREAM_K) one
-        ``BLOCK_M x BLOCK_N`` slot per program; else the output itself.  Flags (zeros, which
-        the kernel leaves at zero): one per tile (SPLIT_ADD), one per program (STREAM_K); else
-        the output again, unused."""
+        """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
+        workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K; with
+        SPLIT_ADD the tiles' flags, int32 zeros that the kernel leaves at zero) and the output."""
         out = self.empty_output(shape, ops.x.device)
-        dev, split = ops.x.device, tiles["SPLIT_K"]
-        partials = flags = out
-        if tiles["STREAM_K"]:
-            programs = self.num_programs(shape, tiles, dev)
-            partials = torch.empty(programs * tiles["BLOCK_M"] * tiles["BLOCK_N"], dtype=torch.float32, device=dev)
-            flags = torch.zeros(programs, dtype=torch.int32, device=dev)
-        elif tiles["SPLIT_ADD"]:
-            flags = torch.zeros(self.tile_grid(shape, tiles).num_pids, dtype=torch.int32, device=dev)
+        split = tiles["SPLIT_K"]
+        if tiles["SPLIT_ADD"]:
+            ws = torch.zeros(self.tile_grid(shape, tiles).num_pids, dtype=torch.int32, device=ops.x.device)
         elif split > 1:
-            partials = torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=dev)
-        return Bound((pack_weights(ops.w, shape, packing(tiles)), partials, flags), out)
+            ws = torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
+        else:
+            ws = out
+        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws), out)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
@@ -867,18 +757,11 @@ class IgemmWsConv(ConvKernel):
         return super().bind(ops, shape, tiles, swizzle, launch, share=share)
 
     def num_programs(self, shape: ConvShape, tiles: Mapping[str, int], device: torch.device) -> int:
-        """One per work item, or (PERSISTENT) at most :func:`occupancy` per SM, and (STREAM_K)
-        at most one per K step of the launch (132 SMs on an ahead-of-time compile: the grid
-        is a launch argument, not part of the build)."""
-        tiles_k = self.tile_grid(shape, tiles).num_pids
+        """One per work item, or (PERSISTENT) at most :func:`occupancy` per SM (132 on an
+        ahead-of-time compile: the grid is a launch argument, not part of the build)."""
+        work = self.tile_grid(shape, tiles).num_pids * tiles["SPLIT_K"]
         sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
-        if tiles["STREAM_K"]:
-            return min(sms * occupancy(tiles), tiles_k * self.num_steps(shape, tiles))
-        return launched_programs(tiles_k * tiles["SPLIT_K"], bool(tiles["PERSISTENT"]), sms * occupancy(tiles))
-
-    def num_steps(self, shape: ConvShape, tiles: Mapping[str, int]) -> int:
-        """K steps of a whole tile: taps times channel blocks."""
-        return shape.R * shape.S * triton.cdiv(shape.C, tiles["BLOCK_K"])
+        return launched_programs(work, bool(tiles["PERSISTENT"]), sms * occupancy(tiles))
 
     def descriptors(self, x: torch.Tensor, w_packed: torch.Tensor, y: torch.Tensor, shape: ConvShape,
                     tiles: Mapping[str, int]) -> tuple:
@@ -903,24 +786,23 @@ class IgemmWsConv(ConvKernel):
                 TensorDescriptor.from_tensor(y, list(y_box), _smem_layout(y_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
-        x, w_packed, partials, flags = operands
+        x, w_packed, ws = operands
         split, t = tiles["SPLIT_K"], tiled_shape(shape)
         _, rows, cols = box_counts(t, self.box(shape, tiles))
         grid = self.tile_grid(shape, tiles)
         num_cb = triton.cdiv(shape.C, tiles["BLOCK_K"])
         options = {"maxnreg": tiles["MAXNREG"]} if tiles["MAXNREG"] else {}
-        add = tiles["SPLIT_ADD"]
-        sum_pass = split > 1 and not add
-        num_steps = self.num_steps(shape, tiles)
+        add = tiles["SPLIT_ADD"]        # ws: the tiles' flags (SPLIT_ADD), the fp32 partials, or out
+        num_steps = shape.R * shape.S * num_cb
         igemm_ws_kernel[(self.num_programs(shape, tiles, x.device),)](
-            *self.descriptors(x, w_packed, partials if sum_pass else out, shape, tiles), out, partials, flags,
+            *self.descriptors(x, w_packed, out if add else ws, shape, tiles), out, ws,
             grid.num_pid_m, grid.num_pid_n, rows, cols, num_steps, split_len(num_steps, split, add), num_cb,
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            STREAM_K=bool(tiles["STREAM_K"]), num_warps=launch.num_warps, **options)
-        if sum_pass:
-            split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](partials, out, out.numel(), SPLIT_K=split,
+            num_warps=launch.num_warps, **options)
+        if split > 1 and not add:
+            split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)
 
     # -----------------------------------------------------------
