@@ -251,8 +251,11 @@ def test_igemm_best_on_gfx942_is_igemm_fast_s_space_and_compiles(compiler):
         compiler.compile(spec_for("igemm_best", "identity", shape, ws, 8, 4), "gfx942")
 
 
+@pytest.mark.slow   # ~125 CPU-s on an empty Triton cache; .ci/run runs it after the README's command
 @pytest.mark.parametrize("shape", SPACE_SHAPES, ids=lambda s: s.name)
 def test_igemm_fast_gfx942_candidate_space_compiles_without_a_failure(compiler, shape):
+    """Every candidate of four layers' gfx942 spaces, not only the heaviest per code path
+    (tests/kernels/test_amd_space_compiles.py, the default run's sample of the same spaces)."""
     traits = DeviceTraits.for_target("mi300x", "gfx942", 304)
     failed = []
     for cfg in candidates("igemm_fast", shape, traits):

@@ -7,7 +7,8 @@ path (K order, NCHW input, fold, split-K and how its partials are summed, persis
 knobs; :func:`code_path`) and the heaviest config of each group is compiled, the one with
 the most output elements per wave and then the most LDS (tiles x BLOCK_K): the most likely to
 run out of registers or LDS.  48 compiles.  The whole space of four layers is compiled by
-tests/compile/test_build.py; every layer of the presets by benchmarks/amd_table.py."""
+tests/compile/test_build.py (a ``slow`` test, which .ci/run runs after the README's command);
+every layer of the presets by benchmarks/amd_table.py."""
 from __future__ import annotations
 
 import pytest
