@@ -589,11 +589,6 @@ CONFIGS = (
     _cfg(64, 128, 4, 4, maxnreg=128),
     _cfg(64, 256, 4, 4),
     _cfg(64, 64, 6, 4, maxnreg=128),
-    # ... and in two K slices that add in the kernel, two programs per SM (or one on a 64 x 256
-    # tile): a slice's programs walk K in step, as whole tiles do.
-    _cfg(64, 128, 4, 4, tma_store=0, maxnreg=128, split_k=2, split_add=2),
-    _cfg(64, 64, 6, 4, tma_store=0, maxnreg=128, split_k=2, split_add=2),
-    _cfg(64, 256, 3, 4, tma_store=0, split_k=2, split_add=2),
 )
 
 
