@@ -91,16 +91,43 @@ def test_nvidia_occupancy_by_hand():
 EVERY_TARGET = sorted(set(KERNELS) - {"igemm_ws"})
 
 
+#: The swizzles every kernel is compiled with in the default run: the plain order and one that
+#: reads both of the swizzle's launch parameters (NUM_XCDS, GROUP_SIZE).
+KERNEL_SWIZZLES = ("identity", "xcd_grouped")
+
+
+def _compiles(compiler, kernel: str, swizzle: str, arch: str) -> None:
+    """``kernel`` with ``swizzle`` builds for ``arch`` into a main kernel that holds registers,
+    fits at least one program per SM / CU and the target's shared memory."""
+    report = compiler.compile(spec_for(kernel, swizzle), arch)
+    main = report.main
+    assert report.arch == arch and main.name == KERNELS[kernel].jit_kernel.__name__
+    assert main.registers and main.registers > 0, (swizzle, main)
+    assert main.occupancy is not None and main.occupancy["programs_per_cu"] >= 1, (swizzle, main)
+    assert main.shared_bytes <= ARCHS[arch].shared_per_program
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "sm_90"])
+def test_every_swizzle_compiles_into_the_default_kernel_for_the_target(compiler, arch):
+    for swizzle in builtin_swizzles():
+        _compiles(compiler, "igemm_fast", swizzle, arch)
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "sm_90"])
+@pytest.mark.parametrize("kernel", EVERY_TARGET)
+def test_every_kernel_compiles_for_the_target(compiler, kernel, arch):
+    for swizzle in KERNEL_SWIZZLES:
+        _compiles(compiler, kernel, swizzle, arch)
+
+
+@pytest.mark.slow   # 160 builds, about 70 CPU-s on an empty Triton cache; .ci/run runs it
 @pytest.mark.parametrize("arch", ["gfx942", "sm_90"])
 @pytest.mark.parametrize("kernel", EVERY_TARGET)
 def test_every_kernel_and_swizzle_compiles_for_the_target(compiler, kernel, arch):
+    """The whole cross product; the default run compiles each swizzle into igemm_fast and
+    each kernel with :data:`KERNEL_SWIZZLES`."""
     for swizzle in builtin_swizzles():
-        report = compiler.compile(spec_for(kernel, swizzle), arch)
-        main = report.main
-        assert report.arch == arch and main.name == KERNELS[kernel].jit_kernel.__name__
-        assert main.registers and main.registers > 0, (swizzle, main)
-        assert main.occupancy is not None and main.occupancy["programs_per_cu"] >= 1, (swizzle, main)
-        assert main.shared_bytes <= ARCHS[arch].shared_per_program
+        _compiles(compiler, kernel, swizzle, arch)
 
 
 def test_amd_waves_per_simd_agree_with_llvm(compiler):
@@ -251,7 +278,7 @@ def test_igemm_best_on_gfx942_is_igemm_fast_s_space_and_compiles(compiler):
         compiler.compile(spec_for("igemm_best", "identity", shape, ws, 8, 4), "gfx942")
 
 
-@pytest.mark.slow   # ~125 CPU-s on an empty Triton cache; .ci/run runs it after the README's command
+@pytest.mark.slow   # ~125 CPU-s on an empty Triton cache; .ci/run runs it
 @pytest.mark.parametrize("shape", SPACE_SHAPES, ids=lambda s: s.name)
 def test_igemm_fast_gfx942_candidate_space_compiles_without_a_failure(compiler, shape):
     """Every candidate of four layers' gfx942 spaces, not only the heaviest per code path
