@@ -105,10 +105,7 @@ WS_VARIANTS = {
                                   dtype="bfloat16")),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
-            + [(variant, name) for variant in ("one_warpgroup", "rows64_stores", "rows64_one_warpgroup",
-                                           "rows64_two_per_sm", "stride2", "stride2_1x1",
-                                           "stride2_odd", "stride2_odd_pad", "split_add_persistent",
-                                           "split_add_waves", "bk32_stride2")
+            + [(variant, name) for variant in WS_VARIANTS if variant != "persistent_split"
                for name in ("identity", "xcd_grouped")])
 
 
