@@ -92,6 +92,16 @@ and the same on every launch (two addends: the order cannot change the sum).  Wa
 safe because split 0 never waits: a grid starts its work items in order, split 0's first,
 and a persistent program reaches its split-0 items before its split-1 ones.
 
+**Tiles of two filter blocks.**  A Gluon tensor's sides are powers of two, and so is every
+accumulator, but a tile need not be: with ``BLOCK_N2 > 0`` a tile is ``BLOCK_N + BLOCK_N2``
+filters wide (64 + 32 = 96, 64 + 16 = 80), held as two accumulators that read the same A
+box.  Each K step then copies two weight tiles into the slot (one TMA descriptor per width)
+and issues two wgmmas, and the epilogue stores two output boxes.  What it buys is a tile
+count that fits the SMs: GoogLeNet's 7 x 7 layer with F = 384 has 25 pixel boxes of 64, so
+100 tiles of 64 x 96 or 125 of 64 x 80 where 64 x 128 tiles leave 57 of 132 SMs idle; and F = 96
+(Inception) with no padded columns.  The tiles stay whole wgmma shapes, which is why this is
+two blocks and not one block of an odd width.
+
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
 swizzle (a ``@triton.jit`` function, compiled with Gluon semantics when a Gluon function
@@ -193,21 +203,25 @@ def _step_tap(step, num_cb, S, padding, stride: gl.constexpr):
 # The load partition: one warp that only issues TMA copies.
 
 @gluon.jit
-def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
+def _load_partition(x0, x1, x2, x3, w_desc, w2_desc, a_bufs, b_bufs, b2_bufs, ready, empty,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
-                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr):
+                    NUM_STAGES: gl.constexpr, SPLIT_K: gl.constexpr, SPLIT_ADD: gl.constexpr,
+                    BLOCK_N2: gl.constexpr):
     BOX_N: gl.constexpr = x0.block_type.shape[0]
     BOX_H: gl.constexpr = x0.block_type.shape[1]
     BOX_W: gl.constexpr = x0.block_type.shape[2]
     BLOCK_K: gl.constexpr = x0.block_type.shape[3]
     BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
-    nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
+    if BLOCK_N2:
+        nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes + w2_desc.block_type.nbytes
+    else:
+        nbytes: gl.constexpr = x0.block_type.nbytes + w_desc.block_type.nbytes
     it = 0          # K steps issued by this program so far, over all its tiles: the ring position
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
-        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
+        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N + BLOCK_N2)
         for step in range(k0, k1):
             dh, ph, dw, pw, cb = _step_tap(step, num_cb, S, padding, STRIDE)
             slot = it % NUM_STAGES
@@ -229,6 +243,8 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
                 tma.async_copy_global_to_shared(x2, at, bar, a_bufs.index(slot), pred=grid == 2)
                 tma.async_copy_global_to_shared(x3, at, bar, a_bufs.index(slot), pred=grid == 3)
             tma.async_copy_global_to_shared(w_desc, [f0, step * BLOCK_K], bar, b_bufs.index(slot))
+            if BLOCK_N2:    # the tile's second filter block, beside the first
+                tma.async_copy_global_to_shared(w2_desc, [f0 + BLOCK_N, step * BLOCK_K], bar, b2_bufs.index(slot))
             it += 1
 
 
@@ -236,11 +252,11 @@ def _load_partition(x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty,
 # The MMA partition (the launch's num_warps warps, the default partition): wgmma and the epilogue.
 
 @gluon.jit
-def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem,
+def _mma_partition(y_desc, y2_desc, y_ptr, flag_ptr, a_bufs, b_bufs, b2_bufs, ready, empty, c_smem, c2_smem,
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   SPLIT_ADD: gl.constexpr):
+                   SPLIT_ADD: gl.constexpr, BLOCK_N2: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -252,14 +268,21 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
     # and where BLOCK_M = 64 leaves a second warpgroup nothing to stack on, side by side
     # along N (each owns BLOCK_N // 2 columns).
     WARPS_M: gl.constexpr = num_warps if BLOCK_M >= 16 * num_warps else BLOCK_M // 16
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, num_warps // WARPS_M],
-                                                         instr_shape=[16, BLOCK_N // (num_warps // WARPS_M), 16])
+    WARPS_N: gl.constexpr = num_warps // WARPS_M
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, WARPS_N],
+                                                         instr_shape=[16, BLOCK_N // WARPS_N, 16])
+    # The second filter block's accumulator (BLOCK_N2 > 0, module docstring, "Tiles of two
+    # filter blocks"), split over the warpgroups the same way.
+    acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, WARPS_N],
+                                                          instr_shape=[16, max(BLOCK_N2, 8 * WARPS_N) // WARPS_N, 16])
     it = 0
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
-        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N)
+        n0, p0, q0, f0 = _tile_origin(tile, num_pid_n, rects_h, rects_w, BOX_N, BOX_H, BOX_W, BLOCK_N + BLOCK_N2)
         acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+        if BLOCK_N2:
+            acc2 = gl.zeros([BLOCK_M, BLOCK_N2], gl.float32, acc2_layout)
         prev = 0
         for step in range(k0, k1):
             slot = it % NUM_STAGES
@@ -267,16 +290,26 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
             a = a_bufs.index(slot).reshape([BLOCK_M, BLOCK_K])      # the 4-D box as the A matrix
             b = b_bufs.index(slot).permute((1, 0))                  # [BLOCK_K, BLOCK_N], K-major
             acc = warpgroup_mma(a, b, acc, is_async=True)
-            # At most one wgmma in flight: the previous step's has finished reading its slot.
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+            # At most one step's wgmmas in flight: the previous step's have finished reading its slot.
+            if BLOCK_N2:
+                acc2 = warpgroup_mma(a, b2_bufs.index(slot).permute((1, 0)), acc2, is_async=True)
+                acc, acc2 = warpgroup_mma_wait(num_outstanding=2, deps=[acc, acc2])
+            else:
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
             mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
             prev = slot
             it += 1
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        if BLOCK_N2:
+            acc, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=[acc, acc2])
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         mbarrier.arrive(empty.index(prev), count=1)
 
         _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F, BOX_H, BOX_W,
                     TMA_STORE, SPLIT_K, SPLIT_ADD)
+        if BLOCK_N2:
+            _store_tile(acc2, y2_desc, y_ptr, flag_ptr, c2_smem, tile, split, n0, p0, q0, f0 + BLOCK_N, P, Q, F,
+                        BOX_H, BOX_W, TMA_STORE, SPLIT_K, SPLIT_ADD, 1)
     if TMA_STORE:
         tma.store_wait(pendings=0)
 
@@ -284,12 +317,13 @@ def _mma_partition(y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem
 @gluon.jit
 def _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F,
                 BOX_H: gl.constexpr, BOX_W: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                SPLIT_ADD: gl.constexpr):
+                SPLIT_ADD: gl.constexpr, STORES_IN_FLIGHT: gl.constexpr = 0):
     """The epilogue: a finished tile's fp32 sums ``acc`` (split ``split`` of tile ``tile``, the
     swizzled index its SPLIT_ADD flag is kept under, whose pixel box starts at (n0, p0, q0) and
     filter block at f0) to the output, by
     one of three paths: added in L2 by the last split (SPLIT_ADD), a TMA store from shared
-    memory, or plain stores from registers."""
+    memory, or plain stores from registers.  ``STORES_IN_FLIGHT``: TMA stores of this tile
+    (its other filter block's, from another buffer) that may stay in flight."""
     BLOCK_M: gl.constexpr = acc.shape[0]
     BLOCK_N: gl.constexpr = acc.shape[1]
     out = acc.to(y_desc.dtype)
@@ -313,7 +347,7 @@ def _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f
         # workspace, added up by a second kernel).  The previous tile's store must have left
         # c_smem before it is overwritten; waiting here, not after issuing, lets that store
         # overlap this tile's main loop.
-        tma.store_wait(pendings=0)
+        tma.store_wait(pendings=STORES_IN_FLIGHT)
         c_smem.reshape([BLOCK_M, BLOCK_N]).store(out)
         fence_async_shared()      # order the generic-proxy writes before the TMA (async proxy) read
         if SPLIT_K == 1:
@@ -348,11 +382,11 @@ def _direct(out, y_ptr, n0, p0, q0, f0, P, Q, F, N, BOX_H: gl.constexpr, BOX_W: 
 # The kernel: allocate the ring and its barriers, then fork.
 
 @gluon.jit
-def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
+def igemm_ws_kernel(x0, x1, x2, x3, w_desc, w2_desc, y_desc, y2_desc, y_ptr, flag_ptr,
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                    SPLIT_ADD: gl.constexpr):
+                    SPLIT_ADD: gl.constexpr, BLOCK_N2: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -365,17 +399,26 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, y_desc, y_ptr, flag_ptr,
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
+    if BLOCK_N2:      # the second filter block's weight tiles, a slot each
+        b2_bufs = gl.allocate_shared_memory(dtype, [NUM_STAGES] + w2_desc.block_type.shape, w2_desc.layout)
+    else:
+        b2_bufs = b_bufs              # unused: a placeholder of the right kind
     if TMA_STORE:
         c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
+        if BLOCK_N2:
+            c2_smem = gl.allocate_shared_memory(y2_desc.dtype, y2_desc.block_type.shape, y2_desc.layout)
+        else:
+            c2_smem = c_smem
     else:
-        c_smem = a_bufs.index(0)      # unused: a placeholder of the right kind
+        c_smem = a_bufs.index(0)      # unused: placeholders of the right kind
+        c2_smem = c_smem
     gl.warp_specialize([
-        (_mma_partition, (y_desc, y_ptr, flag_ptr, a_bufs, b_bufs, ready, empty, c_smem, num_pid_m, num_pid_n,
-                          rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                          NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD)),
-        (_load_partition, (x0, x1, x2, x3, w_desc, a_bufs, b_bufs, ready, empty, num_pid_m, num_pid_n, rects_h,
-                           rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE, NUM_XCDS, GROUP_SIZE,
-                           NUM_STAGES, SPLIT_K, SPLIT_ADD)),
+        (_mma_partition, (y_desc, y2_desc, y_ptr, flag_ptr, a_bufs, b_bufs, b2_bufs, ready, empty, c_smem, c2_smem,
+                          num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS,
+                          GROUP_SIZE, NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, BLOCK_N2)),
+        (_load_partition, (x0, x1, x2, x3, w_desc, w2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, num_pid_m,
+                           num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE,
+                           NUM_XCDS, GROUP_SIZE, NUM_STAGES, SPLIT_K, SPLIT_ADD, BLOCK_N2)),
     ], [1], [24])
 
 
@@ -480,9 +523,15 @@ def step_taps(shape: ConvShape, block_k: int) -> tuple[np.ndarray, np.ndarray, n
     return tap // shape.S, tap % shape.S, (steps % num_cb) * block_k
 
 
+def tile_width(tiles: Mapping[str, int]) -> int:
+    """Filters per tile: BLOCK_N, plus the second filter block's BLOCK_N2 where there is one."""
+    return tiles["BLOCK_N"] + tiles.get("BLOCK_N2", 0)
+
+
 def packing(tiles: Mapping[str, int]) -> dict[str, int]:
-    """The tiles as igemm_fast's weight packing reads them (tap order)."""
-    return {"BLOCK_N": tiles["BLOCK_N"], "BLOCK_K": tiles["BLOCK_K"], "PACK_K": 0}
+    """The tiles as igemm_fast's weight packing reads them (tap order; filters padded to whole
+    tiles of :func:`tile_width`)."""
+    return {"BLOCK_N": tile_width(tiles), "BLOCK_K": tiles["BLOCK_K"], "PACK_K": 0}
 
 
 #: Shared memory Triton 3.6 sets aside to convert a plain-store epilogue's tile between layouts:
@@ -496,7 +545,7 @@ def smem_bytes(tiles: Mapping[str, int], num_stages: int, eb: int = 2) -> int:
     with ``TMA_STORE`` the tile the TMA store reads (fp32 partials with split-K), else the
     compiler's scratch for the epilogue's layout conversion (:func:`_direct`), at most
     :data:`CONVERT_SCRATCH_BYTES`; barriers not counted."""
-    bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+    bm, bn, bk = tiles["BLOCK_M"], tile_width(tiles), tiles["BLOCK_K"]
     if tiles["TMA_STORE"]:
         out = bm * bn * (4 if tiles["SPLIT_K"] > 1 else eb)
     else:
@@ -515,9 +564,10 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # since (the kernel notes of docs/benchmarks.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1, split_add: int = 0, bk: int = 64) -> Config:
+         split_k: int = 1, split_add: int = 0, bk: int = 64, bn2: int = 0) -> Config:
     return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split_k, "PERSISTENT": persistent,
-                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add}, warps, stages)
+                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add, "BLOCK_N2": bn2},
+                       warps, stages)
 
 
 #: Every config tried, in the probe's order (the bracketed indices below name them).
@@ -582,6 +632,16 @@ CONFIGS = (
     _cfg(128, 32, 4, 4, bk=32),
     _cfg(128, 32, 8, 8, persistent=1, maxnreg=80, bk=32),
     _cfg(64, 32, 9, 4, bk=32),
+    # Tiles of two filter blocks (BLOCK_N2: 64 + 32 = 96 or 64 + 16 = 80 filters), so that the
+    # tile count fits the SMs where a power-of-two width leaves a second round or idle SMs:
+    # Inception's 8 x 8 and GoogLeNet's 7 x 7 pointwise layers (F = 320, 384: 128 or 100 tiles
+    # of 64 x 96 or 64 x 80 against 80 or 75 of 64 x 128), and F = 96 with no padded columns.
+    _cfg(64, 64, 8, 4, bn2=32),
+    _cfg(64, 64, 8, 4, bn2=16),
+    _cfg(64, 64, 8, 8, bn2=32),
+    _cfg(128, 64, 8, 8, persistent=1, bk=32, bn2=32),
+    _cfg(128, 64, 6, 8, persistent=1, bn2=32),
+    _cfg(128, 64, 8, 8, bk=32, bn2=32),
     _cfg(128, 32, 6, 4),
     # One warpgroup on 64-row tiles (the small grids of 7 x 7 and 14 x 14 pointwise layers):
     # deep rings, or shallow ones that let two programs share an SM.
@@ -629,8 +689,10 @@ class IgemmWsConv(ConvKernel):
 
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
-    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD")
-    tile_defaults = {"SPLIT_ADD": 0}      # 0: split-K's sum launch, as before the tile existed
+    tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD",
+                  "BLOCK_N2")
+    # 0: split-K's sum launch; one filter block per tile (as before each tile existed)
+    tile_defaults = {"SPLIT_ADD": 0, "BLOCK_N2": 0}
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
@@ -640,14 +702,17 @@ class IgemmWsConv(ConvKernel):
         """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
         16 to 256 (a wgmma's N), BLOCK_K 32 or 64 (64- or 128-byte rows: the box's swizzle is
         the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
-        SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel."""
+        SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel;
+        BLOCK_N2 0 or a second filter block of 16 to 64 filters, narrower than BLOCK_N, without
+        split-K."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
                  "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"),
                  "SPLIT_K": ((1, 2, 4), "1, 2 or 4"),
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
-                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)")}
+                 "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)"),
+                 "BLOCK_N2": ((0, 16, 32, 64), "0 (off) or a power of two, 16 to 64")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
@@ -656,6 +721,10 @@ class IgemmWsConv(ConvKernel):
             raise ValueError(f"kernel {self.name!r}: SPLIT_ADD={given['SPLIT_ADD']} needs SPLIT_K=2 and TMA_STORE=0 "
                              f"(got SPLIT_K={given['SPLIT_K']}, TMA_STORE={given['TMA_STORE']}): the two splits "
                              "store and add from registers")
+        if given["BLOCK_N2"] and (given["BLOCK_N2"] >= given["BLOCK_N"] or given["SPLIT_K"] > 1):
+            raise ValueError(f"kernel {self.name!r}: BLOCK_N2={given['BLOCK_N2']} needs BLOCK_N2 < BLOCK_N and "
+                             f"SPLIT_K=1 (got BLOCK_N={given['BLOCK_N']}, SPLIT_K={given['SPLIT_K']}): the "
+                             "second filter block is the narrower, and its sums leave as the output")
         if given["SPLIT_K"] > 1 and not given["SPLIT_ADD"] and not given["TMA_STORE"]:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
                              "(the fp32 partials leave through a TMA box) or SPLIT_ADD > 0")
@@ -715,7 +784,7 @@ class IgemmWsConv(ConvKernel):
         """Pixel boxes x filter blocks: ``num_pid_m`` = boxes along images x rows x columns
         (of :func:`tiled_shape`)."""
         images, rows, cols = box_counts(tiled_shape(shape), self.box(shape, tiles))
-        return TileGrid(images * rows * cols, triton.cdiv(shape.F, tiles["BLOCK_N"]))
+        return TileGrid(images * rows * cols, triton.cdiv(shape.F, tile_width(tiles)))
 
     def to_layout(self, ops: Operands) -> tuple:
         """Not used: the packed weights depend on the tiles, so :meth:`prepare` makes them."""
@@ -772,7 +841,7 @@ class IgemmWsConv(ConvKernel):
         swizzled shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-        box, bn, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_K"]
+        box, bn, bn2, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles.get("BLOCK_N2", 0), tiles["BLOCK_K"]
         partials = tiles["SPLIT_K"] > 1 and not tiles["SPLIT_ADD"]
         y_box = (1, *box, bn) if partials else (*box, bn)
         y_dtype = "float32" if partials else shape.dtype
@@ -781,9 +850,14 @@ class IgemmWsConv(ConvKernel):
         grids = phase_grids(x.view(t.N, t.H, t.W, t.C), shape.stride)
         xs = [TensorDescriptor.from_tensor(g, list(x_box), _smem_layout(x_box, shape.dtype)) for g in grids]
         y = y.view(*y.shape[:-4], t.N, t.P, t.Q, t.F)
-        return (*(xs * 4)[:4],
-                TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype)),
-                TensorDescriptor.from_tensor(y, list(y_box), _smem_layout(y_box, y_dtype)))
+        w_desc = TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype))
+        y_desc = TensorDescriptor.from_tensor(y, list(y_box), _smem_layout(y_box, y_dtype))
+        if not bn2:             # no second filter block: the first's descriptors stand in, unused
+            return (*(xs * 4)[:4], w_desc, w_desc, y_desc, y_desc)
+        y2_box = (*box, bn2)
+        return (*(xs * 4)[:4], w_desc,
+                TensorDescriptor.from_tensor(w_packed, [bn2, bk], _smem_layout((bn2, bk), shape.dtype)), y_desc,
+                TensorDescriptor.from_tensor(y, list(y2_box), _smem_layout(y2_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w_packed, ws = operands
@@ -800,7 +874,7 @@ class IgemmWsConv(ConvKernel):
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            num_warps=launch.num_warps, **options)
+            BLOCK_N2=tiles.get("BLOCK_N2", 0), num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)
@@ -817,7 +891,7 @@ class IgemmWsConv(ConvKernel):
         tiles = self.check_tiles(tiles)
         eb = elem_bytes or element_bytes(shape)
         bases = self.buffer_bases(shape, tiles, eb)
-        bm, bn, bk = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"]
+        bm, bn, bk = tiles["BLOCK_M"], tile_width(tiles), tiles["BLOCK_K"]
         box, t = self.box(shape, tiles), tiled_shape(shape)
         r, s, c0 = step_taps(shape, bk)
 
@@ -841,7 +915,7 @@ class IgemmWsConv(ConvKernel):
         eb = elem_bytes or element_bytes(shape)
         M = shape.N * shape.P * shape.Q
         sizes = {"x": shape.N * shape.H * shape.W * shape.C * eb,
-                 "w": triton.cdiv(shape.F, tiles["BLOCK_N"]) * tiles["BLOCK_N"] * k_pad(shape, packing(tiles)) * eb,
+                 "w": triton.cdiv(shape.F, tile_width(tiles)) * tile_width(tiles) * k_pad(shape, packing(tiles)) * eb,
                  "y": M * shape.F * eb}
         if tiles["SPLIT_K"] > 1 and not tiles["SPLIT_ADD"]:
             sizes["ws"] = tiles["SPLIT_K"] * M * shape.F * 4
@@ -858,7 +932,7 @@ class IgemmWsConv(ConvKernel):
         eb = elem_bytes or element_bytes(shape)
         bases = self.buffer_bases(shape, tiles, eb)
         box, t, grid = self.box(shape, tiles), tiled_shape(shape), self.tile_grid(shape, tiles)
-        splits, bn = tiles["SPLIT_K"], tiles["BLOCK_N"]
+        splits, bn = tiles["SPLIT_K"], tile_width(tiles)
         to_ws = splits > 1 and not tiles["SPLIT_ADD"]
         out_eb, base = (4, bases["ws"]) if to_ws else (eb, bases["y"])
         slice_bytes = t.N * t.P * t.Q * shape.F * out_eb if to_ws else 0

@@ -30,7 +30,7 @@ class Config:
     @property
     def label(self) -> str:
         """Short and stable, e.g. ``M128 N64 K64 SPLIT_K1 TMA1 w4 s4``."""
-        short = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
+        short = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K", "BLOCK_N2": "N2_"}
         parts = [f"{short.get(k, k)}{v}" for k, v in self.tiles]
         return " ".join(parts + [f"w{self.num_warps}", f"s{self.num_stages}"])
 

@@ -103,6 +103,18 @@ WS_VARIANTS = {
                          "TMA_STORE": 0, "MAXNREG": 0, "SPLIT_ADD": 4}, 8, 6,
                         ConvShape("wide", N=16, C=136, H=28, W=28, F=256, R=3, S=3, stride=1, padding=1,
                                   dtype="bfloat16")),
+    # tiles of two filter blocks (BLOCK_N2): 64 + 32 filters with F = 200 (the last tile's
+    # second block wholly past F, its first partly), a 1x1 layer; 64 + 16 on two warpgroups
+    # side by side, plain stores; 128 x (64 + 32) on a persistent 3x3 with 32-channel steps, F = 96
+    "two_blocks_1x1": ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
+                        "TMA_STORE": 1, "MAXNREG": 0, "BLOCK_N2": 32}, 4, 8,
+                       ConvShape("pw", N=8, C=520, H=7, W=7, F=200, R=1, S=1, stride=1, padding=0)),
+    "two_blocks_stores": ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
+                           "TMA_STORE": 0, "MAXNREG": 0, "BLOCK_N2": 16}, 8, 4,
+                          ConvShape("one", N=5, C=200, H=9, W=11, F=264, R=1, S=1, stride=1, padding=0)),
+    "two_blocks_3x3": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 1, "PERSISTENT": 1,
+                        "TMA_STORE": 1, "MAXNREG": 0, "BLOCK_N2": 32}, 8, 8,
+                       ConvShape("c96ish", N=3, C=96, H=17, W=15, F=96, R=3, S=3, stride=1, padding=1)),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
             + [(variant, name) for variant in WS_VARIANTS if variant != "persistent_split"

@@ -42,7 +42,7 @@ def swizzle_label(frame: pd.DataFrame) -> pd.Series:
     return label.where(~shared | (code == ""), label + "#" + digest)
 
 
-_SHORT_TILES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K"}
+_SHORT_TILES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K", "BLOCK_N2": "N2_"}
 
 
 def _tile(column: str) -> str:
