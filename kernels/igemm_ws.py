@@ -94,13 +94,14 @@ and a persistent program reaches its split-0 items before its split-1 ones.
 
 **Tiles of two filter blocks.**  A Gluon tensor's sides are powers of two, and so is every
 accumulator, but a tile need not be: with ``BLOCK_N2 > 0`` a tile is ``BLOCK_N + BLOCK_N2``
-filters wide (64 + 32 = 96, 64 + 16 = 80), held as two accumulators that read the same A
-box.  Each K step then copies two weight tiles into the slot (one TMA descriptor per width)
+filters wide (64 + 32 = 96, 64 + 16 = 80, 128 + 64 = 192), held as two accumulators that
+read the same A box.  Each K step then copies two weight tiles into the slot (one TMA descriptor per width)
 and issues two wgmmas, and the epilogue stores two output boxes.  What it buys is a tile
 count that fits the SMs: GoogLeNet's 7 x 7 layer with F = 384 has 25 pixel boxes of 64, so
 100 tiles of 64 x 96 or 125 of 64 x 80 where 64 x 128 tiles leave 57 of 132 SMs idle; and F = 96
-(Inception) with no padded columns.  The tiles stay whole wgmma shapes, which is why this is
-two blocks and not one block of an odd width.
+(Inception) with no padded columns; on a 3x3 layer with F = 384, 192-filter tiles read each
+input box for half the filters instead of a third.  The tiles stay whole wgmma shapes, which
+is why this is two blocks and not one block of an odd width.
 
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
@@ -642,6 +643,11 @@ CONFIGS = (
     _cfg(128, 64, 8, 8, persistent=1, bk=32, bn2=32),
     _cfg(128, 64, 6, 8, persistent=1, bn2=32),
     _cfg(128, 64, 8, 8, bk=32, bn2=32),
+    # ... and 128 + 64 = 192 or 128 + 32 = 160 filters (F = 192 or 384: 98 tiles of 64 x 192 on a
+    # 14 x 14 layer at batch 32, where 64 x 128 tiles make 196; F = 152 in one block and a half).
+    _cfg(64, 128, 5, 4, bn2=64),
+    _cfg(64, 128, 5, 4, bn2=32),
+    _cfg(128, 128, 4, 8, persistent=1, bn2=64),
     _cfg(128, 32, 6, 4),
     # One warpgroup on 64-row tiles (the small grids of 7 x 7 and 14 x 14 pointwise layers):
     # deep rings, or shallow ones that let two programs share an SM.
