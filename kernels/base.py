@@ -105,6 +105,14 @@ class ConvKernel(ABC):
         measured records (the simulator's error bands)."""
         return self
 
+    def validation_scope(self, tiles: Mapping[str, int]) -> str:
+        """The name a target's simulator validation records (``sim_calibration``) key this
+        launch's error bands by: :meth:`family_for`'s name, or a narrower one where that family
+        says the launch takes a code path its validation sets did not hold (a record without
+        the name gives no band: the figures then say "not validated")."""
+        family = self.family_for(tiles)
+        return self.name if family is self else family.validation_scope(tiles)
+
     def jit_kernel_for(self, tiles: Mapping[str, int]) -> object:
         """The @triton.jit kernel a launch with ``tiles`` runs as its main one (passes beside
         it, such as igemm_fast's fold, are others): :meth:`family_for`'s :attr:`jit_kernel`."""

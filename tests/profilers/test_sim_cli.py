@@ -253,3 +253,37 @@ def test_a_cpu_prediction_is_for_the_config_the_target_launches(tmp_path):
         if err.banded:   # the predicted family's band, not the launched family's
             assert m["l2_hit_rate_err"] == err.hit_rate
             assert err.hit_rate != prediction_error(target, "igemm_fast", t["sim_layer_class"]).hit_rate
+
+
+def test_a_config_of_a_code_path_no_validation_held_claims_no_band(tmp_path):
+    """On the H200 the default kernel's table runs GoogLeNet's 7 x 7 pointwise layer with tiles
+    of two filter blocks (igemm_ws's BLOCK_N2), which none of the H200's validation sets held:
+    its simulated L2 is reported as not validated, with no ± and no error metric, and its
+    predicted difference claims no direction; a one-block igemm_ws config keeps its family's band."""
+    from harness.profilers.sim.bands import prediction_error
+    from kernels import KERNELS
+    from kernels.tuned import load_table
+
+    table = load_table("igemm_best", "h200")
+    two_block = {e["shape"]["name"]: e["config"]["tiles"] for e in table.entries.values()
+                 if e["config"]["tiles"].get("BLOCK_N2")}
+    assert "unseen8/goog5b" in two_block
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["-m", "target=h200", "swizzle=scatter", "shape=unseen8", "shape.select=[goog5b]",
+                     f"tracking.uri={uri}", "experiment=two-block", f"hydra.sweep.dir={tmp_path}/multirun"],
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("two-block")
+    (job,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
+    assert job.info.status == "FINISHED", job.data.tags.get("status_reason")
+    assert job.data.tags["sim_validation"] == "not validated on h200 hardware for igemm_ws (two filter blocks)"
+    assert "l2_hit_rate" in job.data.metrics and "l2_hit_rate_err" not in job.data.metrics
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("[job")]
+    assert "(sim of the target's igemm_ws config, not validated on h200 hardware for igemm_ws (two filter " \
+           "blocks))" in line and "pts predicted, not validated" in line, line
+    assert " higher" not in line and " lower" not in line, line
+    one_block = {**two_block["unseen8/goog5b"], "BLOCK_N2": 0}
+    target = {"name": "h200", "sim_calibration": {"hit_rate_mae": {"igemm_ws": 2.0}, "delta_mae": {"igemm_ws": 1.0}}}
+    assert KERNELS["igemm_best"].validation_scope(one_block) == "igemm_ws"
+    assert prediction_error(target, KERNELS["igemm_best"].validation_scope(one_block)).banded

@@ -62,7 +62,7 @@ class SimProfiler(Profiler):
                                      artifacts={"sim_per_xcd.csv": "\n".join(rows) + "\n"},
                                      metrics={**result.as_metrics(prefix=Metric.SIM_PREFIX),
                                               Metric.SIM_PROGRAMS_PER_CU: float(self._residency(occupancy))})
-            err = prediction_error(self.target, kernel.family_for(arm.tiles).name, result.layer_class,
+            err = prediction_error(self.target, kernel.validation_scope(arm.tiles), result.layer_class,
                                    result.order_blind)
             outcome.tags[Tag.SIM_LAYER_CLASS] = result.layer_class
             if result.order_blind:   # the model cannot tell this grid's orders apart
