@@ -194,6 +194,18 @@ def test_a_prediction_with_a_band_keeps_its_interval(tmp_path):
     assert f"L2 {m['l2_delta_pts']:+.2f} ± {band:.1f} pts " in line, line
 
 
+def _sweep_jobs(tmp_path, overrides: list[str]):
+    """The main command's multirun with ``overrides`` into a store of its own: the finished
+    process and its job runs."""
+    uri = f"sqlite:///{tmp_path}/store.db"
+    proc = _harness(["-m", *overrides, f"tracking.uri={uri}", "experiment=sweep",
+                     f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("sweep")
+    return proc, [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
+
+
 def test_a_cpu_prediction_is_for_the_config_the_target_launches(tmp_path):
     """The default kernel on the CPU, for the H100 and the H200 (each with its own table):
     a layer whose table entry is igemm_ws's, which this Triton cannot build, launches and
@@ -212,14 +224,8 @@ def test_a_cpu_prediction_is_for_the_config_the_target_launches(tmp_path):
     from kernels.tuning import Config
     from swizzles import resolve_swizzle
 
-    uri = f"sqlite:///{tmp_path}/store.db"
-    proc = _harness(["-m", "target=h100,h200", "swizzle=scatter", "shape=unseen9", "shape.select=[dn121k]",
-                     f"tracking.uri={uri}", "experiment=target-config", f"hydra.sweep.dir={tmp_path}/multirun"],
-                    cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("target-config")
-    jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
+    proc, jobs = _sweep_jobs(tmp_path, ["target=h100,h200", "swizzle=scatter", "shape=unseen9",
+                                        "shape.select=[dn121k]"])
     assert sorted(r.data.tags["target"] for r in jobs) == ["h100", "h200"]
     kernel = KERNELS["igemm_best"]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[job")]
@@ -268,14 +274,7 @@ def test_a_config_of_a_code_path_no_validation_held_claims_no_band(tmp_path):
     two_block = {e["shape"]["name"]: e["config"]["tiles"] for e in table.entries.values()
                  if e["config"]["tiles"].get("BLOCK_N2")}
     assert "unseen8/goog5b" in two_block
-    uri = f"sqlite:///{tmp_path}/store.db"
-    proc = _harness(["-m", "target=h200", "swizzle=scatter", "shape=unseen8", "shape.select=[goog5b]",
-                     f"tracking.uri={uri}", "experiment=two-block", f"hydra.sweep.dir={tmp_path}/multirun"],
-                    cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("two-block")
-    (job,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("swizzlebench.kind") == "job"]
+    proc, (job,) = _sweep_jobs(tmp_path, ["target=h200", "swizzle=scatter", "shape=unseen8", "shape.select=[goog5b]"])
     assert job.info.status == "FINISHED", job.data.tags.get("status_reason")
     assert job.data.tags["sim_validation"] == "not validated on h200 hardware for igemm_ws (two filter blocks)"
     assert "l2_hit_rate" in job.data.metrics and "l2_hit_rate_err" not in job.data.metrics
