@@ -22,7 +22,7 @@ from harness.errors import USER_ERROR_EXIT
 from kernels import KERNELS
 from kernels.igemm_ws import (CONFIGS, GLUON_VERSIONS, HOPPER_SMEM_BYTES, box_pixels, check_gluon_version,
                               igemm_ws_space, packing, phase_grids, pick_box, smem_bytes, step_phases, step_taps,
-                              split_len, tiled_shape)
+                              split_len, tile_width, tiled_shape)
 from kernels.igemm_fast import pack_weights
 from kernels.problem import ConvShape
 from kernels.tuning import DeviceTraits
@@ -60,13 +60,14 @@ def _oracle(x: torch.Tensor, w: torch.Tensor, shape: ConvShape, tiles: dict, tab
     ``table``, decoded row-major into (pixel box, filter block); at each K step of the split
     the A box is the step's phase grid (:func:`phase_grids`, made here as views of the
     tensor) at the box's pixels shifted by the step's (dh, dw), its channel block (zero
-    outside the grid and past C, as TMA fills it), B the packed weights' ``[BLOCK_N, BLOCK_K]`` tile; rows outside the output
+    outside the grid and past C, as TMA fills it), B the packed weights' ``[BLOCK_N + BLOCK_N2,
+    BLOCK_K]`` rows (:func:`tile_width`: both filter blocks of the tile); rows outside the output
     are dropped, splits summed.  The pixels are those of the layer as the kernel tiles it
     (:func:`tiled_shape`: a pointwise layer as one row).  Returns NHWC float64; asserts each
     output is written once per split."""
     t = tiled_shape(shape)
     N, C, H, W, Fo, P, Q = t.N, t.C, t.H, t.W, t.F, t.P, t.Q
-    bm, bn, bk, split = tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["BLOCK_K"], tiles["SPLIT_K"]
+    bm, bn, bk, split = tiles["BLOCK_M"], tile_width(tiles), tiles["BLOCK_K"], tiles["SPLIT_K"]
     u = shape.stride
     grids = [g.numpy() for g in phase_grids(x.double().permute(0, 2, 3, 1).contiguous().view(N, H, W, C), u)]
     wp = pack_weights(w.double(), shape, packing(tiles)).numpy()     # F_pad, K_pad
@@ -124,6 +125,13 @@ ORACLE_CASES = {
     # 32-channel K steps: C = 96 in three whole blocks (no zero half block), and C = 40 in two
     "bk32_stride2_odd": (ConvShape("k", N=2, C=96, H=9, W=7, F=24, R=3, S=3, stride=2, padding=0), {"BLOCK_K": 32}),
     "bk32_pad": (ConvShape("a", N=3, C=40, H=9, W=7, F=40, R=3, S=3, stride=1, padding=1), {"BLOCK_K": 32}),
+
+    # tiles of two filter blocks (BLOCK_N2): 32 + 16 filters over F = 40 (one tile column, past
+    # F), 64 + 32 over F = 100 (the second column's second block wholly past F)
+    "two_blocks": (ConvShape("a", N=3, C=72, H=9, W=7, F=40, R=3, S=3, stride=1, padding=1),
+                   {"BLOCK_N": 32, "BLOCK_N2": 16}),
+    "two_blocks_1x1": (ConvShape("c", N=5, C=8, H=3, W=5, F=100, R=1, S=1, stride=1, padding=0),
+                       {"BLOCK_N": 64, "BLOCK_N2": 32}),
 
     "stride2_3x3": (ConvShape("e", N=3, C=128, H=10, W=14, F=24, R=3, S=3, stride=2, padding=1), {}),
     "stride2_1x1": (ConvShape("f", N=4, C=64, H=6, W=8, F=16, R=1, S=1, stride=2, padding=0), {"BLOCK_N": 16}),
@@ -374,6 +382,25 @@ def test_load_plan_reads_each_box_row_once_per_step():
     assert starts[0, 4, 0] == starts[0, 4, 1] - 64 * 2           # row i + 1 is the next pixel
     ws, wl = w.runs(np.array([0]))
     assert (wl == 64 * 2).all() and ws.shape == (1, 9, 64)
+
+
+def test_load_plan_of_two_filter_blocks_reads_both_as_one_tile():
+    """BLOCK_N 64 + BLOCK_N2 32: 96-filter tiles (two over F = 100), each step reading the 96
+    packed weight rows of its tile, the second tile from row 96; the tile's stores cover both
+    blocks (the 4 filters inside F of the second tile)."""
+    shape = ConvShape("c", N=5, C=8, H=3, W=5, F=100, R=1, S=1, stride=1, padding=0)
+    tiles = KERNEL.check_tiles({**TILES, "BLOCK_N": 64, "BLOCK_N2": 32})
+    grid = KERNEL.tile_grid(shape, tiles)
+    assert grid.num_pid_n == 2
+    plan = KERNEL.load_plan(shape, tiles)
+    _, w = plan.operands
+    starts, lengths = w.runs(np.array([0, 1]))
+    assert starts.shape == (2, plan.num_steps, 96)
+    row_bytes = 64 * 2                                          # K_pad = one BLOCK_K of 64
+    assert starts[1, 0, 0] - starts[0, 0, 0] == 96 * row_bytes
+    assert KERNEL.buffer_bases(shape, tiles)["y"] - KERNEL.buffer_bases(shape, tiles)["w"] >= 192 * row_bytes
+    _, yl = KERNEL.store_plan(shape, tiles).parts[0][0].runs(np.array([1]))       # tile (0, 1)
+    assert (yl[yl > 0] == 4 * 2).all()
 
 
 def test_launch_plans_split_and_persistent():
