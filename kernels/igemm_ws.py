@@ -58,8 +58,9 @@ grid, the input itself, so one kernel runs both.
 **Partitions** (``gl.warp_specialize``):
 
 * the *load* partition, one warp (24 registers): for each K step, wait until a ring slot is
-  free, then issue the two TMA copies (A box and the ``[BLOCK_N, BLOCK_K]`` weight tile) that
-  complete on the slot's *ready* barrier;
+  free, then issue the two TMA copies (A box and the ``[BLOCK_N, BLOCK_K]`` weight tile; a
+  third, the second filter block's, with ``BLOCK_N2``) that complete on the slot's *ready*
+  barrier;
 * the *MMA* partition, the launch's ``num_warps`` warps (4: one warpgroup owns all BLOCK_M
   rows; 8: two warpgroups, 64 rows each, as in cuDNN): for each K step, wait for the slot,
   issue an asynchronous wgmma into fp32 registers, wait until at most one wgmma is in flight
@@ -95,13 +96,13 @@ and a persistent program reaches its split-0 items before its split-1 ones.
 **Tiles of two filter blocks.**  A Gluon tensor's sides are powers of two, and so is every
 accumulator, but a tile need not be: with ``BLOCK_N2 > 0`` a tile is ``BLOCK_N + BLOCK_N2``
 filters wide (64 + 32 = 96, 64 + 16 = 80, 128 + 64 = 192), held as two accumulators that
-read the same A box.  Each K step then copies two weight tiles into the slot (one TMA descriptor per width)
-and issues two wgmmas, and the epilogue stores two output boxes.  What it buys is a tile
-count that fits the SMs: GoogLeNet's 7 x 7 layer with F = 384 has 25 pixel boxes of 64, so
-100 tiles of 64 x 96 or 125 of 64 x 80 where 64 x 128 tiles leave 57 of 132 SMs idle; and F = 96
-(Inception) with no padded columns; on a 3x3 layer with F = 384, 192-filter tiles read each
-input box for half the filters instead of a third.  The tiles stay whole wgmma shapes, which
-is why this is two blocks and not one block of an odd width.
+read the same A box.  Each K step then copies two weight tiles into the slot (one TMA
+descriptor per width) and issues two wgmmas, and the epilogue stores two output boxes.  What
+it buys is a tile count that fits the SMs: GoogLeNet's 7 x 7 layer with F = 384 has 25 pixel
+boxes of 64, so 100 tiles of 64 x 96 or 125 of 64 x 80 where 64 x 128 tiles leave 57 of 132
+SMs idle; F = 96 (Inception) with no padded columns; and on a 3x3 layer with F = 384,
+192-filter tiles read each input box for half the filters instead of a third.  The tiles
+stay whole wgmma shapes, which is why this is two blocks and not one block of an odd width.
 
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's

@@ -342,6 +342,10 @@ def test_only_this_triton_is_a_toolchain_refusal_and_it_comes_last(monkeypatch):
     ({"SPLIT_K": 4, "SPLIT_ADD": 2, "TMA_STORE": 0}, "SPLIT_ADD=2 needs SPLIT_K=2 and TMA_STORE=0 (got SPLIT_K=4, "
                                                      "TMA_STORE=0)"),
     ({"SPLIT_K": 2, "SPLIT_ADD": 2}, "SPLIT_ADD=2 needs SPLIT_K=2 and TMA_STORE=0 (got SPLIT_K=2, TMA_STORE=1)"),
+    ({"BLOCK_N2": 24}, "tile BLOCK_N2=24 must be 0 (off) or a power of two, 16 to 64"),
+    ({"BLOCK_N2": 32}, "BLOCK_N2=32 needs BLOCK_N2 < BLOCK_N and SPLIT_K=1 (got BLOCK_N=32, SPLIT_K=1)"),
+    ({"BLOCK_N": 64, "BLOCK_N2": 32, "SPLIT_K": 2}, "BLOCK_N2=32 needs BLOCK_N2 < BLOCK_N and SPLIT_K=1 "
+                                                    "(got BLOCK_N=64, SPLIT_K=2)"),
 ])
 def test_refuses_bad_tiles(tiles, words):
     with pytest.raises(ValueError, match=re.escape(words)):
