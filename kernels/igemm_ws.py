@@ -104,6 +104,14 @@ SMs idle; F = 96 (Inception) with no padded columns; and on a 3x3 layer with F =
 192-filter tiles read each input box for half the filters instead of a third.  The tiles
 stay whole wgmma shapes, which is why this is two blocks and not one block of an odd width.
 
+**Channels in whole blocks.**  Where C is not a multiple of BLOCK_K, a tap's last A box reads
+channels past C, which TMA fills with zeros, and its rows in global memory no longer meet: on
+c24 (C = 24, 32-channel steps) each pixel's 48 bytes start mid-sector and the box is fetched
+a sector per request, 2.4 times the requests of the same layer with C = 32 and 5 us more
+(benchmarks/kernel_notes.md).  With ``PAD_C`` the launch first copies the input into a
+buffer of whole BLOCK_K channel blocks, zero past C (allocated once, the copy timed: the
+vendor call needs none), and the boxes read that.
+
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
 swizzle (a ``@triton.jit`` function, compiled with Gluon semantics when a Gluon function
@@ -530,6 +538,12 @@ def tile_width(tiles: Mapping[str, int]) -> int:
     return tiles["BLOCK_N"] + tiles.get("BLOCK_N2", 0)
 
 
+def padded_channels(shape: ConvShape, tiles: Mapping[str, int]) -> int:
+    """Channels of the input buffer the kernel reads: C, or with ``PAD_C`` C rounded up to
+    whole BLOCK_K blocks."""
+    return triton.cdiv(shape.C, tiles["BLOCK_K"]) * tiles["BLOCK_K"] if tiles.get("PAD_C") else shape.C
+
+
 def packing(tiles: Mapping[str, int]) -> dict[str, int]:
     """The tiles as igemm_fast's weight packing reads them (tap order; filters padded to whole
     tiles of :func:`tile_width`)."""
@@ -566,10 +580,10 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # since (the kernel notes of docs/benchmarks.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1, split_add: int = 0, bk: int = 64, bn2: int = 0) -> Config:
+         split_k: int = 1, split_add: int = 0, bk: int = 64, bn2: int = 0, pad_c: int = 0) -> Config:
     return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split_k, "PERSISTENT": persistent,
-                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add, "BLOCK_N2": bn2},
-                       warps, stages)
+                        "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add, "BLOCK_N2": bn2,
+                        "PAD_C": pad_c}, warps, stages)
 
 
 #: Every config tried, in the probe's order (the bracketed indices below name them).
@@ -649,6 +663,13 @@ CONFIGS = (
     _cfg(64, 128, 5, 4, bn2=64),
     _cfg(64, 128, 5, 4, bn2=32),
     _cfg(128, 128, 4, 8, persistent=1, bn2=64),
+    # The input copied into whole channel blocks first (PAD_C), for C not a multiple of BLOCK_K
+    # (c24: every box of 32 channels would be 24 and a zero fill, fetched a sector per pixel
+    # row): the 32-filter configs above with it.
+    _cfg(128, 32, 8, 8, persistent=1, maxnreg=80, bk=32, pad_c=1),
+    _cfg(128, 32, 9, 4, bk=32, pad_c=1),
+    _cfg(64, 32, 9, 4, bk=32, pad_c=1),
+    _cfg(128, 64, 8, 8, persistent=1, maxnreg=80, bk=32, pad_c=1),
     _cfg(128, 32, 6, 4),
     # One warpgroup on 64-row tiles (the small grids of 7 x 7 and 14 x 14 pointwise layers):
     # deep rings, or shallow ones that let two programs share an SM.
@@ -668,7 +689,8 @@ def igemm_ws_space(shape: ConvShape, traits: DeviceTraits) -> list[Config]:
     eb = element_bytes(shape)
     return [cfg for cfg in CONFIGS if smem_bytes(cfg.tiles_dict, cfg.num_stages, eb) <= HOPPER_SMEM_BYTES
             and _splits_fit(len(step_taps(shape, cfg.tiles_dict["BLOCK_K"])[0]), cfg.tiles_dict["SPLIT_K"],
-                            cfg.tiles_dict["SPLIT_ADD"])]
+                            cfg.tiles_dict["SPLIT_ADD"])
+            and not (cfg.tiles_dict["PAD_C"] and shape.C % cfg.tiles_dict["BLOCK_K"] == 0)]
 
 
 def split_len(num_steps: int, split_k: int, split_add: int = 0) -> int:
@@ -697,18 +719,22 @@ class IgemmWsConv(ConvKernel):
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
     tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD",
-                  "BLOCK_N2")
-    # 0: split-K's sum launch; one filter block per tile (as before each tile existed)
-    tile_defaults = {"SPLIT_ADD": 0, "BLOCK_N2": 0}
+                  "BLOCK_N2", "PAD_C")
+    # 0: split-K's sum launch; one filter block per tile; the input read where it lies (as
+    # before each tile existed)
+    tile_defaults = {"SPLIT_ADD": 0, "BLOCK_N2": 0, "PAD_C": 0}
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
         return igemm_ws_space(shape, traits)
 
     def validation_scope(self, tiles: Mapping[str, int]) -> str:
-        """The family's name, but not for tiles of two filter blocks (``BLOCK_N2``): the H200's
-        validation sets (docs/simulator.md) predate them, so their figures carry no band."""
-        return f"{self.name} (two filter blocks)" if tiles.get("BLOCK_N2") else self.name
+        """The family's name, but not for tiles of two filter blocks (``BLOCK_N2``) or a padded
+        input copy (``PAD_C``): the H200's validation sets (docs/simulator.md) predate them, so
+        their figures carry no band."""
+        paths = [why for tile, why in (("BLOCK_N2", "two filter blocks"), ("PAD_C", "input channels padded"))
+                 if tiles.get(tile)]
+        return f"{self.name} ({', '.join(paths)})" if paths else self.name
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """BLOCK_M 64 or 128 (one wgmma warpgroup takes 64 rows), BLOCK_N a power of two from
@@ -716,7 +742,7 @@ class IgemmWsConv(ConvKernel):
         the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
         SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel;
         BLOCK_N2 0 or a second filter block of 16 to 64 filters, narrower than BLOCK_N, without
-        split-K."""
+        split-K; PAD_C 0 or 1 (the input copied into whole BLOCK_K channel blocks first)."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128), "64 or 128"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
                  "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"),
@@ -724,7 +750,8 @@ class IgemmWsConv(ConvKernel):
                  "PERSISTENT": ((0, 1), "0 or 1"), "TMA_STORE": ((0, 1), "0 or 1"),
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
                  "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)"),
-                 "BLOCK_N2": ((0, 16, 32, 64), "0 (off) or a power of two, 16 to 64")}
+                 "BLOCK_N2": ((0, 16, 32, 64), "0 (off) or a power of two, 16 to 64"),
+                 "PAD_C": ((0, 1), "0 or 1")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
@@ -816,7 +843,9 @@ class IgemmWsConv(ConvKernel):
     def prepare(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int]) -> Bound:
         """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
         workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K; with
-        SPLIT_ADD the tiles' flags, int32 zeros that the kernel leaves at zero) and the output."""
+        SPLIT_ADD the tiles' flags, int32 zeros that the kernel leaves at zero), with PAD_C the
+        zero-padded NHWC input buffer ``[N, H, W, C_pad]`` (:func:`padded_channels`; the launch
+        copies the input's channels into it, the rest stay zero) and the output."""
         out = self.empty_output(shape, ops.x.device)
         split = tiles["SPLIT_K"]
         if tiles["SPLIT_ADD"]:
@@ -825,7 +854,11 @@ class IgemmWsConv(ConvKernel):
             ws = torch.empty((split, shape.N, shape.P, shape.Q, shape.F), dtype=torch.float32, device=ops.x.device)
         else:
             ws = out
-        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws), out)
+        padded = ()
+        if tiles["PAD_C"]:
+            padded = (torch.zeros((shape.N, shape.H, shape.W, padded_channels(shape, tiles)), dtype=ops.x.dtype,
+                                  device=ops.x.device),)
+        return Bound((pack_weights(ops.w, shape, packing(tiles)), ws, *padded), out)
 
     def bind(self, ops: Operands, shape: ConvShape, tiles: Mapping[str, int], swizzle: SwizzleBinding,
              launch: LaunchConfig, share: Bound | None = None) -> tuple[Callable[[], None], torch.Tensor]:
@@ -859,7 +892,7 @@ class IgemmWsConv(ConvKernel):
         y_dtype = "float32" if partials else shape.dtype
         x_box = (*box, bk)
         t = tiled_shape(shape)          # the same memory, as the kernel tiles it
-        grids = phase_grids(x.view(t.N, t.H, t.W, t.C), shape.stride)
+        grids = phase_grids(x.view(t.N, t.H, t.W, x.shape[-1]), shape.stride)
         xs = [TensorDescriptor.from_tensor(g, list(x_box), _smem_layout(x_box, shape.dtype)) for g in grids]
         y = y.view(*y.shape[:-4], t.N, t.P, t.Q, t.F)
         w_desc = TensorDescriptor.from_tensor(w_packed, [bn, bk], _smem_layout((bn, bk), shape.dtype))
@@ -872,7 +905,10 @@ class IgemmWsConv(ConvKernel):
                 TensorDescriptor.from_tensor(y, list(y2_box), _smem_layout(y2_box, y_dtype)))
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
-        x, w_packed, ws = operands
+        x, w_packed, ws, *padded = operands
+        if padded:          # PAD_C: the input's channels into the padded buffer (timed: ours to pay)
+            padded[0][..., :shape.C].copy_(x)
+            x = padded[0]
         split, t = tiles["SPLIT_K"], tiled_shape(shape)
         _, rows, cols = box_counts(t, self.box(shape, tiles))
         grid = self.tile_grid(shape, tiles)
@@ -899,12 +935,14 @@ class IgemmWsConv(ConvKernel):
         box loads its run of channels at the tap, rows past the image's edge included (the TMA
         box covers them); rows of images past N and taps outside the input read TMA's zeros,
         no memory (:func:`kernels.igemm.input_runs` drops them).  The weights are the packed
-        matrix, one run of BLOCK_K elements per filter row of the tile.  Both bulk (TMA)."""
+        matrix, one run of BLOCK_K elements per filter row of the tile.  Both bulk (TMA).  With
+        PAD_C the input is the padded copy, whose every channel block is whole."""
         tiles = self.check_tiles(tiles)
         eb = elem_bytes or element_bytes(shape)
         bases = self.buffer_bases(shape, tiles, eb)
         bm, bn, bk = tiles["BLOCK_M"], tile_width(tiles), tiles["BLOCK_K"]
-        box, t = self.box(shape, tiles), tiled_shape(shape)
+        box = self.box(shape, tiles)
+        t = dataclasses.replace(tiled_shape(shape), C=padded_channels(shape, tiles))
         r, s, c0 = step_taps(shape, bk)
 
         def rows(pid_m: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -912,7 +950,7 @@ class IgemmWsConv(ConvKernel):
             return n, p, q, n < t.N
 
         x_runs = input_runs(t, bm, bases["x"], eb, r[:, None], s[:, None], c0[:, None],
-                            (np.minimum(bk, shape.C - c0) * eb)[:, None], rows=rows)
+                            (np.minimum(bk, t.C - c0) * eb)[:, None], rows=rows)
 
         grid = self.tile_grid(shape, tiles)
         tile_ids = np.arange(grid.num_pids, dtype=np.int64)
@@ -922,11 +960,14 @@ class IgemmWsConv(ConvKernel):
                          packed_weight_runs(bases["w"], bn, bk, k_pad(shape, packing(tiles)), eb), bulk=True)))
 
     def buffer_bases(self, shape: ConvShape, tiles: Mapping[str, int], elem_bytes: int | None = None) -> dict[str, int]:
-        """Where the input ``x``, the packed weights ``w``, the output ``y`` and (SPLIT_K > 1 without
+        """Where the input (with PAD_C: the given one ``x_src`` and the padded copy ``x`` the conv
+        reads; else ``x``), the packed weights ``w``, the output ``y`` and (SPLIT_K > 1 without
         SPLIT_ADD) the fp32 workspace ``ws`` lie in the simulated address space, in that order."""
         eb = elem_bytes or element_bytes(shape)
         M = shape.N * shape.P * shape.Q
-        sizes = {"x": shape.N * shape.H * shape.W * shape.C * eb,
+        pixels = shape.N * shape.H * shape.W
+        sizes = {"x_src": pixels * shape.C * eb} if tiles["PAD_C"] else {}
+        sizes |= {"x": pixels * padded_channels(shape, tiles) * eb,
                  "w": triton.cdiv(shape.F, tile_width(tiles)) * tile_width(tiles) * k_pad(shape, packing(tiles)) * eb,
                  "y": M * shape.F * eb}
         if tiles["SPLIT_K"] > 1 and not tiles["SPLIT_ADD"]:
@@ -963,7 +1004,8 @@ class IgemmWsConv(ConvKernel):
 
     def launch_plans(self, shape: ConvShape, tiles: Mapping[str, int],
                      elem_bytes: int | None = None) -> tuple[LaunchPlan, ...]:
-        """The conv (its loads under the persistent / split-K schedule, then each work item's
+        """With PAD_C the input's copy into whole channel blocks (:func:`pad_pass_plan`), then
+        the conv (its loads under the persistent / split-K schedule, then each work item's
         stores: :meth:`store_plan`) and, with SPLIT_K > 1 without SPLIT_ADD, igemm_fast's sum
         pass.  A persistent grid is modelled with one program per SM also where ``MAXNREG``
         sizes it for two."""
@@ -973,11 +1015,39 @@ class IgemmWsConv(ConvKernel):
         split, add = tiles["SPLIT_K"], tiles["SPLIT_ADD"]
         schedule = Schedule(loads.num_tiles, loads.num_steps, split, bool(tiles["PERSISTENT"]),
                             split_len(loads.num_steps, split, add))
-        plans = [LaunchPlan("conv", schedule, loads, epilogue=self.store_plan(shape, tiles, eb))]
+        bases = self.buffer_bases(shape, tiles, eb)
+        plans = [pad_pass_plan(shape, padded_channels(shape, tiles), bases, eb)] if tiles["PAD_C"] else []
+        plans.append(LaunchPlan("conv", schedule, loads, epilogue=self.store_plan(shape, tiles, eb)))
         if split > 1 and not add:
-            plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split,
-                                       self.buffer_bases(shape, tiles, eb), eb))
+            plans.append(sum_pass_plan(shape.N * shape.P * shape.Q * shape.F, split, bases, eb))
         return tuple(plans)
+
+
+#: Pixels per program of the padded copy (PAD_C) in the address model.
+PAD_BLOCK = 128
+
+
+def pad_pass_plan(shape: ConvShape, c_pad: int, bases: Mapping[str, int], eb: int) -> LaunchPlan:
+    """The PAD_C copy (``x_src`` into the first C channels of each pixel of ``x``, whose rows
+    are ``c_pad`` channels) as a launch: program ``i`` copies pixels ``[i * PAD_BLOCK, (i + 1)
+    * PAD_BLOCK)``, one run of C channels per pixel each way, the source's runs back to back."""
+    pixels = shape.N * shape.H * shape.W
+    programs = triton.cdiv(pixels, PAD_BLOCK)
+
+    def runs(base: int, pitch: int):
+        def per_program(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            p = ids[:, None] * PAD_BLOCK + np.arange(PAD_BLOCK)
+            ok = p < pixels
+            return (np.where(ok, base + p * pitch * eb, 0)[:, None, :],
+                    np.where(ok, shape.C * eb, 0)[:, None, :])
+        return per_program
+
+    ids = np.arange(programs, dtype=np.int64)
+    loads = LoadPlan(num_steps=1, elem_bytes=eb,
+                     operands=(OperandLoads("x_src", programs, ids, PAD_BLOCK, runs(bases["x_src"], shape.C)),))
+    return LaunchPlan("pad", Schedule(programs, 1), loads,
+                      Epilogue(((OperandLoads("x", programs, ids, PAD_BLOCK, runs(bases["x"], c_pad)), True),)),
+                      swizzled=False, profiled=False)
 
 
 @functools.cache

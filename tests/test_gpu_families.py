@@ -115,6 +115,15 @@ WS_VARIANTS = {
     "two_blocks_3x3": ({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 1, "PERSISTENT": 1,
                         "TMA_STORE": 1, "MAXNREG": 0, "BLOCK_N2": 32}, 8, 8,
                        ConvShape("c96ish", N=3, C=96, H=17, W=15, F=96, R=3, S=3, stride=1, padding=1)),
+    # the input copied into whole channel blocks (PAD_C): C = 24 in 32-channel steps, boxes past
+    # the image's edges, on a persistent grid of two programs per SM; and stride 2 (phase grids
+    # of the padded copy)
+    "pad_c": ({"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 1, "PERSISTENT": 1,
+               "TMA_STORE": 1, "MAXNREG": 80, "PAD_C": 1}, 8, 8,
+              ConvShape("c24ish", N=3, C=24, H=17, W=15, F=24, R=3, S=3, stride=1, padding=1)),
+    "pad_c_stride2": ({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 1, "PERSISTENT": 0,
+                       "TMA_STORE": 1, "MAXNREG": 0, "PAD_C": 1}, 4, 9,
+                      ConvShape("c40s2", N=2, C=40, H=13, W=11, F=32, R=3, S=3, stride=2, padding=1)),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
             + [(variant, name) for variant in WS_VARIANTS if variant != "persistent_split"

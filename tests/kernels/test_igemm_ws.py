@@ -4,6 +4,7 @@ the address model, and (Triton 3.6 only) every config x every swizzle compiled f
 Outputs on a GPU: tests/test_gpu_families.py."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from pathlib import Path
@@ -211,7 +212,7 @@ def test_configs_are_valid_tiles():
     for cfg in CONFIGS:
         assert KERNEL.check_tiles(cfg.tiles_dict) == cfg.tiles_dict
         assert cfg.num_warps in (4, 8) and cfg.num_stages >= 2
-    assert len(set(CONFIGS)) == len(CONFIGS) == 53
+    assert len(set(CONFIGS)) == len(CONFIGS) == 57
 
 
 @pytest.mark.parametrize("shape", STRIDE_1, ids=lambda s: s.name)
@@ -227,11 +228,12 @@ def test_space_fits_shared_memory(shape):
     # All 33 fit (the largest: [8], 3 x 48 KB ring + a 64 KB output tile; [21], 5 x 32 KB + a
     # 64 KB fp32 tile); only split-K configs go, where a split would get no K step (1x1 with
     # C = 64: one step; 3x3 with C = 64: nine steps, no four slices of three; SPLIT_ADD 4 over
-    # 4 steps: none for the first).
+    # 4 steps: none for the first); and PAD_C where C is whole channel blocks already.
     for cfg in CONFIGS:
         split, add = cfg.tiles_dict["SPLIT_K"], cfg.tiles_dict["SPLIT_ADD"]
         fits = (split - 1) * triton.cdiv(steps, split) < steps and (not add or steps - add >= 2)
-        assert (cfg in space) == fits, cfg.label
+        useful = not cfg.tiles_dict["PAD_C"] or shape.C % cfg.tiles_dict["BLOCK_K"] != 0
+        assert (cfg in space) == (fits and useful), cfg.label
 
 
 def test_space_empty_where_the_family_cannot_run():
@@ -405,6 +407,33 @@ def test_load_plan_of_two_filter_blocks_reads_both_as_one_tile():
     assert KERNEL.buffer_bases(shape, tiles)["y"] - KERNEL.buffer_bases(shape, tiles)["w"] >= 192 * row_bytes
     _, yl = KERNEL.store_plan(shape, tiles).parts[0][0].runs(np.array([1]))       # tile (0, 1)
     assert (yl[yl > 0] == 4 * 2).all()
+
+
+def test_pad_c_copies_the_input_then_reads_whole_channel_blocks():
+    """PAD_C on a C = 24 layer with 32-channel steps: a copy pass first (24 channels per pixel
+    from the given input, into rows of 32), then the conv, whose centre tap reads a whole
+    32-channel run of the padded copy for every pixel; without PAD_C the same tap reads 24."""
+    shape = ConvShape("c24", N=2, C=24, H=16, W=16, F=32, R=3, S=3, stride=1, padding=1)
+    tiles = KERNEL.check_tiles({**TILES, "BLOCK_K": 32, "PAD_C": 1})
+    plans = KERNEL.launch_plans(shape, tiles)
+    assert [p.name for p in plans] == ["pad", "conv"] and not plans[0].swizzled
+    bases = KERNEL.buffer_bases(shape, tiles)
+    assert list(bases)[:2] == ["x_src", "x"] and bases["x"] - bases["x_src"] >= 2 * 16 * 16 * 24 * 2
+    (src,) = plans[0].loads.operands
+    starts, lengths = src.runs(np.array([0]))
+    assert (lengths == 24 * 2).all() and (np.diff(starts[0, 0]) == 24 * 2).all()
+    (dst, writes), = plans[0].epilogue.parts
+    starts, lengths = dst.runs(np.array([0]))
+    assert writes and (lengths == 24 * 2).all() and (np.diff(starts[0, 0]) == 32 * 2).all()
+    centre = 4                                                   # tap (1, 1), the only channel block
+    x, _ = plans[1].loads.operands
+    _, lengths = x.runs(np.array([0]))
+    assert (lengths[0, centre] == 32 * 2).all()
+    _, lengths = KERNEL.load_plan(shape, {**tiles, "PAD_C": 0}).operands[0].runs(np.array([0]))
+    assert (lengths[0, centre] == 24 * 2).all()
+    assert KERNEL.validation_scope(tiles) == "igemm_ws (input channels padded)"
+    assert [c for c in igemm_ws_space(shape, H100) if c.tiles_dict["PAD_C"]]
+    assert not [c for c in igemm_ws_space(dataclasses.replace(shape, C=32), H100) if c.tiles_dict["PAD_C"]]
 
 
 def test_launch_plans_split_and_persistent():
