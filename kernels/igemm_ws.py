@@ -150,8 +150,8 @@ from kernels.access import (Epilogue, LaunchPlan, LoadPlan, OperandLoads, Schedu
                             place_tensors)
 from kernels.base import Bound, ConvKernel, LaunchConfig, Operands, SwizzleBinding, TileGrid, ToolchainError
 from kernels.igemm import input_runs, nhwc
-from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, k_pad, pack_weights, packed_weight_runs,
-                                 split_k_sum_kernel, sum_pass_plan)
+from kernels.igemm_fast import (HOPPER_SMEM_BYTES, SUM_BLOCK, fold_blocks, fold_input_kernel, k_pad, pack_weights,
+                                 packed_weight_runs, split_k_sum_kernel, sum_pass_plan)
 from kernels.problem import ConvShape
 from kernels.tuning import Config, DeviceTraits
 
@@ -844,8 +844,8 @@ class IgemmWsConv(ConvKernel):
         """The packed ``[F_pad, R*S*C_pad]`` weights (once: constants of the layer), the split-K
         workspace ``[SPLIT_K, N, P, Q, F]`` fp32 (the output itself without split-K; with
         SPLIT_ADD the tiles' flags, int32 zeros that the kernel leaves at zero), with PAD_C the
-        zero-padded NHWC input buffer ``[N, H, W, C_pad]`` (:func:`padded_channels`; the launch
-        copies the input's channels into it, the rest stay zero) and the output."""
+        NHWC input buffer ``[N, H, W, C_pad]`` (:func:`padded_channels`; each launch writes
+        it: :func:`pad_channels`) and the output."""
         out = self.empty_output(shape, ops.x.device)
         split = tiles["SPLIT_K"]
         if tiles["SPLIT_ADD"]:
@@ -856,7 +856,7 @@ class IgemmWsConv(ConvKernel):
             ws = out
         padded = ()
         if tiles["PAD_C"]:
-            padded = (torch.zeros((shape.N, shape.H, shape.W, padded_channels(shape, tiles)), dtype=ops.x.dtype,
+            padded = (torch.empty((shape.N, shape.H, shape.W, padded_channels(shape, tiles)), dtype=ops.x.dtype,
                                   device=ops.x.device),)
         return Bound((pack_weights(ops.w, shape, packing(tiles)), ws, *padded), out)
 
@@ -906,9 +906,8 @@ class IgemmWsConv(ConvKernel):
 
     def launch(self, operands, out, shape, tiles, swizzle: SwizzleBinding, launch: LaunchConfig) -> None:
         x, w_packed, ws, *padded = operands
-        if padded:          # PAD_C: the input's channels into the padded buffer (timed: ours to pay)
-            padded[0][..., :shape.C].copy_(x)
-            x = padded[0]
+        if padded:          # PAD_C: the input into whole channel blocks (timed: ours to pay)
+            x = pad_channels(x, shape, padded[0])
         split, t = tiles["SPLIT_K"], tiled_shape(shape)
         _, rows, cols = box_counts(t, self.box(shape, tiles))
         grid = self.tile_grid(shape, tiles)
@@ -1023,31 +1022,40 @@ class IgemmWsConv(ConvKernel):
         return tuple(plans)
 
 
-#: Pixels per program of the padded copy (PAD_C) in the address model.
-PAD_BLOCK = 128
+def pad_channels(x: torch.Tensor, shape: ConvShape, out: torch.Tensor) -> torch.Tensor:
+    """PAD_C: the NHWC input ``x`` into ``out``, NHWC with ``out.shape[-1]`` channels, zero
+    past C: igemm_fast's fold pass at stride 1 (one "phase", the rest of each row zeros),
+    every element of ``out`` written."""
+    c_pad, pixels = out.shape[-1], shape.N * shape.H * shape.W
+    block_p, block_c = fold_blocks(dataclasses.replace(shape, C=c_pad))
+    fold_input_kernel[(triton.cdiv(pixels, block_p), triton.cdiv(c_pad, block_c))](
+        x, out, pixels, shape.C, shape.H, shape.W, shape.H, shape.W, c_pad, 1, 0,
+        BLOCK_P=block_p, BLOCK_C=block_c, num_warps=4)
+    return out
 
 
 def pad_pass_plan(shape: ConvShape, c_pad: int, bases: Mapping[str, int], eb: int) -> LaunchPlan:
-    """The PAD_C copy (``x_src`` into the first C channels of each pixel of ``x``, whose rows
-    are ``c_pad`` channels) as a launch: program ``i`` copies pixels ``[i * PAD_BLOCK, (i + 1)
-    * PAD_BLOCK)``, one run of C channels per pixel each way, the source's runs back to back."""
+    """The PAD_C copy (:func:`pad_channels`) as a launch: program ``i`` reads the C channels of
+    each of pixels ``[i * BLOCK_P, (i + 1) * BLOCK_P)`` of ``x_src`` (back to back) and writes
+    their whole rows of ``c_pad`` channels of ``x``; a pixel block's channel blocks (one where
+    ``c_pad <= 64``) as one program."""
     pixels = shape.N * shape.H * shape.W
-    programs = triton.cdiv(pixels, PAD_BLOCK)
+    block_p, _ = fold_blocks(dataclasses.replace(shape, C=c_pad))
+    programs = triton.cdiv(pixels, block_p)
 
-    def runs(base: int, pitch: int):
+    def runs(base: int, pitch: int, length: int):
         def per_program(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            p = ids[:, None] * PAD_BLOCK + np.arange(PAD_BLOCK)
+            p = ids[:, None] * block_p + np.arange(block_p)
             ok = p < pixels
-            return (np.where(ok, base + p * pitch * eb, 0)[:, None, :],
-                    np.where(ok, shape.C * eb, 0)[:, None, :])
+            return np.where(ok, base + p * pitch * eb, 0)[:, None, :], np.where(ok, length * eb, 0)[:, None, :]
         return per_program
 
     ids = np.arange(programs, dtype=np.int64)
-    loads = LoadPlan(num_steps=1, elem_bytes=eb,
-                     operands=(OperandLoads("x_src", programs, ids, PAD_BLOCK, runs(bases["x_src"], shape.C)),))
-    return LaunchPlan("pad", Schedule(programs, 1), loads,
-                      Epilogue(((OperandLoads("x", programs, ids, PAD_BLOCK, runs(bases["x"], c_pad)), True),)),
-                      swizzled=False, profiled=False)
+    loads = LoadPlan(num_steps=1, elem_bytes=eb, operands=(
+        OperandLoads("x_src", programs, ids, block_p, runs(bases["x_src"], shape.C, shape.C)),))
+    return LaunchPlan("pad", Schedule(programs, 1), loads, Epilogue(((
+        OperandLoads("x", programs, ids, block_p, runs(bases["x"], c_pad, c_pad)), True),)),
+        swizzled=False, profiled=False)
 
 
 @functools.cache

@@ -411,7 +411,7 @@ def test_load_plan_of_two_filter_blocks_reads_both_as_one_tile():
 
 def test_pad_c_copies_the_input_then_reads_whole_channel_blocks():
     """PAD_C on a C = 24 layer with 32-channel steps: a copy pass first (24 channels per pixel
-    from the given input, into rows of 32), then the conv, whose centre tap reads a whole
+    from the given input, into whole rows of 32, zeros included), then the conv, whose centre tap reads a whole
     32-channel run of the padded copy for every pixel; without PAD_C the same tap reads 24."""
     shape = ConvShape("c24", N=2, C=24, H=16, W=16, F=32, R=3, S=3, stride=1, padding=1)
     tiles = KERNEL.check_tiles({**TILES, "BLOCK_K": 32, "PAD_C": 1})
@@ -424,7 +424,7 @@ def test_pad_c_copies_the_input_then_reads_whole_channel_blocks():
     assert (lengths == 24 * 2).all() and (np.diff(starts[0, 0]) == 24 * 2).all()
     (dst, writes), = plans[0].epilogue.parts
     starts, lengths = dst.runs(np.array([0]))
-    assert writes and (lengths == 24 * 2).all() and (np.diff(starts[0, 0]) == 32 * 2).all()
+    assert writes and (lengths == 32 * 2).all() and (np.diff(starts[0, 0]) == 32 * 2).all()
     centre = 4                                                   # tap (1, 1), the only channel block
     x, _ = plans[1].loads.operands
     _, lengths = x.runs(np.array([0]))
