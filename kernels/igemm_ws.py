@@ -666,7 +666,7 @@ CONFIGS = (
     _cfg(128, 128, 4, 8, persistent=1, bn2=64),
     # The input copied into whole channel blocks first (PAD_C), for C not a multiple of BLOCK_K
     # (c24: every box of 32 channels would be 24 and a zero fill, fetched a sector per pixel
-    # row): the 32-filter configs above with it.
+    # row): three of the 32-filter configs above and a 128 x 64 one, with it.
     _cfg(128, 32, 8, 8, persistent=1, maxnreg=80, bk=32, pad_c=1),
     _cfg(128, 32, 9, 4, bk=32, pad_c=1),
     _cfg(64, 32, 9, 4, bk=32, pad_c=1),
@@ -887,7 +887,7 @@ class IgemmWsConv(ConvKernel):
         swizzled shared layout wgmma and TMA both read.  Built on the host per launch (microseconds of CPU)."""
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-        box, bn, bn2, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles.get("BLOCK_N2", 0), tiles["BLOCK_K"]
+        box, bn, bn2, bk = self.box(shape, tiles), tiles["BLOCK_N"], tiles["BLOCK_N2"], tiles["BLOCK_K"]
         partials = tiles["SPLIT_K"] > 1 and not tiles["SPLIT_ADD"]
         y_box = (1, *box, bn) if partials else (*box, bn)
         y_dtype = "float32" if partials else shape.dtype
@@ -922,7 +922,7 @@ class IgemmWsConv(ConvKernel):
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            BLOCK_N2=tiles.get("BLOCK_N2", 0), num_warps=launch.num_warps, **options)
+            BLOCK_N2=tiles["BLOCK_N2"], num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)
