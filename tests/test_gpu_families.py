@@ -124,6 +124,14 @@ WS_VARIANTS = {
     "pad_c_stride2": ({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 1, "PERSISTENT": 0,
                        "TMA_STORE": 1, "MAXNREG": 0, "PAD_C": 1}, 4, 9,
                       ConvShape("c40s2", N=2, C=40, H=13, W=11, F=32, R=3, S=3, stride=2, padding=1)),
+    # 256-row tiles: a persistent 1x1 layer whose last pixel box runs past the pixels and whose
+    # last filter block past F; a 3x3 layer in 16 x 16 boxes past the image's edges, plain stores
+    "rows256_1x1": ({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
+                     "TMA_STORE": 1, "MAXNREG": 0}, 8, 3,
+                    ConvShape("pw256", N=3, C=136, H=19, W=21, F=200, R=1, S=1, stride=1, padding=0)),
+    "rows256_3x3": ({"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
+                     "TMA_STORE": 0, "MAXNREG": 0}, 8, 4,
+                    ConvShape("c3x3", N=2, C=72, H=18, W=20, F=64, R=3, S=3, stride=1, padding=1)),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
             + [(variant, name) for variant in WS_VARIANTS if variant != "persistent_split"

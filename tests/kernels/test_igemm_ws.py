@@ -134,6 +134,11 @@ ORACLE_CASES = {
     "two_blocks_1x1": (ConvShape("c", N=5, C=8, H=3, W=5, F=100, R=1, S=1, stride=1, padding=0),
                        {"BLOCK_N": 64, "BLOCK_N2": 32}),
 
+    # 256-row tiles: a 3x3 in 16 x 16 boxes past the image's edges; a pointwise run past the pixels
+    "rows256_3x3": (ConvShape("a", N=2, C=40, H=18, W=20, F=40, R=3, S=3, stride=1, padding=1), {"BLOCK_M": 256}),
+    "rows256_1x1": (ConvShape("c", N=3, C=24, H=11, W=9, F=48, R=1, S=1, stride=1, padding=0),
+                    {"BLOCK_M": 256, "BLOCK_N": 32}),
+
     "stride2_3x3": (ConvShape("e", N=3, C=128, H=10, W=14, F=24, R=3, S=3, stride=2, padding=1), {}),
     "stride2_1x1": (ConvShape("f", N=4, C=64, H=6, W=8, F=16, R=1, S=1, stride=2, padding=0), {"BLOCK_N": 16}),
     "stride2_7x7": (ConvShape("g", N=1, C=64, H=16, W=12, F=8, R=7, S=7, stride=2, padding=3),
@@ -164,13 +169,14 @@ def test_index_math_matches_conv2d(case, swizzle):
     # pixels, where 32 x 4 x 1 boxes over images would take 14 and compute 1792 rows)
     (ConvShape("l20", N=32, C=512, H=7, W=7, F=2048, R=1, S=1), (1, 1, 128), 13),
     (ConvShape("l08", N=32, C=128, H=28, W=28, F=512, R=1, S=1), (1, 1, 128), 196),
+    (ConvShape("l08", N=32, C=128, H=28, W=28, F=512, R=1, S=1), (1, 1, 256), 98),
     # not pointwise: a 3x3, a padded 1x1 and a strided 1x1 keep boxes over images
     (ConvShape("l23", N=32, C=512, H=7, W=7, F=512, R=3, S=3, padding=1), (16, 1, 8), 14),
     (ConvShape("p1", N=32, C=64, H=7, W=7, F=64, R=1, S=1, padding=1), (32, 2, 2), 25),
     (ConvShape("l09", N=32, C=256, H=56, W=56, F=512, R=1, S=1, stride=2), (8, 4, 4), 196),
 ])
 def test_pointwise_layers_tile_as_one_row(shape, box, num_pid_m):
-    tiles = {**TILES, "BLOCK_M": 128}
+    tiles = {**TILES, "BLOCK_M": box[0] * box[1] * box[2]}
     assert KERNEL.box(shape, tiles) == box
     assert KERNEL.tile_grid(shape, tiles).num_pid_m == num_pid_m
     assert tiled_shape(shape).N * tiled_shape(shape).P * tiled_shape(shape).Q == shape.N * shape.P * shape.Q
@@ -212,7 +218,7 @@ def test_configs_are_valid_tiles():
     for cfg in CONFIGS:
         assert KERNEL.check_tiles(cfg.tiles_dict) == cfg.tiles_dict
         assert cfg.num_warps in (4, 8) and cfg.num_stages >= 2
-    assert len(set(CONFIGS)) == len(CONFIGS) == 57
+    assert len(set(CONFIGS)) == len(CONFIGS) == 61
 
 
 @pytest.mark.parametrize("shape", STRIDE_1, ids=lambda s: s.name)
@@ -337,7 +343,7 @@ def test_only_this_triton_is_a_toolchain_refusal_and_it_comes_last(monkeypatch):
 
 @pytest.mark.parametrize("tiles, words", [
     ({"BLOCK_K": 16}, "tile BLOCK_K=16 must be 32 or 64"),
-    ({"BLOCK_M": 256}, "tile BLOCK_M=256 must be 64 or 128"),
+    ({"BLOCK_M": 512}, "tile BLOCK_M=512 must be 64, 128 or 256"),
     ({"MAXNREG": 81}, "tile MAXNREG=81 must be 0 (off) or a multiple of 8 from 24 to 256"),
     ({"SPLIT_K": 2, "TMA_STORE": 0}, "SPLIT_K=2 needs TMA_STORE=1"),
     ({"SPLIT_ADD": 9}, "tile SPLIT_ADD=9 must be 0 (off) or 1 to 8 (K steps)"),
@@ -432,6 +438,8 @@ def test_pad_c_copies_the_input_then_reads_whole_channel_blocks():
     _, lengths = KERNEL.load_plan(shape, {**tiles, "PAD_C": 0}).operands[0].runs(np.array([0]))
     assert (lengths[0, centre] == 24 * 2).all()
     assert KERNEL.validation_scope(tiles) == "igemm_ws (input channels padded)"
+    assert KERNEL.validation_scope({**tiles, "BLOCK_M": 256}) == "igemm_ws (input channels padded, 256-row tiles)"
+    assert KERNEL.validation_scope({**tiles, "PAD_C": 0}) == "igemm_ws"
     assert [c for c in igemm_ws_space(shape, H100) if c.tiles_dict["PAD_C"]]
     assert not [c for c in igemm_ws_space(dataclasses.replace(shape, C=32), H100) if c.tiles_dict["PAD_C"]]
 
