@@ -686,13 +686,6 @@ CONFIGS = (
     _cfg(256, 128, 3, 8),
     _cfg(256, 64, 4, 8, persistent=1),
     _cfg(256, 64, 4, 8),
-    # Deeper rings for the 64-row tiles of the long-K pointwise layers on small grids (cuDNN's
-    # nvJet GEMMs keep 11 and 12 slots of 80 x 64 and 64 x 72 on Inception's 8 x 8 and
-    # GoogLeNet's 7 x 7 layers): 10 to 12 slots, as many as shared memory holds.
-    _cfg(64, 64, 11, 4, bn2=16),
-    _cfg(64, 64, 12, 4, bn2=16),
-    _cfg(64, 64, 10, 4, bn2=32),
-    _cfg(64, 64, 12, 4),
 )
 
 
