@@ -52,6 +52,10 @@ heldout2() {   # PLAN2.md's set H2, four of its layers a lane
 heldout3() {   # PLAN3.md's set H3, four of its layers a lane
   run "held3_$1" 515 "$SW" "$SP" shape=h200_held3 "shape.select=[$2]" "${R8[@]}"
 }
+heldout4() {   # PLAN4.md's set H4: igemm_ws's 256-row tiles (the H200 table's config on its large layers)
+  run held4 515 "$SW" "$SP" shape=h200_held4 kernel=igemm_ws tune=none kernel.tiles.BLOCK_M=256 kernel.num_stages=3 \
+    profiler=ncu profiler.repeats=8 profiler.simulate=false compare.max_time_s=0.2 compare.min_rounds=10 experiment=simval
+}
 speed() {   # the igemm_best tables as committed, timed against cuDNN (no tuning): issue 52's acceptance
   cd "$REPO"
   timeout "${TUNE_S:-540}" python3 benchmarks/conv_speed.py --kernel igemm_best --table "kernels/tuned/igemm_best_$1.json" \
@@ -100,6 +104,7 @@ for l in ${LANES:-cal held_a held_b indep}; do
     held3a) lane "$gpu" held3a heldout3 a edsr,hrnet4b3,fbnetx2,segnet4 ;;
     held3b) lane "$gpu" held3b heldout3 b effv2f2,vov3,sg2s64,nafpw ;;
     held3c) lane "$gpu" held3c heldout3 c cycres,esrdisc,srres,pillars2 ;;
+    held4) lane "$gpu" held4 heldout4 ;;
     kinds) lane "$gpu" kinds tune_kinds ;;
     gpu_tests) lane "$gpu" gpu_tests gpu_tests ;;
     ws_1x1) lane "$gpu" ws_1x1 retune igemm_ws resnet l08,l16,l18,l20,l22 ;;
@@ -108,7 +113,7 @@ for l in ${LANES:-cal held_a held_b indep}; do
     ws_resnet) lane "$gpu" ws_resnet tune igemm_ws resnet ;; fast_resnet) lane "$gpu" fast_resnet tune igemm_fast resnet ;;
     ws_u1) lane "$gpu" ws_u1 tune igemm_ws "$U1" ;; ws_u2) lane "$gpu" ws_u2 tune igemm_ws "$U2" ;;
     fast_u1) lane "$gpu" fast_u1 tune igemm_fast "$U1" ;; fast_u2) lane "$gpu" fast_u2 tune igemm_fast "$U2" ;;
-    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c held3a held3b held3c kinds speed_all gpu_tests ws_1x1 main ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
+    *) echo "unknown lane $l (cal held_a held_b indep held2a held2b held2c held3a held3b held3c held4 kinds speed_all gpu_tests ws_1x1 main ws_resnet fast_resnet ws_u1 ws_u2 fast_u1 fast_u2)" >&2; exit 2 ;;
   esac
   gpu=$((gpu + 1))
 done
