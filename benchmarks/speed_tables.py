@@ -40,7 +40,7 @@ class Target:
 
 
 TARGETS = (Target("h100", "h100_rows.json.xz", "igemm_best_table_run", "2026-11-27"),
-           Target("h200", "h200_rows.json.xz", "h200_best_table_timing_padc", "2026-11-29"))
+           Target("h200", "h200_rows.json.xz", "h200_best_table_timing_rows256", "2026-11-29"))
 
 
 def target_context(target: Target) -> dict:

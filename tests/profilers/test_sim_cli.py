@@ -286,3 +286,10 @@ def test_a_config_of_a_code_path_no_validation_held_claims_no_band(tmp_path):
     target = {"name": "h200", "sim_calibration": {"hit_rate_mae": {"igemm_ws": 2.0}, "delta_mae": {"igemm_ws": 1.0}}}
     assert KERNELS["igemm_best"].validation_scope(one_block) == "igemm_ws"
     assert prediction_error(target, KERNELS["igemm_best"].validation_scope(one_block)).banded
+    # 256-row tiles, which the H200 table launches on ResNet-50's l06 among others, failed their
+    # own held-out set (PLAN4.md): their jobs take the same unbanded path as the two-block tiles
+    rows256 = {e["shape"]["name"]: e["config"]["tiles"] for e in table.entries.values()
+               if e["config"]["tiles"].get("BLOCK_M") == 256}
+    assert "unseen2/dn121t" in rows256      # ResNet-50's l06 has the same dimensions
+    err = prediction_error(target, KERNELS["igemm_best"].validation_scope(rows256["unseen2/dn121t"]))
+    assert not err.banded and err.validated == "not validated on h200 hardware for igemm_ws (256-row tiles)"
