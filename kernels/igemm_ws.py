@@ -113,14 +113,6 @@ into a buffer of whole BLOCK_K channel blocks, zero past C (allocated once, the 
 the vendor call needs none), and the boxes read that: on c24, 14.6 against 15.4 us, the copy
 taking most of what it saves.
 
-**The epilogue one tile late.**  On a pointwise layer of few channels (ResNet-50's l08: two
-K steps a tile) a program spends about as long in each tile's epilogue (registers to shared
-memory, the fence, the TMA store) as in its wgmmas, and the tensor core idles meanwhile: ncu's
-samples of the MMA warps split about evenly between the two.  With ``EPI_LAG`` (a persistent
-grid, one filter block, TMA store, no split-K) a program holds two accumulators: after issuing
-a tile's last K step it stores the *previous* tile from the other accumulator while that
-step's wgmmas run, then waits for them, and stores its last tile after the loop.
-
 **Swizzles.**  Work item ``w`` is split ``w // num_tiles`` of launch-order tile ``w %
 num_tiles`` (igemm_fast's numbering); both partitions map that tile through the job's
 swizzle (a ``@triton.jit`` function, compiled with Gluon semantics when a Gluon function
@@ -275,7 +267,7 @@ def _mma_partition(y_desc, y2_desc, y_ptr, flag_ptr, a_bufs, b_bufs, b2_bufs, re
                    num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F,
                    SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                    NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                   SPLIT_ADD: gl.constexpr, BLOCK_N2: gl.constexpr, EPI_LAG: gl.constexpr):
+                   SPLIT_ADD: gl.constexpr, BLOCK_N2: gl.constexpr):
     BOX_N: gl.constexpr = a_bufs.type.shape[1]
     BOX_H: gl.constexpr = a_bufs.type.shape[2]
     BOX_W: gl.constexpr = a_bufs.type.shape[3]
@@ -295,13 +287,6 @@ def _mma_partition(y_desc, y2_desc, y_ptr, flag_ptr, a_bufs, b_bufs, b2_bufs, re
     acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS_M, WARPS_N],
                                                           instr_shape=[16, max(BLOCK_N2, 8 * WARPS_N) // WARPS_N, 16])
     it = 0
-    # EPI_LAG (module docstring, "The epilogue one tile late"): the last tile's sums and where
-    # they go, stored during the next tile's last wgmmas.
-    last = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
-    last_n0 = 0
-    last_p0 = 0
-    last_q0 = 0
-    last_f0 = 0
     for work in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         tile, split, k0, k1 = _work_item(work, num_pid_m, num_pid_n, num_steps, split_len, SWIZZLE, NUM_XCDS,
                                          GROUP_SIZE, SPLIT_K, SPLIT_ADD)
@@ -325,33 +310,17 @@ def _mma_partition(y_desc, y2_desc, y_ptr, flag_ptr, a_bufs, b_bufs, b2_bufs, re
             mbarrier.arrive(empty.index(prev), count=1, pred=step > k0)
             prev = slot
             it += 1
-        if EPI_LAG:
-            # The last step's wgmmas are in flight: store the previous tile meanwhile.
-            if work != gl.program_id(0):
-                _store_tile(last, y_desc, y_ptr, flag_ptr, c_smem, tile, split, last_n0, last_p0, last_q0, last_f0,
-                            P, Q, F, BOX_H, BOX_W, TMA_STORE, SPLIT_K, SPLIT_ADD)
-            last = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-            mbarrier.arrive(empty.index(prev), count=1)
-            last_n0 = n0
-            last_p0 = p0
-            last_q0 = q0
-            last_f0 = f0
+        if BLOCK_N2:
+            acc, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=[acc, acc2])
         else:
-            if BLOCK_N2:
-                acc, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=[acc, acc2])
-            else:
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-            mbarrier.arrive(empty.index(prev), count=1)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        mbarrier.arrive(empty.index(prev), count=1)
 
-            _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F, BOX_H, BOX_W,
-                        TMA_STORE, SPLIT_K, SPLIT_ADD)
-            if BLOCK_N2:
-                _store_tile(acc2, y2_desc, y_ptr, flag_ptr, c2_smem, tile, split, n0, p0, q0, f0 + BLOCK_N, P, Q, F,
-                            BOX_H, BOX_W, TMA_STORE, SPLIT_K, SPLIT_ADD, 1)
-    if EPI_LAG:
-        if gl.program_id(0) < num_pid_m * num_pid_n:     # the program's last tile
-            _store_tile(last, y_desc, y_ptr, flag_ptr, c_smem, 0, 0, last_n0, last_p0, last_q0, last_f0, P, Q, F,
-                        BOX_H, BOX_W, TMA_STORE, SPLIT_K, SPLIT_ADD)
+        _store_tile(acc, y_desc, y_ptr, flag_ptr, c_smem, tile, split, n0, p0, q0, f0, P, Q, F, BOX_H, BOX_W,
+                    TMA_STORE, SPLIT_K, SPLIT_ADD)
+        if BLOCK_N2:
+            _store_tile(acc2, y2_desc, y_ptr, flag_ptr, c2_smem, tile, split, n0, p0, q0, f0 + BLOCK_N, P, Q, F,
+                        BOX_H, BOX_W, TMA_STORE, SPLIT_K, SPLIT_ADD, 1)
     if TMA_STORE:
         tma.store_wait(pendings=0)
 
@@ -428,7 +397,7 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, w2_desc, y_desc, y2_desc, y_ptr, fla
                     num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, P, Q, F,
                     STRIDE: gl.constexpr, SWIZZLE: gl.constexpr, NUM_XCDS: gl.constexpr, GROUP_SIZE: gl.constexpr,
                     NUM_STAGES: gl.constexpr, TMA_STORE: gl.constexpr, SPLIT_K: gl.constexpr,
-                    SPLIT_ADD: gl.constexpr, BLOCK_N2: gl.constexpr, EPI_LAG: gl.constexpr = 0):
+                    SPLIT_ADD: gl.constexpr, BLOCK_N2: gl.constexpr):
     x_desc = x0       # the phase grids share their box, dtype and layout
     dtype: gl.constexpr = x_desc.dtype
     # The ring: NUM_STAGES A boxes and weight tiles, each slot with a *ready* barrier (the TMA
@@ -457,7 +426,7 @@ def igemm_ws_kernel(x0, x1, x2, x3, w_desc, w2_desc, y_desc, y2_desc, y_ptr, fla
     gl.warp_specialize([
         (_mma_partition, (y_desc, y2_desc, y_ptr, flag_ptr, a_bufs, b_bufs, b2_bufs, ready, empty, c_smem, c2_smem,
                           num_pid_m, num_pid_n, rects_h, rects_w, num_steps, split_len, P, Q, F, SWIZZLE, NUM_XCDS,
-                          GROUP_SIZE, NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, BLOCK_N2, EPI_LAG)),
+                          GROUP_SIZE, NUM_STAGES, TMA_STORE, SPLIT_K, SPLIT_ADD, BLOCK_N2)),
         (_load_partition, (x0, x1, x2, x3, w_desc, w2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, num_pid_m,
                            num_pid_n, rects_h, rects_w, num_steps, split_len, num_cb, S, padding, STRIDE, SWIZZLE,
                            NUM_XCDS, GROUP_SIZE, NUM_STAGES, SPLIT_K, SPLIT_ADD, BLOCK_N2)),
@@ -612,10 +581,10 @@ def occupancy(tiles: Mapping[str, int]) -> int:
 # since (the kernel notes of docs/benchmarks.md); kept where shared memory holds them.
 
 def _cfg(bm: int, bn: int, stages: int, warps: int, tma_store: int = 1, persistent: int = 0, maxnreg: int = 0,
-         split_k: int = 1, split_add: int = 0, bk: int = 64, bn2: int = 0, pad_c: int = 0, epi_lag: int = 0) -> Config:
+         split_k: int = 1, split_add: int = 0, bk: int = 64, bn2: int = 0, pad_c: int = 0) -> Config:
     return Config.make({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split_k, "PERSISTENT": persistent,
                         "TMA_STORE": tma_store, "MAXNREG": maxnreg, "SPLIT_ADD": split_add, "BLOCK_N2": bn2,
-                        "PAD_C": pad_c, "EPI_LAG": epi_lag}, warps, stages)
+                        "PAD_C": pad_c}, warps, stages)
 
 
 #: Every config tried, in the probe's order (the bracketed indices below name them).
@@ -717,12 +686,6 @@ CONFIGS = (
     _cfg(256, 128, 3, 8),
     _cfg(256, 64, 4, 8, persistent=1),
     _cfg(256, 64, 4, 8),
-    # The epilogue a tile late (EPI_LAG): two accumulators a thread, for the short-K pointwise
-    # layers on persistent grids.
-    _cfg(128, 128, 4, 8, persistent=1, epi_lag=1),
-    _cfg(128, 128, 6, 8, persistent=1, epi_lag=1),
-    _cfg(128, 64, 6, 8, persistent=1, epi_lag=1),
-    _cfg(64, 128, 8, 4, persistent=1, epi_lag=1),
 )
 
 
@@ -765,10 +728,10 @@ class IgemmWsConv(ConvKernel):
     name = "igemm_ws"
     jit_kernel = igemm_ws_kernel
     tile_names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "PERSISTENT", "TMA_STORE", "MAXNREG", "SPLIT_ADD",
-                  "BLOCK_N2", "PAD_C", "EPI_LAG")
+                  "BLOCK_N2", "PAD_C")
     # 0: split-K's sum launch; one filter block per tile; the input read where it lies (as
     # before each tile existed)
-    tile_defaults = {"SPLIT_ADD": 0, "BLOCK_N2": 0, "PAD_C": 0, "EPI_LAG": 0}
+    tile_defaults = {"SPLIT_ADD": 0, "BLOCK_N2": 0, "PAD_C": 0}
     dot_tiles = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
     def tune_space(self, shape: ConvShape, traits: DeviceTraits) -> list[Config]:
@@ -777,11 +740,9 @@ class IgemmWsConv(ConvKernel):
     def validation_scope(self, tiles: Mapping[str, int]) -> str:
         """The family's name, but not for tiles of two filter blocks (``BLOCK_N2``) or a padded
         input copy (``PAD_C``): the H200's validation sets (docs/simulator.md) predate them, so
-        their figures carry no band.  Likewise 256-row tiles (which failed a set of their own) and
-        the epilogue a tile late."""
+        their figures carry no band.  Likewise 256-row tiles."""
         paths = [why for tile, why in (("BLOCK_N2", "two filter blocks"), ("PAD_C", "input channels padded"))
-                 if tiles.get(tile)] + (["256-row tiles"] if tiles.get("BLOCK_M") == 256 else []) \
-            + (["epilogue a tile late"] if tiles.get("EPI_LAG") else [])
+                 if tiles.get(tile)] + (["256-row tiles"] if tiles.get("BLOCK_M") == 256 else [])
         return f"{self.name} ({', '.join(paths)})" if paths else self.name
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
@@ -790,9 +751,7 @@ class IgemmWsConv(ConvKernel):
         the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
         SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel;
         BLOCK_N2 0 or a second filter block of 16 to 64 filters, narrower than BLOCK_N, without
-        split-K; PAD_C 0 or 1 (the input copied into whole BLOCK_K channel blocks first); EPI_LAG
-        0 or 1 (each tile stored during the next one's last wgmmas; persistent, TMA store, one
-        filter block, no split-K)."""
+        split-K; PAD_C 0 or 1 (the input copied into whole BLOCK_K channel blocks first)."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128, 256), "64, 128 or 256"), "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),
                  "BLOCK_K": ((32, 64), "32 or 64 (64- or 128-byte rows of 2-byte elements)"),
@@ -801,7 +760,7 @@ class IgemmWsConv(ConvKernel):
                  "MAXNREG": ((0, *range(24, 257, 8)), "0 (off) or a multiple of 8 from 24 to 256"),
                  "SPLIT_ADD": (tuple(range(9)), "0 (off) or 1 to 8 (K steps)"),
                  "BLOCK_N2": ((0, 16, 32, 64), "0 (off) or a power of two, 16 to 64"),
-                 "PAD_C": ((0, 1), "0 or 1"), "EPI_LAG": ((0, 1), "0 or 1")}
+                 "PAD_C": ((0, 1), "0 or 1")}
         for key, value in given.items():
             valid, rule = rules[key]
             if isinstance(value, bool) or value not in valid:
@@ -814,12 +773,6 @@ class IgemmWsConv(ConvKernel):
             raise ValueError(f"kernel {self.name!r}: BLOCK_N2={given['BLOCK_N2']} needs BLOCK_N2 < BLOCK_N and "
                              f"SPLIT_K=1 (got BLOCK_N={given['BLOCK_N']}, SPLIT_K={given['SPLIT_K']}): the "
                              "second filter block is the narrower, and its sums leave as the output")
-        if given["EPI_LAG"] and (not given["PERSISTENT"] or not given["TMA_STORE"] or given["SPLIT_K"] > 1
-                                 or given["BLOCK_N2"]):
-            raise ValueError(f"kernel {self.name!r}: EPI_LAG=1 needs PERSISTENT=1, TMA_STORE=1, SPLIT_K=1 and "
-                             f"BLOCK_N2=0 (got PERSISTENT={given['PERSISTENT']}, TMA_STORE={given['TMA_STORE']}, "
-                             f"SPLIT_K={given['SPLIT_K']}, BLOCK_N2={given['BLOCK_N2']}): a program of several "
-                             "tiles stores one output box a tile late")
         if given["SPLIT_K"] > 1 and not given["SPLIT_ADD"] and not given["TMA_STORE"]:
             raise ValueError(f"kernel {self.name!r}: SPLIT_K={given['SPLIT_K']} needs TMA_STORE=1 "
                              "(the fp32 partials leave through a TMA box) or SPLIT_ADD > 0")
@@ -977,7 +930,7 @@ class IgemmWsConv(ConvKernel):
             shape.S, shape.padding, t.P, t.Q, shape.F, STRIDE=shape.stride,
             SWIZZLE=swizzle.fn, NUM_XCDS=swizzle.num_xcds, GROUP_SIZE=swizzle.group_size,
             NUM_STAGES=launch.num_stages, TMA_STORE=tiles["TMA_STORE"], SPLIT_K=split, SPLIT_ADD=bool(add),
-            BLOCK_N2=tiles["BLOCK_N2"], EPI_LAG=tiles["EPI_LAG"], num_warps=launch.num_warps, **options)
+            BLOCK_N2=tiles["BLOCK_N2"], num_warps=launch.num_warps, **options)
         if split > 1 and not add:
             split_k_sum_kernel[(triton.cdiv(out.numel(), SUM_BLOCK),)](ws, out, out.numel(), SPLIT_K=split,
                                                                       BLOCK=SUM_BLOCK, num_warps=4)

@@ -132,14 +132,6 @@ WS_VARIANTS = {
     "rows256_3x3": ({"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 0,
                      "TMA_STORE": 0, "MAXNREG": 0}, 8, 4,
                     ConvShape("c3x3", N=2, C=72, H=18, W=20, F=64, R=3, S=3, stride=1, padding=1)),
-    # the epilogue a tile late (EPI_LAG): 300 tiles on a persistent grid (two or three a program),
-    # the last pixel box past the pixels, the last filter block past F; one warpgroup on a 3x3
-    "epi_lag_1x1": ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
-                     "TMA_STORE": 1, "MAXNREG": 0, "EPI_LAG": 1}, 8, 4,
-                    ConvShape("pwlag", N=8, C=136, H=40, W=40, F=296, R=1, S=1, stride=1, padding=0)),
-    "epi_lag_3x3": ({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 1, "PERSISTENT": 1,
-                     "TMA_STORE": 1, "MAXNREG": 0, "EPI_LAG": 1}, 4, 8,
-                    ConvShape("c3lag", N=4, C=64, H=30, W=34, F=192, R=3, S=3, stride=2, padding=1)),
 }
 WS_CASES = ([("persistent_split", name) for name in sorted(SWIZZLES) + LABELS]
             + [(variant, name) for variant in WS_VARIANTS if variant != "persistent_split"

@@ -218,7 +218,7 @@ def test_configs_are_valid_tiles():
     for cfg in CONFIGS:
         assert KERNEL.check_tiles(cfg.tiles_dict) == cfg.tiles_dict
         assert cfg.num_warps in (4, 8) and cfg.num_stages >= 2
-    assert len(set(CONFIGS)) == len(CONFIGS) == 65
+    assert len(set(CONFIGS)) == len(CONFIGS) == 61
 
 
 @pytest.mark.parametrize("shape", STRIDE_1, ids=lambda s: s.name)
@@ -352,9 +352,6 @@ def test_only_this_triton_is_a_toolchain_refusal_and_it_comes_last(monkeypatch):
     ({"SPLIT_K": 2, "SPLIT_ADD": 2}, "SPLIT_ADD=2 needs SPLIT_K=2 and TMA_STORE=0 (got SPLIT_K=2, TMA_STORE=1)"),
     ({"BLOCK_N2": 24}, "tile BLOCK_N2=24 must be 0 (off) or a power of two, 16 to 64"),
     ({"BLOCK_N2": 32}, "BLOCK_N2=32 needs BLOCK_N2 < BLOCK_N and SPLIT_K=1 (got BLOCK_N=32, SPLIT_K=1)"),
-    ({"EPI_LAG": 1, "PERSISTENT": 0}, "EPI_LAG=1 needs PERSISTENT=1, TMA_STORE=1, SPLIT_K=1 and BLOCK_N2=0 (got "
-                                      "PERSISTENT=0, TMA_STORE=1, SPLIT_K=1, BLOCK_N2=0)"),
-    ({"EPI_LAG": 2}, "tile EPI_LAG=2 must be 0 or 1"),
     ({"BLOCK_N": 64, "BLOCK_N2": 32, "SPLIT_K": 2}, "BLOCK_N2=32 needs BLOCK_N2 < BLOCK_N and SPLIT_K=1 "
                                                     "(got BLOCK_N=64, SPLIT_K=2)"),
 ])
@@ -443,7 +440,6 @@ def test_pad_c_copies_the_input_then_reads_whole_channel_blocks():
     assert KERNEL.validation_scope(tiles) == "igemm_ws (input channels padded)"
     assert KERNEL.validation_scope({**tiles, "BLOCK_M": 256}) == "igemm_ws (input channels padded, 256-row tiles)"
     assert KERNEL.validation_scope({**tiles, "PAD_C": 0}) == "igemm_ws"
-    assert KERNEL.validation_scope({**tiles, "PAD_C": 0, "EPI_LAG": 1}) == "igemm_ws (epilogue a tile late)"
     assert [c for c in igemm_ws_space(shape, H100) if c.tiles_dict["PAD_C"]]
     assert not [c for c in igemm_ws_space(dataclasses.replace(shape, C=32), H100) if c.tiles_dict["PAD_C"]]
 
