@@ -62,11 +62,12 @@ grid, the input itself, so one kernel runs both.
   third, the second filter block's, with ``BLOCK_N2``) that complete on the slot's *ready*
   barrier;
 * the *MMA* partition, the launch's ``num_warps`` warps (4: one warpgroup owns all BLOCK_M
-  rows; 8: two warpgroups, 64 rows each, as in cuDNN): for each K step, wait for the slot,
-  issue an asynchronous wgmma into fp32 registers, wait until at most one wgmma is in flight
-  (the previous step's is then done) and free *that* step's slot, so the tensor core always
-  has the next step queued behind the current one.  After the last step it writes the tile
-  through shared memory and a TMA store (``TMA_STORE=1``), or from registers.
+  rows; 8: two warpgroups, 64 rows each as in cuDNN, or 128 each of a 256-row tile as in
+  cuDNN's nvJet GEMMs): for each K step, wait for the slot, issue an asynchronous wgmma into
+  fp32 registers, wait until at most one wgmma is in flight (the previous step's is then done)
+  and free *that* step's slot, so the tensor core always has the next step queued behind the
+  current one.  After the last step it writes the tile through shared memory and a TMA store
+  (``TMA_STORE=1``), or from registers.
 
 ``num_stages`` is the ring's depth.  The producer never waits on the consumer except for a
 free slot, so with a persistent grid (``PERSISTENT=1``: one program per SM, two with
