@@ -59,8 +59,8 @@ H200_ROWS = ROOT / "benchmarks" / "results" / "kernel_speed" / "h200_rows.json.x
 H200_RUNS = {"igemm_fast": ("h200_fast_unseen6to10_tune", "h200_fast_unseen1to5_tune", "h200_fast_kinds_tune",
                             "h200_fast_resnet_tune"),
              "igemm_ws": ("h200_ws_rows256b_tune", "h200_ws_rows256_tune", "h200_ws_padc_tune", "h200_ws_n2b_tune",
-                          "h200_ws_n2_tune", "h200_ws_m64_tune", "h200_ws_small_f_tune", "h200_ws_kinds_tune", "h200_ws_resnet_tune",
-                          "h200_ws_unseen1to5_tune", "h200_ws_unseen6to10_tune")}
+                          "h200_ws_n2_tune", "h200_ws_m64_tune", "h200_ws_small_f_tune", "h200_ws_kinds_tune",
+                          "h200_ws_resnet_tune", "h200_ws_unseen1to5_tune", "h200_ws_unseen6to10_tune")}
 
 
 def row_dims(dims: str) -> dict[str, int]:
