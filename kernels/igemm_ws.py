@@ -742,7 +742,7 @@ class IgemmWsConv(ConvKernel):
         """The family's name, but not for tiles of two filter blocks (``BLOCK_N2``) or a padded
         input copy (``PAD_C``): the H200's validation sets (docs/simulator.md) predate them, so
         their figures carry no band.  Nor for 256-row tiles (``BLOCK_M`` 256), which missed the
-        goals of a held-out set of their own (benchmarks/results/sim_calibration/h200_ws/PLAN4.md)."""
+        goals of a held-out set of their own (docs/simulator.md, set H4)."""
         paths = [why for tile, why in (("BLOCK_N2", "two filter blocks"), ("PAD_C", "input channels padded"))
                  if tiles.get(tile)] + (["256-row tiles"] if tiles.get("BLOCK_M") == 256 else [])
         return f"{self.name} ({', '.join(paths)})" if paths else self.name
