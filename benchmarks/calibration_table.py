@@ -1,6 +1,6 @@
 """Calibration tables from the MLflow stores of `+study=calibrate` sweeps.
 
-    python benchmarks/calibration_table.py benchmarks/results/calibration/cal4_*.db    # after tar xf cal4_stores.tar, xz -dk
+    python benchmarks/calibration_table.py benchmarks/results/calibration/cal4_*.db    # after tar xJf cal4_stores.tar.xz
 
 Per control and layer: how many repeats (seeds) gave which time and L2 verdict against
 identity, the median effect and its CI, the CI half-widths (the detection limit at 95 %),
