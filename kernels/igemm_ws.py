@@ -743,17 +743,18 @@ class IgemmWsConv(ConvKernel):
         input copy (``PAD_C``): the H200's validation sets (docs/simulator.md) predate them, so
         their figures carry no band.  Nor for 256-row tiles (``BLOCK_M`` 256), which missed the
         goals of a held-out set of their own (docs/simulator.md, set H4)."""
-        paths = [why for tile, why in (("BLOCK_N2", "two filter blocks"), ("PAD_C", "input channels padded"))
-                 if tiles.get(tile)] + (["256-row tiles"] if tiles.get("BLOCK_M") == 256 else [])
+        paths = [why for taken, why in ((tiles.get("BLOCK_N2"), "two filter blocks"),
+                                        (tiles.get("PAD_C"), "input channels padded"),
+                                        (tiles.get("BLOCK_M") == 256, "256-row tiles")) if taken]
         return f"{self.name} ({', '.join(paths)})" if paths else self.name
 
     def check_tiles(self, tiles: Mapping[str, int]) -> dict[str, int]:
         """BLOCK_M 64, 128 or 256 (one wgmma warpgroup takes 64 rows at a time), BLOCK_N a power
         of two from 16 to 256 (a wgmma's N), BLOCK_K 32 or 64 (64- or 128-byte rows: the box's
-        swizzle is the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8 from 24 to 256;
-        SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in the kernel;
-        BLOCK_N2 0 or a second filter block of 16 to 64 filters, narrower than BLOCK_N, without
-        split-K; PAD_C 0 or 1 (the input copied into whole BLOCK_K channel blocks first)."""
+        swizzle is the matrix's); SPLIT_K 1, 2 or 4; flags 0 or 1; MAXNREG 0 or a multiple of 8
+        from 24 to 256; SPLIT_ADD 0 or the lead, 1 to 8 K steps, of a two-way split that adds in
+        the kernel; BLOCK_N2 0 or a second filter block of 16 to 64 filters, narrower than BLOCK_N,
+        without split-K; PAD_C 0 or 1 (the input copied into whole BLOCK_K channel blocks first)."""
         given = self.tile_entries(tiles)
         rules = {"BLOCK_M": ((64, 128, 256), "64, 128 or 256"),
                  "BLOCK_N": ((16, 32, 64, 128, 256), "a power of two, 16 to 256"),

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 
+#: How a config's label abbreviates a tile name (``BLOCK_M`` 128 -> ``M128``); every other tile
+#: keeps its name.  The report's labels of runs (:mod:`harness.report.labels`) read the same.
+SHORT_TILE_NAMES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K", "BLOCK_N2": "N2_"}
+
+
 @dataclass(frozen=True)
 class Config:
     """One launch config: the kernel's tiles (sizes and flags), warps and pipeline stages."""
@@ -30,8 +35,7 @@ class Config:
     @property
     def label(self) -> str:
         """Short and stable, e.g. ``M128 N64 K64 SPLIT_K1 TMA1 w4 s4``."""
-        short = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K", "BLOCK_N2": "N2_"}
-        parts = [f"{short.get(k, k)}{v}" for k, v in self.tiles]
+        parts = [f"{SHORT_TILE_NAMES.get(k, k)}{v}" for k, v in self.tiles]
         return " ".join(parts + [f"w{self.num_warps}", f"s{self.num_stages}"])
 
     def as_dict(self) -> dict:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from harness.job.spec import code_digest
 from harness.storage.field_names import Param, param_column
+from kernels.tuning import SHORT_TILE_NAMES
 
 #: The column prefix of a run's ``tile.*`` params.
 _TILES = param_column(Param.TILE_PREFIX)
@@ -42,9 +43,6 @@ def swizzle_label(frame: pd.DataFrame) -> pd.Series:
     return label.where(~shared | (code == ""), label + "#" + digest)
 
 
-_SHORT_TILES = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K", "BLOCK_N2": "N2_"}
-
-
 def _tile(column: str) -> str:
     """A ``tile.*`` param's tile name (``BLOCK_M``) from its column."""
     return column.removeprefix(_TILES)
@@ -55,11 +53,11 @@ def config_label(frame: pd.DataFrame) -> pd.Series:
     tune mode's choice (param ``tune.config``), else the run's ``tile.*`` params (BLOCK_M, N, K
     first, then the flags by name), ``num_warps`` and ``num_stages``."""
     cols = sorted((c for c in frame.columns if c.startswith(_TILES)),
-                  key=lambda c: (list(_SHORT_TILES).index(_tile(c)) if _tile(c) in _SHORT_TILES else 9, c))
+                  key=lambda c: (list(SHORT_TILE_NAMES).index(_tile(c)) if _tile(c) in SHORT_TILE_NAMES else 9, c))
     warps, stages = param_column(Param.NUM_WARPS), param_column(Param.NUM_STAGES)
 
     def configured(row: pd.Series) -> str:
-        tiles = [f"{_SHORT_TILES.get(_tile(c), _tile(c))}{row[c]}" for c in cols if pd.notna(row[c])]
+        tiles = [f"{SHORT_TILE_NAMES.get(_tile(c), _tile(c))}{row[c]}" for c in cols if pd.notna(row[c])]
         return " ".join(tiles + [f"w{row.get(warps, '?')}", f"s{row.get(stages, '?')}"])
 
     labels = frame.apply(configured, axis=1) if len(frame) else pd.Series("", index=frame.index, dtype=object)
